@@ -1,0 +1,164 @@
+// Package redistest runs test bodies against every Redis backend the
+// environment offers: always an in-process miniredis, plus the real Redis
+// server named by VKCOUNTER_TEST_REDIS and the Redis Cluster named by
+// VKCOUNTER_TEST_REDIS_CLUSTER.
+//
+// A backend that is named but unreachable fails the test. When
+// VKCOUNTER_TEST_REQUIRE_REAL=1 (CI sets it) a backend that is not named
+// fails the test too, so CI can never pass without having run the
+// real-server variants.
+//
+// Tests share the real servers with other packages running in parallel, so
+// they never flush: each test gets its own key prefix from Prefix.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Environment variables read by this package.
+const (
+	// EnvRedis names a real Redis server as a URL, e.g. redis://127.0.0.1:6390/0.
+	EnvRedis = "VKCOUNTER_TEST_REDIS"
+	// EnvCluster names a Redis Cluster as a comma-separated list of seed addresses.
+	EnvCluster = "VKCOUNTER_TEST_REDIS_CLUSTER"
+	// EnvRequire, when "1", makes a missing real backend a test failure instead of a skip.
+	EnvRequire = "VKCOUNTER_TEST_REQUIRE_REAL"
+)
+
+// Kind tells which backend a Target is.
+type Kind string
+
+// The backends.
+const (
+	Mini    Kind = "miniredis"
+	Real    Kind = "redis"
+	Cluster Kind = "cluster"
+)
+
+// A Target is one backend a test body runs against.
+type Target struct {
+	Kind   Kind
+	Client redis.UniversalClient
+	// Mini is the in-process server when Kind is Mini, else nil.
+	Mini *miniredis.Miniredis
+	// Addr is the address of the server (the first seed for a cluster).
+	Addr string
+	// URL is a redis:// URL for single servers, empty for a cluster.
+	URL string
+}
+
+// Run runs fn as one subtest per backend in kinds (all three when kinds is
+// empty), named after the Kind.
+func Run(t *testing.T, fn func(t *testing.T, tg *Target), kinds ...Kind) {
+	t.Helper()
+	if len(kinds) == 0 {
+		kinds = []Kind{Mini, Real, Cluster}
+	}
+	for _, k := range kinds {
+		t.Run(string(k), func(t *testing.T) {
+			fn(t, Open(t, k))
+		})
+	}
+}
+
+// Open returns a connected Target of the given kind, closed when t ends.
+// It skips the test when the backend is not configured (fails when
+// EnvRequire is set) and fails it when the backend is unreachable.
+func Open(t testing.TB, k Kind) *Target {
+	t.Helper()
+	switch k {
+	case Mini:
+		m := miniredis.RunT(t)
+		m.ClockTTL(true)
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { c.Close() })
+		return &Target{Kind: Mini, Client: c, Mini: m, Addr: m.Addr(), URL: "redis://" + m.Addr()}
+	case Real:
+		u := configured(t, EnvRedis)
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", EnvRedis, u, err)
+		}
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { c.Close() })
+		ping(t, c, EnvRedis)
+		return &Target{Kind: Real, Client: c, Addr: opt.Addr, URL: u}
+	case Cluster:
+		addrs := strings.Split(configured(t, EnvCluster), ",")
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		t.Cleanup(func() { c.Close() })
+		ping(t, c, EnvCluster)
+		return &Target{Kind: Cluster, Client: c, Addr: addrs[0]}
+	}
+	t.Fatalf("redistest: unknown kind %q", k)
+	return nil
+}
+
+func configured(t testing.TB, env string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("%s is not set but %s=1: the real-server variant of this test must run", env, EnvRequire)
+		}
+		t.Skipf("%s not set; real-server variant skipped", env)
+	}
+	return v
+}
+
+func ping(t testing.TB, c redis.UniversalClient, env string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("%s is set but the server does not answer: %v", env, err)
+	}
+}
+
+// Prefix returns a key prefix unique to this test run, ending in ":".
+// Tests put every key they create under it, so they can share a server.
+func Prefix(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "test:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// Keys returns every key under prefix, scanning all masters of a cluster.
+func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex // ForEachMaster scans masters concurrently
+	var out []string
+	scan := func(ctx context.Context, n redis.UniversalClient) error {
+		it := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			mu.Lock()
+			out = append(out, it.Val())
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
+	} else {
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		t.Fatalf("scan %s*: %v", prefix, err)
+	}
+	return out
+}
