@@ -1,0 +1,319 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/SevereCloud/vksdk/v2/api"
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// memCounter is a Counter without a window: it counts per identity and
+// dedupes event ids, as freq.Store does.
+type memCounter struct {
+	mu     sync.Mutex
+	counts map[string]int64
+	events map[string]int64
+	fail   error
+}
+
+func newMemCounter() *memCounter {
+	return &memCounter{counts: map[string]int64{}, events: map[string]int64{}}
+}
+
+func (c *memCounter) Count(_ context.Context, identity, eventID string) (freq.Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return freq.Result{}, c.fail
+	}
+	if n, ok := c.events[eventID]; ok && eventID != "" {
+		return freq.Result{Previous: n, Duplicate: true}, nil
+	}
+	n := c.counts[identity]
+	c.counts[identity]++
+	if eventID != "" {
+		c.events[eventID] = n
+	}
+	return freq.Result{Previous: n}, nil
+}
+
+// fastOptions make retries quick so tests do not wait on real backoffs.
+func fastOptions() bot.Options {
+	return bot.Options{RatePerToken: 1000, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
+		FloodPause: 5 * time.Millisecond, HaltPause: 5 * time.Millisecond, Logger: zerolog.Nop()}
+}
+
+func newBot(t *testing.T, c bot.Counter, vk *vktest.Server, tokens ...string) *bot.Bot {
+	t.Helper()
+	g := bot.Group{ID: 7}
+	for _, tok := range tokens {
+		g.Senders = append(g.Senders, bot.NewVKSender(tok, vk.MethodURL(), 2*time.Second))
+	}
+	b, err := bot.New(c, []bot.Group{g}, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+func msg(i int, text string) callback.Message {
+	return callback.Message{GroupID: 7, EventID: fmt.Sprintf("ev%d", i), PeerID: 100 + i, FromID: 100 + i,
+		ConversationMessageID: i + 1, Text: text}
+}
+
+func waitSends(t *testing.T, vk *vktest.Server, n int) []vktest.Send {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := vk.WaitSends(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRepliesCarryTheCountToThePeer(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	b := newBot(t, newMemCounter(), vk, "tok")
+	for i := range 3 {
+		if err := b.HandleMessage(context.Background(), msg(i, "hello")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := waitSends(t, vk, 3)
+	sort.Slice(sends, func(i, j int) bool { return sends[i].PeerID < sends[j].PeerID })
+	for i, s := range sends {
+		m := msg(i, "hello")
+		if s.PeerID != m.PeerID || s.Message != fmt.Sprint(i) || s.RandomID != int64(bot.RandomID(m)) || s.Token != "tok" {
+			t.Errorf("send %d = %+v, want peer %d message %d random_id %d", i, s, m.PeerID, i, bot.RandomID(m))
+		}
+	}
+}
+
+func TestRetriedEventGetsSameNumberAndRandomID(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	b := newBot(t, newMemCounter(), vk, "tok")
+	m := msg(1, "again")
+	retry := m
+	retry.Retry = 1
+	for _, x := range []callback.Message{m, retry} {
+		if err := b.HandleMessage(context.Background(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := waitSends(t, vk, 2)
+	if sends[0].Message != "0" || sends[1].Message != "0" || sends[0].RandomID != sends[1].RandomID {
+		t.Fatalf("retry answered %+v then %+v, want the same number and random_id", sends[0], sends[1])
+	}
+	if st := b.Stats(); st.Received != 2 || st.Duplicates != 1 {
+		t.Errorf("stats %+v, want 2 received, 1 duplicate", st)
+	}
+}
+
+func TestVKErrorClasses(t *testing.T) {
+	tests := []struct {
+		name      string
+		codes     []int // injected before the call succeeds
+		wantSent  int64
+		wantDrop  int64
+		wantCalls int
+	}{
+		{"too many requests (6) is retried", []int{6, 6}, 1, 0, 3},
+		{"internal error (10) is retried", []int{10}, 1, 0, 2},
+		{"unknown error (1) is retried", []int{1}, 1, 0, 2},
+		{"peer refuses messages (901) is dropped", []int{901}, 0, 1, 1},
+		{"user blocked (900) is dropped", []int{900}, 0, 1, 1},
+		{"flood control (9) gets one more try", []int{9}, 1, 0, 2},
+		{"flood control twice is dropped", []int{9, 9}, 0, 1, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vk := vktest.NewServer()
+			defer vk.Close()
+			vk.FailNext(tc.codes...)
+			b := newBot(t, newMemCounter(), vk, "tok")
+			if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st := b.Stats()
+			if st.Sent != tc.wantSent || st.Dropped != tc.wantDrop || vk.Calls("messages.send") != tc.wantCalls {
+				t.Errorf("sent %d dropped %d calls %d; want %d %d %d", st.Sent, st.Dropped, vk.Calls("messages.send"), tc.wantSent, tc.wantDrop, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func TestRejectedTokenMakesBotNotReadyUntilItWorks(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.FailAlways(5)
+	b := newBot(t, newMemCounter(), vk, "tok")
+	if err := b.Ready(); err != nil {
+		t.Fatalf("ready before any call: %v", err)
+	}
+	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("error 5 did not make the bot not ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code, _ := bot.VKErrorCode(b.Ready()); code != 5 {
+		t.Errorf("Ready() = %v, want VK error 5", b.Ready())
+	}
+	vk.FailAlways(0) // the operator fixed the token: the held reply goes out
+	waitSends(t, vk, 1)
+	for b.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("still not ready after a successful send")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTokensShareTheLoad(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.SetDelay(5 * time.Millisecond)
+	b := newBot(t, newMemCounter(), vk, "a", "b", "c")
+	for i := range 30 {
+		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := map[string]int{}
+	for _, s := range waitSends(t, vk, 30) {
+		per[s.Token]++
+	}
+	if len(per) != 3 {
+		t.Errorf("sends per token %v, want all three tokens used", per)
+	}
+}
+
+func TestCountFailureIsReturnedAndNothingQueued(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	c := newMemCounter()
+	c.fail = errors.New("redis down")
+	b := newBot(t, c, vk, "tok")
+	if err := b.HandleMessage(context.Background(), msg(1, "x")); err == nil {
+		t.Fatal("HandleMessage succeeded while the counter fails")
+	}
+	b.Close(context.Background())
+	if n := vk.Calls("messages.send"); n != 0 || b.Stats().Received != 0 {
+		t.Errorf("%d sends, stats %+v after a failed count", n, b.Stats())
+	}
+}
+
+func TestCloseDrainsQueue(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.SetDelay(time.Millisecond)
+	b := newBot(t, newMemCounter(), vk, "tok")
+	for i := range 50 {
+		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(vk.Sends()); got != 50 {
+		t.Errorf("%d replies sent before Close returned, want 50", got)
+	}
+	if err := b.HandleMessage(context.Background(), msg(99, "x")); !errors.Is(err, bot.ErrClosed) {
+		t.Errorf("HandleMessage after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestCloseDeadlineCountsLostReplies(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.FailAlways(10) // VK keeps failing: nothing can be delivered
+	b := newBot(t, newMemCounter(), vk, "tok")
+	for i := range 5 {
+		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := b.Close(ctx); err == nil {
+		t.Fatal("Close met its deadline although nothing could be sent")
+	}
+	if st := b.Stats(); st.Lost != 5 || st.Sent != 0 {
+		t.Errorf("stats %+v, want 5 lost", st)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	block := make(chan struct{})
+	sender := bot.SenderFunc(func(ctx context.Context, rs []bot.Reply) []error {
+		<-block
+		return make([]error, len(rs))
+	})
+	opts := fastOptions()
+	opts.QueueSize = 2
+	b, err := bot.New(newMemCounter(), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full error
+	for i := range 10 {
+		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+			full = err
+			break
+		}
+	}
+	close(block)
+	b.Close(context.Background())
+	if !errors.Is(full, bot.ErrQueueFull) {
+		t.Fatalf("got %v, want ErrQueueFull once the queue holds 2 and the sender holds 1", full)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bot.Class
+	}{
+		{nil, bot.Delivered},
+		{&api.Error{Code: 6}, bot.Retry},
+		{&api.Error{Code: 10}, bot.Retry},
+		{&api.Error{Code: 9}, bot.Flood},
+		{&api.Error{Code: 5}, bot.Halt},
+		{&api.Error{Code: 29}, bot.Halt},
+		{&api.Error{Code: 912}, bot.Halt},
+		{&api.Error{Code: 945}, bot.Drop},
+		{&api.Error{Code: 100}, bot.Drop},
+		{api.Error{Code: 7}, bot.Halt},
+		{fmt.Errorf("wrapped: %w", &api.Error{Code: 901}), bot.Drop},
+		{&api.InvalidContentType{ContentType: "text/html"}, bot.Retry},
+		{errors.New("connection reset"), bot.Retry},
+	}
+	for _, tc := range tests {
+		if got := bot.Classify(tc.err); got != tc.want {
+			t.Errorf("Classify(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

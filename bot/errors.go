@@ -1,0 +1,86 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/SevereCloud/vksdk/v2/api"
+)
+
+// A Class says what the sender does with a reply whose send failed.
+type Class int
+
+// The error classes of SPEC §1.3.
+const (
+	// Delivered: no error.
+	Delivered Class = iota
+	// Retry: a transient failure (errors 1, 6, 10, network errors, non-JSON
+	// answers); retried with exponential backoff.
+	Retry
+	// Flood: flood control (9); retried once after a long pause, then dropped.
+	Flood
+	// Drop: a permanent failure for this peer or this request (900, 901,
+	// 902, 914, 917, 945, 946, and API errors not listed elsewhere); the
+	// reply is dropped with a log line.
+	Drop
+	// Halt: the token is unusable (5, 7, 29, 912); the token stops sending,
+	// keeps its replies, retries rarely, and the service reports not ready.
+	Halt
+)
+
+var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt"}
+
+func (c Class) String() string { return classNames[c] }
+
+// vkErrorClasses maps VK API error codes to classes; codes not listed are Drop.
+var vkErrorClasses = map[int]Class{
+	1: Retry, 6: Retry, 10: Retry,
+	9:   Flood,
+	900: Drop, 901: Drop, 902: Drop, 914: Drop, 917: Drop, 945: Drop, 946: Drop,
+	5: Halt, 7: Halt, 29: Halt, 912: Halt,
+}
+
+// Classify tells what to do about err returned by a send.
+func Classify(err error) Class {
+	if err == nil {
+		return Delivered
+	}
+	if code, ok := VKErrorCode(err); ok {
+		if c, listed := vkErrorClasses[code]; listed {
+			return c
+		}
+		return Drop
+	}
+	if errors.Is(err, context.Canceled) {
+		return Retry
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return Retry
+	}
+	var badType *api.InvalidContentType
+	if errors.As(err, &badType) {
+		return Retry // a proxy's HTML 5xx page
+	}
+	// Any other transport or decoding failure: VK may or may not have
+	// processed the call; the random_id makes a retry harmless.
+	return Retry
+}
+
+// VKErrorCode returns the VK API error code carried by err, if any.
+func VKErrorCode(err error) (int, bool) {
+	var ep *api.Error
+	if errors.As(err, &ep) {
+		return int(ep.Code), true
+	}
+	var e api.Error
+	if errors.As(err, &e) {
+		return int(e.Code), true
+	}
+	var et api.ErrorType
+	if errors.As(err, &et) {
+		return int(et), true
+	}
+	return 0, false
+}

@@ -1,0 +1,60 @@
+package bot_test
+
+import (
+	"testing"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
+)
+
+func TestIdentity(t *testing.T) {
+	photo := callback.Attachment{Type: "photo", OwnerID: -5, ID: 42}
+	sticker := callback.Attachment{Type: "sticker", StickerID: 9}
+	tests := []struct {
+		name      string
+		a, b      callback.Message
+		normalize bool
+		same      bool
+	}{
+		{"same text", callback.Message{GroupID: 1, Text: "hi"}, callback.Message{GroupID: 1, Text: "hi", PeerID: 5}, false, true},
+		{"text is exact", callback.Message{GroupID: 1, Text: "hi"}, callback.Message{GroupID: 1, Text: "Hi "}, false, false},
+		{"normalized case and space", callback.Message{GroupID: 1, Text: "Hi  there"}, callback.Message{GroupID: 1, Text: " hi there\n"}, true, true},
+		{"communities are separate", callback.Message{GroupID: 1, Text: "hi"}, callback.Message{GroupID: 2, Text: "hi"}, false, false},
+		{"same sticker", callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker}}, callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker}}, false, true},
+		{"sticker differs from photo", callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker}}, callback.Message{GroupID: 1, Attachments: []callback.Attachment{photo}}, false, false},
+		{"attachment order matters", callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker, photo}}, callback.Message{GroupID: 1, Attachments: []callback.Attachment{photo, sticker}}, false, false},
+		{"text wins over attachments", callback.Message{GroupID: 1, Text: "look", Attachments: []callback.Attachment{photo}}, callback.Message{GroupID: 1, Text: "look"}, false, true},
+		{"empty message", callback.Message{GroupID: 1}, callback.Message{GroupID: 1, Text: ""}, false, true},
+		{"empty text is not a sticker", callback.Message{GroupID: 1}, callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker}}, false, false},
+		{"text cannot imitate an attachment", callback.Message{GroupID: 1, Text: "sticker:9"}, callback.Message{GroupID: 1, Attachments: []callback.Attachment{sticker}}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := bot.Identity(tc.a, tc.normalize), bot.Identity(tc.b, tc.normalize)
+			if (a == b) != tc.same {
+				t.Errorf("Identity %q vs %q: same=%v, want %v", a, b, a == b, tc.same)
+			}
+		})
+	}
+}
+
+func TestRandomID(t *testing.T) {
+	chat := callback.Message{GroupID: 1, PeerID: 2000000001, ConversationMessageID: 17, EventID: "a"}
+	retry := chat
+	retry.EventID, retry.Retry = "a", 1
+	other := chat
+	other.ConversationMessageID = 18
+	if bot.RandomID(chat) != bot.RandomID(retry) {
+		t.Error("a retried event got another random_id")
+	}
+	if bot.RandomID(chat) == bot.RandomID(other) {
+		t.Error("two messages of one chat share a random_id")
+	}
+	if id := bot.RandomID(chat); id <= 0 {
+		t.Errorf("random_id %d, want positive", id)
+	}
+	private := callback.Message{GroupID: 1, PeerID: 5, ID: 3}
+	if bot.RandomID(private) == bot.RandomID(callback.Message{GroupID: 1, PeerID: 5, ID: 4}) {
+		t.Error("message ids ignored when conversation_message_id is 0")
+	}
+}

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Config is everything `vkcounter serve` can be told. Each field is a flag
+// whose default comes from an environment variable (see settings).
+type Config struct {
+	HTTPAddr     string
+	CallbackPath string
+	RedisURL     string
+	RedisCluster string
+	Window       time.Duration
+	Normalize    bool
+
+	VKToken        string
+	VKGroupID      int
+	VKSecret       string
+	VKConfirmation string
+	VKGroups       string
+	VKAPIURL       string
+	VKTimeout      time.Duration
+	VKRate         float64
+	ReplyQueue     int
+
+	LogLevel        string
+	LogFormat       string
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+
+	CounterAddr           string
+	CounterMaxConnections int
+	CounterBuckets        int
+	CounterStatsInterval  int
+}
+
+// A setting binds one environment variable to one flag.
+type setting struct {
+	env  string
+	def  string
+	help string
+	bind func(fs *flag.FlagSet, name, help string)
+}
+
+func settings(c *Config) []setting {
+	str := func(p *string) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, h string) { fs.StringVar(p, n, "", h) }
+	}
+	dur := func(p *time.Duration) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, h string) { fs.DurationVar(p, n, 0, h) }
+	}
+	num := func(p *int) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, h string) { fs.IntVar(p, n, 0, h) }
+	}
+	return []setting{
+		{"HTTP_ADDR", ":8080", "address of the HTTP server (webhook, health, metrics)", str(&c.HTTPAddr)},
+		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
+		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
+		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
+		{"WINDOW", "24h", "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
+		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", func(fs *flag.FlagSet, n, h string) { fs.BoolVar(&c.Normalize, n, false, h) }},
+		{"VK_TOKEN", "", "community token(s), comma-separated; empty = dry-run (replies are logged, not sent)", str(&c.VKToken)},
+		{"VK_GROUP_ID", "", "community id; may be empty in dry-run, which then serves a demo community 1", num(&c.VKGroupID)},
+		{"VK_SECRET", "", "Callback API secret key of the community", str(&c.VKSecret)},
+		{"VK_CONFIRMATION", "", "string the confirmation event must return", str(&c.VKConfirmation)},
+		{"VK_GROUPS", "", `several communities as JSON: [{"group_id":1,"secret":"…","confirmation":"…","token":"t1,t2"},…] (replaces the four VK_* above)`, str(&c.VKGroups)},
+		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests)", str(&c.VKAPIURL)},
+		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
+		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
+		{"REPLY_QUEUE", "100000", "replies that may wait per community before the webhook answers 503", num(&c.ReplyQueue)},
+		{"LOG_LEVEL", "info", "trace, debug, info, warn or error", str(&c.LogLevel)},
+		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
+		{"MAX_BODY_BYTES", "1048576", "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
+		{"SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight requests and queued replies", dur(&c.ShutdownTimeout)},
+		{"COUNTER_ADDR", ":11215", "counter protocol TCP address; off disables the port", str(&c.CounterAddr)},
+		{"COUNTER_MAX_CONNECTIONS", "0", "most counter connections at once; 0 = unlimited", num(&c.CounterMaxConnections)},
+		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
+		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
+	}
+}
+
+// flagName turns HTTP_ADDR into http-addr.
+func flagName(env string) string { return strings.ReplaceAll(strings.ToLower(env), "_", "-") }
+
+// parseConfig reads the serve configuration: defaults, then environment
+// variables, then flags. Bad values are errors naming the variable.
+func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(usageOut)
+	list := settings(&c)
+	for _, s := range list {
+		s.bind(fs, flagName(s.env), s.help)
+	}
+	fs.Usage = func() { printSettings(usageOut, list) }
+	for _, s := range list {
+		v, src := s.def, "default"
+		if e := getenv(s.env); e != "" {
+			v, src = e, "environment"
+		}
+		if v == "" {
+			continue
+		}
+		if err := fs.Set(flagName(s.env), v); err != nil {
+			return c, fmt.Errorf("%s (%s) %q: %v", s.env, src, v, err)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	return c, c.validate()
+}
+
+func printSettings(w io.Writer, list []setting) {
+	fmt.Fprintln(w, "Usage: vkcounter serve [flags]")
+	fmt.Fprintln(w, "\nEvery setting is an environment variable; the flag of the same name overrides it.")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")
+	for _, s := range list {
+		def := s.def
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(tw, "%s\t-%s\t%s\t%s\n", s.env, flagName(s.env), def, s.help)
+	}
+	tw.Flush()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Window < time.Second || c.Window%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("WINDOW %s: must be whole seconds, at least 1s", c.Window))
+	}
+	if !strings.HasPrefix(c.CallbackPath, "/") {
+		errs = append(errs, fmt.Errorf("CALLBACK_PATH %q: must start with /", c.CallbackPath))
+	}
+	if c.RedisURL != "" && c.RedisCluster != "" {
+		errs = append(errs, errors.New("REDIS_URL and REDIS_CLUSTER: give one, not both"))
+	}
+	if u, err := url.Parse(c.VKAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasSuffix(u.Path, "/") {
+		errs = append(errs, fmt.Errorf("VK_API_URL %q: must be an http(s) URL ending in /", c.VKAPIURL))
+	}
+	if c.VKTimeout <= 0 {
+		errs = append(errs, errors.New("VK_TIMEOUT: must be positive"))
+	}
+	if c.VKRate <= 0 {
+		errs = append(errs, errors.New("VK_RATE: must be positive"))
+	}
+	if c.ReplyQueue <= 0 {
+		errs = append(errs, errors.New("REPLY_QUEUE: must be positive"))
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("MAX_BODY_BYTES: must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT: must be positive"))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: must be json or console", c.LogFormat))
+	}
+	if c.CounterStatsInterval < 10 {
+		errs = append(errs, fmt.Errorf("COUNTER_STATS_INTERVAL %d: minimum is 10 seconds", c.CounterStatsInterval))
+	}
+	if c.CounterMaxConnections < 0 || c.CounterBuckets <= 0 {
+		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))
+	}
+	if _, err := c.Communities(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// A Community is one VK community the process serves.
+type Community struct {
+	GroupID      int    `json:"group_id"`
+	Secret       string `json:"secret"`
+	Confirmation string `json:"confirmation"`
+	Token        string `json:"token"`
+}
+
+// Tokens splits the comma-separated token list.
+func (c Community) Tokens() []string {
+	var out []string
+	for _, t := range strings.Split(c.Token, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// demoGroupID is the community served in dry-run when none is configured,
+// so that `go run ./cmd/vkcounter` works with nothing else.
+const demoGroupID = 1
+
+// Communities returns the communities to serve, from VK_GROUPS or from
+// VK_GROUP_ID and its companions.
+func (c *Config) Communities() ([]Community, error) {
+	if c.VKGroups != "" {
+		if c.VKGroupID != 0 || c.VKToken != "" || c.VKSecret != "" || c.VKConfirmation != "" {
+			return nil, errors.New("VK_GROUPS: replaces VK_GROUP_ID, VK_TOKEN, VK_SECRET and VK_CONFIRMATION; do not set both")
+		}
+		dec := json.NewDecoder(strings.NewReader(c.VKGroups))
+		dec.DisallowUnknownFields()
+		var list []Community
+		if err := dec.Decode(&list); err != nil {
+			return nil, fmt.Errorf("VK_GROUPS: %v", err)
+		}
+		if len(list) == 0 {
+			return nil, errors.New("VK_GROUPS: empty list")
+		}
+		seen := map[int]bool{}
+		for _, g := range list {
+			if g.GroupID <= 0 {
+				return nil, fmt.Errorf("VK_GROUPS: group_id %d: must be positive", g.GroupID)
+			}
+			if seen[g.GroupID] {
+				return nil, fmt.Errorf("VK_GROUPS: group_id %d listed twice", g.GroupID)
+			}
+			seen[g.GroupID] = true
+		}
+		return list, nil
+	}
+	g := Community{GroupID: c.VKGroupID, Secret: c.VKSecret, Confirmation: c.VKConfirmation, Token: c.VKToken}
+	switch {
+	case g.GroupID < 0:
+		return nil, fmt.Errorf("VK_GROUP_ID %d: must be positive", g.GroupID)
+	case g.GroupID == 0 && g.Token != "":
+		return nil, errors.New("VK_GROUP_ID: required when VK_TOKEN is set")
+	case g.GroupID == 0:
+		g.GroupID = demoGroupID
+	}
+	return []Community{g}, nil
+}
+
+// Redacted returns the tokens' count instead of the tokens, for logs.
+func (c Community) Redacted() string {
+	return "group " + strconv.Itoa(c.GroupID) + ", " + strconv.Itoa(len(c.Tokens())) + " token(s)"
+}

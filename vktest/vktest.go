@@ -1,0 +1,198 @@
+// Package vktest provides a fake VK API server for tests and load tests.
+//
+// It answers the API methods the bot calls (messages.send, execute with
+// messages.send sub-calls, groups.getById) on a loopback address in the
+// shape the real API uses, records every accepted messages.send, and can
+// be told to fail with given VK error codes. Point vksdk's MethodURL (the
+// bot's VK_API_URL) at Server.MethodURL.
+//
+// A Server is safe for concurrent use.
+package vktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A Send is one messages.send call the server accepted.
+type Send struct {
+	Token    string
+	PeerID   int
+	Message  string
+	RandomID int64
+	At       time.Time
+}
+
+// A Server is a fake VK API listening on 127.0.0.1.
+type Server struct {
+	srv *httptest.Server
+
+	mu         sync.Mutex // guards the fields below
+	sends      []Send
+	calls      map[string]int // method → calls received
+	failures   []int          // error codes for the next messages.send calls, in order
+	failAlways int            // error code for every call, 0 = none
+	delay      time.Duration
+	changed    chan struct{} // closed and replaced whenever sends grows
+}
+
+// NewServer starts a fake VK API on 127.0.0.1:0. Close it when done.
+func NewServer() *Server {
+	s := &Server{calls: map[string]int{}, changed: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// MethodURL is the base URL to give vksdk (api.VK.MethodURL) or the bot's
+// VK_API_URL; it ends in "/method/".
+func (s *Server) MethodURL() string { return s.srv.URL + "/method/" }
+
+// Close shuts the server down, blocking until outstanding requests finish.
+func (s *Server) Close() { s.srv.Close() }
+
+// Sends returns a copy of every accepted messages.send, in arrival order.
+func (s *Server) Sends() []Send {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Send(nil), s.sends...)
+}
+
+// Calls returns how many requests for method arrived, failed ones included.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// FailNext makes the next len(codes) messages.send calls fail with the
+// given VK error codes, in order (one per call, sub-calls of execute
+// included).
+func (s *Server) FailNext(codes ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, codes...)
+}
+
+// FailAlways makes every call fail with code until called again with 0.
+func (s *Server) FailAlways(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAlways = code
+}
+
+// SetDelay makes every call wait d before answering.
+func (s *Server) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay = d
+}
+
+// WaitSends blocks until at least n sends were accepted or ctx ends, and
+// returns the sends accepted so far.
+func (s *Server) WaitSends(ctx context.Context, n int) ([]Send, error) {
+	for {
+		s.mu.Lock()
+		if len(s.sends) >= n {
+			out := append([]Send(nil), s.sends...)
+			s.mu.Unlock()
+			return out, nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return s.Sends(), fmt.Errorf("vktest: %d of %d sends: %w", len(s.Sends()), n, ctx.Err())
+		}
+	}
+}
+
+// apiError is VK's error object.
+type apiError struct {
+	Code int    `json:"error_code"`
+	Msg  string `json:"error_msg"`
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	method := strings.TrimPrefix(r.URL.Path, "/method/")
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == "" {
+		token = r.Form.Get("access_token")
+	}
+
+	s.mu.Lock()
+	s.calls[method]++
+	delay, always := s.delay, s.failAlways
+	s.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if always != 0 {
+		writeJSON(w, map[string]any{"error": errorFor(always)})
+		return
+	}
+	switch method {
+	case "messages.send":
+		id, apiErr := s.send(token, r.Form)
+		if apiErr != nil {
+			writeJSON(w, map[string]any{"error": apiErr})
+			return
+		}
+		writeJSON(w, map[string]any{"response": id})
+	case "groups.getById":
+		writeJSON(w, map[string]any{"response": map[string]any{"groups": []map[string]any{{"id": 1, "name": "vktest"}}}})
+	default:
+		writeJSON(w, map[string]any{"error": apiError{Code: 3, Msg: "Unknown method passed"}})
+	}
+}
+
+// send validates and records one messages.send; it returns the message id or a VK error.
+func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
+	get := func(k string) string {
+		if v := form[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	peer, err1 := strconv.Atoi(get("peer_id"))
+	rid, err2 := strconv.ParseInt(get("random_id"), 10, 64)
+	if err1 != nil || err2 != nil || get("message") == "" {
+		return 0, &apiError{Code: 100, Msg: "One of the parameters specified was missing or invalid"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.failures) > 0 {
+		code := s.failures[0]
+		s.failures = s.failures[1:]
+		return 0, errorFor(code)
+	}
+	s.sends = append(s.sends, Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, At: time.Now()})
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return len(s.sends), nil
+}
+
+func errorFor(code int) *apiError {
+	return &apiError{Code: code, Msg: "vktest: injected error " + strconv.Itoa(code)}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	json.NewEncoder(w).Encode(v)
+}
