@@ -1,0 +1,63 @@
+// Package access implements access counters: named monotonic counters
+// that count total page views (or messages, or any other hits).
+//
+// Hit adds one to a counter and returns the new total; Total reads it.
+// A counter springs into existence on its first Hit, at 1. Three stores
+// implement Store:
+//
+//   - Memory keeps the counters in this process only;
+//   - Redis keeps them in Redis (INCRBY), shared by every instance that
+//     uses the same server and prefix;
+//   - File keeps each counter in the BBS's multi-file format
+//     (count0.dat … countN-1.dat), so an existing BBS count directory
+//     works as it is, without losing increments under concurrency.
+//
+// Every store is safe for concurrent use, and every Hit returns a distinct
+// total: n concurrent Hits on a fresh counter return 1…n, each once.
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// MaxNameLen is the length limit of a counter name, in bytes. A name is
+// any byte string of 1 to MaxNameLen bytes; the limit keeps it well inside
+// the counter protocol's 16-bit name length and, escaped, inside a file
+// name for the File store.
+const MaxNameLen = 255
+
+// A Store holds named access counters.
+type Store interface {
+	// Hit adds one to the counter name and returns its new total.
+	Hit(ctx context.Context, name string) (int64, error)
+	// Total returns the counter's total, or ErrNotFound if it was never hit.
+	Total(ctx context.Context, name string) (int64, error)
+}
+
+// Errors returned by the stores; test for them with errors.Is.
+var (
+	// ErrNotFound is returned by Total for a counter that was never hit.
+	ErrNotFound = errors.New("access: counter not found")
+	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
+	ErrInvalidName = errors.New("access: invalid counter name")
+	// ErrOverflow is returned by Hit when the total would pass math.MaxInt64.
+	ErrOverflow = errors.New("access: counter overflow")
+	// ErrCorrupt is returned by the File store when count files exist but
+	// none of them holds a valid total, so the total cannot be recovered.
+	ErrCorrupt = errors.New("access: no valid count file")
+)
+
+var (
+	_ Store = (*Memory)(nil)
+	_ Store = (*Redis)(nil)
+	_ Store = (*File)(nil)
+)
+
+func checkName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
+}

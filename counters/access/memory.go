@@ -1,0 +1,55 @@
+package access
+
+import (
+	"context"
+	"math"
+	"sync"
+)
+
+// Memory is a Store that keeps its counters in this process. The zero
+// value is not usable; call NewMemory. It is safe for concurrent use.
+type Memory struct {
+	mu     sync.Mutex // guards totals
+	totals map[string]int64
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{totals: make(map[string]int64)}
+}
+
+// Hit adds one to the counter name and returns its new total.
+func (m *Memory) Hit(ctx context.Context, name string) (int64, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.totals[name]
+	if n == math.MaxInt64 {
+		return 0, ErrOverflow
+	}
+	n++
+	m.totals[name] = n
+	return n, nil
+}
+
+// Total returns the counter's total, or ErrNotFound if it was never hit.
+func (m *Memory) Total(ctx context.Context, name string) (int64, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	n, ok := m.totals[name]
+	m.mu.Unlock()
+	if !ok {
+		return 0, ErrNotFound
+	}
+	return n, nil
+}
