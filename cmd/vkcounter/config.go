@@ -20,6 +20,7 @@ type Config struct {
 	CallbackPath string
 	RedisURL     string
 	RedisCluster string
+	KeyPrefix    string
 	Window       time.Duration
 	Normalize    bool
 
@@ -67,6 +68,7 @@ func settings(c *Config) []setting {
 		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
+		{"KEY_PREFIX", "vkc:", "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
 		{"WINDOW", "24h", "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
 		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", func(fs *flag.FlagSet, n, h string) { fs.BoolVar(&c.Normalize, n, false, h) }},
 		{"VK_TOKEN", "", "community token(s), comma-separated; empty = dry-run (replies are logged, not sent)", str(&c.VKToken)},

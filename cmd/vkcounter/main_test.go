@@ -1,0 +1,446 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+const (
+	testGroup  = 218245623 // the group of callback/testdata
+	testSecret = "Vk7qR2xLmP9sT4wZ"
+)
+
+// app is the whole program running on :0 ports for one test.
+type app struct {
+	*Main
+	vk     *vktest.Server
+	prefix string
+	rdb    redistest.Target
+}
+
+// startApp runs the program as main does, against tg (nil = the embedded
+// Redis) and a fresh fake VK API; env overrides the test defaults.
+func startApp(t *testing.T, tg *redistest.Target, env map[string]string) *app {
+	t.Helper()
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	prefix := redistest.Prefix(t)
+	vars := map[string]string{
+		"HTTP_ADDR":       "127.0.0.1:0",
+		"COUNTER_ADDR":    "off",
+		"KEY_PREFIX":      prefix,
+		"VK_API_URL":      vk.MethodURL(),
+		"VK_TOKEN":        "token-1",
+		"VK_GROUP_ID":     strconv.Itoa(testGroup),
+		"VK_SECRET":       testSecret,
+		"VK_CONFIRMATION": "c0nf%d",
+		"VK_RATE":         "1000",
+		"LOG_LEVEL":       "warn",
+	}
+	if tg != nil {
+		switch tg.Kind {
+		case redistest.Cluster:
+			vars["REDIS_CLUSTER"] = tg.Addr // one seed is enough: the client discovers the rest
+		default:
+			vars["REDIS_URL"] = tg.URL
+		}
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := parseConfig(nil, func(k string) string { return vars[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	a := &app{Main: m, vk: vk, prefix: prefix}
+	if tg != nil {
+		a.rdb = *tg
+	}
+	return a
+}
+
+func (a *app) url(path string) string { return "http://" + a.HTTPAddr() + path }
+
+// post sends body to the webhook and returns the status, body and headers.
+func (a *app) post(t testing.TB, body []byte, header map[string]string) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, a.url("/callback"), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// event builds a 5.199-shaped message_new.
+func event(eventID string, peer, cmid int, text string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"type": "message_new", "group_id": testGroup, "event_id": eventID, "v": "5.199", "secret": testSecret,
+		"object": map[string]any{
+			"message":     map[string]any{"id": cmid, "date": 1764115200, "peer_id": peer, "from_id": peer, "text": text, "conversation_message_id": cmid, "attachments": []any{}},
+			"client_info": map[string]any{"keyboard": true, "lang_id": 0},
+		},
+	})
+	return b
+}
+
+func (a *app) mustOK(t testing.TB, body []byte) {
+	t.Helper()
+	if code, got, _ := a.post(t, body, nil); code != 200 || got != "ok" {
+		t.Fatalf("webhook answered %d %q, want 200 ok", code, got)
+	}
+}
+
+func (a *app) waitSends(t testing.TB, n int) []vktest.Send {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := a.vk.WaitSends(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// singleServers are the backends tests run on when they need a redis:// URL.
+var singleServers = []redistest.Kind{redistest.Mini, redistest.Real}
+
+func TestSeedSequenceAndIndependentTexts(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		const n = 10
+		for i := range n {
+			a.mustOK(t, event(fmt.Sprintf("a%d", i), 1000, i+1, "hello"))
+			a.mustOK(t, event(fmt.Sprintf("b%d", i), 2000, i+1, "другой текст"))
+		}
+		want := map[int][]string{}
+		for i := range n {
+			want[1000] = append(want[1000], strconv.Itoa(i))
+			want[2000] = append(want[2000], strconv.Itoa(i))
+		}
+		got := map[int][]string{}
+		for _, s := range a.waitSends(t, 2*n) {
+			got[s.PeerID] = append(got[s.PeerID], s.Message)
+		}
+		for peer := range want {
+			if strings.Join(got[peer], ",") != strings.Join(want[peer], ",") {
+				t.Errorf("peer %d got %v, want %v", peer, got[peer], want[peer])
+			}
+		}
+	})
+}
+
+func TestConcurrentSameText(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		const n = 200
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				code, body, _ := a.post(t, event(fmt.Sprintf("c%d", i), 5000+i, 1, "burst"), nil)
+				if code != 200 {
+					errs <- fmt.Errorf("event %d: %d %s", i, code, body)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var answers []int
+		for _, s := range a.waitSends(t, n) {
+			v, _ := strconv.Atoi(s.Message)
+			answers = append(answers, v)
+		}
+		sort.Ints(answers)
+		for i, v := range answers {
+			if v != i {
+				t.Fatalf("answers %v, want exactly 0..%d each once", answers, n-1)
+			}
+		}
+	})
+}
+
+func TestRetriedEventCountedOnce(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		ev := event("retry-me", 77, 3, "once")
+		a.mustOK(t, ev)
+		if code, body, _ := a.post(t, ev, map[string]string{"X-Retry-Counter": "1"}); code != 200 || body != "ok" {
+			t.Fatalf("retry answered %d %q", code, body)
+		}
+		a.mustOK(t, event("next", 77, 4, "once"))
+		sends := a.waitSends(t, 3)
+		if sends[0].Message != "0" || sends[1].Message != "0" || sends[0].RandomID != sends[1].RandomID {
+			t.Errorf("first and retried replies %+v %+v, want the same number and random_id", sends[0], sends[1])
+		}
+		if sends[2].Message != "1" {
+			t.Errorf("the next event got %q, want 1: the retry must not be counted", sends[2].Message)
+		}
+	})
+}
+
+// TestBadInputChangesNothing posts every bad input of SPEC §1.2 and checks
+// its status and that no key was written.
+func TestBadInputChangesNothing(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, map[string]string{"MAX_BODY_BYTES": "4096"})
+		good := event("bad-1", 1, 1, "x")
+		withSecret := func(s string) []byte { return bytes.Replace(good, []byte(testSecret), []byte(s), 1) }
+		tests := []struct {
+			name   string
+			method string
+			body   []byte
+			status int
+		}{
+			{"wrong secret", "POST", withSecret("Vk7qR2xLmP9sT4wX"), 403},
+			{"no secret", "POST", withSecret(""), 403},
+			{"unknown group", "POST", bytes.Replace(good, []byte(strconv.Itoa(testGroup)), []byte("999"), 1), 403},
+			{"malformed JSON", "POST", []byte(`{"type":"message_new",`), 400},
+			{"body over the limit", "POST", event("bad-2", 1, 1, strings.Repeat("x", 5000)), 413},
+			{"GET", "GET", nil, 405},
+			{"peer_id of the wrong type", "POST", bytes.Replace(good, []byte(`"peer_id":1`), []byte(`"peer_id":"1"`), 1), 400},
+		}
+		for _, tc := range tests {
+			req, _ := http.NewRequest(tc.method, a.url("/callback"), bytes.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
+			}
+		}
+		if keys := redistest.Keys(t, tg.Client, a.prefix); len(keys) != 0 {
+			t.Errorf("bad input wrote keys %v", keys)
+		}
+		if got := a.bot.Stats().Received; got != 0 {
+			t.Errorf("bad input counted %d messages", got)
+		}
+	}, singleServers...)
+}
+
+// TestRedisDownThenBack cuts the connection to Redis: events get 503 with
+// Retry-After; VK re-delivers them once Redis is back and each is counted
+// exactly once.
+func TestRedisDownThenBack(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		proxy := redistest.NewProxy(t, tg.Addr)
+		url := strings.Replace(tg.URL, tg.Addr, proxy.Addr(), 1)
+		a := startApp(t, tg, map[string]string{"REDIS_URL": url})
+		a.mustOK(t, event("before", 1, 1, "outage"))
+
+		proxy.Cut()
+		var failed [][]byte
+		for i := range 3 {
+			ev := event(fmt.Sprintf("during%d", i), 1, 2+i, "outage")
+			code, _, hdr := a.post(t, ev, nil)
+			if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+				t.Fatalf("with Redis down: status %d Retry-After %q, want 503 with Retry-After", code, hdr.Get("Retry-After"))
+			}
+			failed = append(failed, ev)
+		}
+		if resp, err := http.Get(a.url("/readyz")); err != nil || resp.StatusCode != 503 {
+			t.Errorf("/readyz with Redis down: %v %v, want 503", resp.StatusCode, err)
+		}
+
+		proxy.Restore()
+		for _, ev := range failed { // VK re-delivers; some twice, as it does after a lost "ok"
+			a.mustOK(t, ev)
+			a.mustOK(t, ev)
+		}
+		a.mustOK(t, event("after", 1, 9, "outage"))
+		sends := a.waitSends(t, 1+2*len(failed)+1)
+		if last := sends[len(sends)-1].Message; last != "4" {
+			t.Errorf("after the outage the count is %s, want 4 (1 before + 3 re-delivered, each once)", last)
+		}
+	}, singleServers...)
+}
+
+// TestProgramEndToEnd runs the program with real-shaped payloads of every
+// shape VK sends and checks the replies at the fake VK API.
+func TestProgramEndToEnd(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		read := func(name string) []byte {
+			b, err := os.ReadFile(filepath.Join("..", "..", "callback", "testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		code, body, _ := a.post(t, read("confirmation.json"), nil)
+		if code != 200 || body != "c0nf%d" {
+			t.Errorf("confirmation answered %d %q, want the string verbatim", code, body)
+		}
+		a.mustOK(t, read("unknown_type.json"))
+		files := []string{"message_new_private.json", "message_new_chat.json", "message_new_sticker.json", "message_new_photo.json", "message_new_flat.json"}
+		for _, f := range files {
+			a.mustOK(t, read(f))
+		}
+		for _, f := range files { // a second message of each shape, as a new event
+			a.mustOK(t, bytes.Replace(read(f), []byte(`"event_id": "`), []byte(`"event_id": "second-`), 1))
+		}
+		sends := a.waitSends(t, 2*len(files))
+		peers := map[int]bool{}
+		for i, s := range sends {
+			want := "0"
+			if i >= len(files) {
+				want = "1"
+			}
+			if s.Message != want || s.Token != "token-1" {
+				t.Errorf("reply %d to %d = %q (token %q), want %s", i, s.PeerID, s.Message, s.Token, want)
+			}
+			peers[s.PeerID] = true
+		}
+		if !peers[2000000001] {
+			t.Errorf("no reply went to the group chat 2000000001: %v", peers)
+		}
+	}, singleServers...)
+}
+
+func TestReadyzFailsWhenTokenRejected(t *testing.T) {
+	a := startApp(t, nil, nil)
+	a.vk.FailAlways(5)
+	a.mustOK(t, event("e", 1, 1, "x"))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(a.url("/readyz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still ready after VK rejected the token")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestEmbeddedDefaultAndHealth(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": ""})
+	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": demoGroupID, "event_id": "x",
+		"object": map[string]any{"message": map[string]any{"peer_id": 5, "text": "demo", "conversation_message_id": 1}}})
+	a.mustOK(t, body)
+	for _, p := range []string{"/healthz", "/readyz", "/stats"} {
+		resp, err := http.Get(a.url(p))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, resp.StatusCode, err)
+		}
+		resp.Body.Close()
+	}
+	if n := len(a.vk.Sends()); n != 0 {
+		t.Errorf("dry-run sent %d messages", n)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"bad window", map[string]string{"WINDOW": "soon"}, "WINDOW"},
+		{"fractional window", map[string]string{"WINDOW": "1500ms"}, "WINDOW"},
+		{"token without group", map[string]string{"VK_TOKEN": "t"}, "VK_GROUP_ID"},
+		{"both redis", map[string]string{"REDIS_URL": "redis://x", "REDIS_CLUSTER": "a:1"}, "REDIS_CLUSTER"},
+		{"bad groups JSON", map[string]string{"VK_GROUPS": "[{"}, "VK_GROUPS"},
+		{"duplicate group", map[string]string{"VK_GROUPS": `[{"group_id":1},{"group_id":1}]`}, "twice"},
+		{"groups and group id", map[string]string{"VK_GROUPS": `[{"group_id":1}]`, "VK_GROUP_ID": "2"}, "VK_GROUPS"},
+		{"stats interval", map[string]string{"COUNTER_STATS_INTERVAL": "5"}, "COUNTER_STATS_INTERVAL"},
+		{"log format", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"api url", map[string]string{"VK_API_URL": "ftp://x/"}, "VK_API_URL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeHelpListsEverySetting(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "-help"}, func(string) string { return "" }, &out, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var c Config
+	for _, s := range settings(&c) {
+		if !strings.Contains(out.String(), s.env) || !strings.Contains(out.String(), "-"+flagName(s.env)) {
+			t.Errorf("-help does not list %s", s.env)
+		}
+	}
+}
+
+func TestSeveralCommunities(t *testing.T) {
+	groups := `[{"group_id":11,"secret":"s11","confirmation":"c11","token":"t11"},{"group_id":22,"secret":"s22","confirmation":"c22","token":"t22a,t22b"}]`
+	a := startApp(t, nil, map[string]string{"VK_GROUPS": groups, "VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": "", "VK_CONFIRMATION": ""})
+	post := func(group int, secret, typ, event string) (int, string) {
+		b, _ := json.Marshal(map[string]any{"type": typ, "group_id": group, "secret": secret, "event_id": event,
+			"object": map[string]any{"message": map[string]any{"peer_id": group, "text": "same", "conversation_message_id": 1}}})
+		code, body, _ := a.post(t, b, nil)
+		return code, body
+	}
+	if code, body := post(22, "s22", "confirmation", ""); body != "c22" {
+		t.Errorf("confirmation of 22: %d %q", code, body)
+	}
+	if code, _ := post(22, "s11", "message_new", "x"); code != 403 {
+		t.Errorf("group 22 with group 11's secret: %d, want 403", code)
+	}
+	for _, g := range []int{11, 22} {
+		if code, body := post(g, "s"+strconv.Itoa(g), "message_new", "e"+strconv.Itoa(g)); code != 200 || body != "ok" {
+			t.Fatalf("group %d: %d %q", g, code, body)
+		}
+	}
+	for _, s := range a.waitSends(t, 2) {
+		want := map[int]string{11: "t11", 22: "t22"}[s.PeerID]
+		if s.Message != "0" || !strings.HasPrefix(s.Token, want) {
+			t.Errorf("reply %+v: want 0 through a token of its own community (%s…)", s, want)
+		}
+	}
+}
+
+var _ callback.MessageHandler = (*bot.Bot)(nil)
