@@ -1,0 +1,179 @@
+// Package freq counts how often the same message was seen in a sliding time
+// window, in Redis, shared by every process that uses the same server.
+//
+// A Store records one occurrence of an identity (the text of a message, or
+// whatever the caller uses to say "the same message") per call and answers
+// how many earlier occurrences are still inside the window:
+//
+//	s := freq.New(rdb, freq.Options{})
+//	if err := s.Load(ctx); err != nil { … }
+//	res, err := s.Count(ctx, text, eventID)
+//	// res.Previous is 0 the first time a text is seen in 24 hours.
+//
+// Each call is one Lua script run, atomic in Redis: it answers a retried
+// event from the event key, reads the clock (Redis TIME, one clock for all
+// processes), drops the occurrences that left the window, counts the rest,
+// appends this one and refreshes the keys' expiry. Memory is bounded per
+// identity: the occurrences are kept run-length encoded, one list entry per
+// distinct second, with the running total in a companion key, so a hot text
+// costs at most one entry per second of the window. Keys expire on their own
+// once an identity goes quiet, so no sweeper is needed.
+//
+// All keys of one identity share a Redis Cluster hash tag, so the script
+// touches a single slot and works on a single server, a Ring or a Cluster.
+package freq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults and limits.
+const (
+	// DefaultWindow is the window used when Options.Window is zero.
+	DefaultWindow = 24 * time.Hour
+	// DefaultPrefix starts every key when Options.Prefix is empty.
+	DefaultPrefix = "vkc:f:"
+	// DefaultDedupeTTL is how long an event id is remembered when
+	// Options.DedupeTTL is zero: longer than VK keeps retrying an event.
+	DefaultDedupeTTL = time.Hour
+	// MaxEventID is the longest event id accepted, in bytes.
+	MaxEventID = 256
+
+	// keyMargin is added to the window for the keys' TTL, so an entry never
+	// vanishes while it can still be counted, even if the script runs a
+	// little later than the clock it read.
+	keyMargin = time.Minute
+	// maxUnix bounds explicit times (the end of year 9999) so they stay exact
+	// in Lua numbers.
+	maxUnix = 253402300799
+)
+
+// ErrInvalid is wrapped by every error about bad options or arguments.
+// Such a call sends nothing to Redis.
+var ErrInvalid = errors.New("freq: invalid input")
+
+// Options configure a Store. Zero fields mean the documented defaults.
+type Options struct {
+	// Window is how long an occurrence is counted, in whole seconds, at
+	// least one second. Zero means DefaultWindow.
+	Window time.Duration
+	// Prefix starts every key. Empty means DefaultPrefix.
+	Prefix string
+	// DedupeTTL is how long an event id is remembered, at least one second.
+	// Zero means DefaultDedupeTTL.
+	DedupeTTL time.Duration
+}
+
+// A Result is the outcome of counting one occurrence.
+type Result struct {
+	// Previous is the number of earlier occurrences of the identity inside
+	// the window: 0 the first time.
+	Previous int64
+	// Duplicate reports that the event id had already been counted: nothing
+	// changed, and Previous and Time are those of the first count.
+	Duplicate bool
+	// Time is the unix second the occurrence was recorded at. It is the tail
+	// of the identity's list rather than the clock when the clock was behind.
+	Time int64
+}
+
+// A Store counts occurrences in Redis. It is safe for concurrent use.
+type Store struct {
+	rdb    redis.Scripter
+	prefix string
+	window time.Duration
+	// Script arguments that never change, precomputed: window and key TTL
+	// in seconds, event TTL in milliseconds.
+	windowArg, keyTTLArg, dedupeArg string
+	// err reports invalid options; every method returns it.
+	err error
+}
+
+// New returns a Store that runs its script on rdb (a *redis.Client,
+// *redis.Ring or *redis.ClusterClient). It does not contact Redis. Invalid
+// options do not make New fail: every method of the Store then returns an
+// error wrapping ErrInvalid.
+func New(rdb redis.Scripter, opts Options) *Store {
+	s := &Store{rdb: rdb, prefix: opts.Prefix, window: opts.Window}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.window == 0 {
+		s.window = DefaultWindow
+	}
+	dedupe := opts.DedupeTTL
+	if dedupe == 0 {
+		dedupe = DefaultDedupeTTL
+	}
+	switch {
+	case rdb == nil:
+		s.err = fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	case s.window < time.Second:
+		s.err = fmt.Errorf("%w: window %v is shorter than 1s", ErrInvalid, s.window)
+	case s.window%time.Second != 0:
+		s.err = fmt.Errorf("%w: window %v is not a whole number of seconds", ErrInvalid, s.window)
+	case dedupe < time.Second:
+		s.err = fmt.Errorf("%w: dedupe TTL %v is shorter than 1s", ErrInvalid, dedupe)
+	}
+	s.windowArg = strconv.FormatInt(int64(s.window/time.Second), 10)
+	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
+	s.dedupeArg = strconv.FormatInt(dedupe.Milliseconds(), 10)
+	return s
+}
+
+// Window returns the window occurrences are counted in.
+func (s *Store) Window() time.Duration { return s.window }
+
+// Load sends the script to Redis (SCRIPT LOAD; to every master of a
+// cluster), so the first Count need not send its source. Counting works
+// without it: a script missing from Redis's cache is sent again.
+func (s *Store) Load(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := windowScript.Load(ctx, s.rdb).Err(); err != nil {
+		return fmt.Errorf("freq: load script: %w", err)
+	}
+	return nil
+}
+
+// Count records one occurrence of identity at the time of Redis's clock and
+// returns how many earlier ones are inside the window. A non-empty eventID
+// makes the call idempotent: a repeated eventID for the same identity,
+// within the dedupe TTL, changes nothing and gets the first answer back with
+// Duplicate set. An empty eventID is always counted.
+func (s *Store) Count(ctx context.Context, identity, eventID string) (Result, error) {
+	return s.count(ctx, identity, eventID, "")
+}
+
+// CountAt is Count with an explicit clock: the occurrence is recorded at
+// at, truncated to the second (or at the newest recorded second, if that is
+// later). It exists for tests and for load tools that prefill history.
+func (s *Store) CountAt(ctx context.Context, identity, eventID string, at time.Time) (Result, error) {
+	u := at.Unix()
+	if u < 0 || u > maxUnix {
+		return Result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
+	}
+	return s.count(ctx, identity, eventID, strconv.FormatInt(u, 10))
+}
+
+// count runs the script; at is a unix second or "" for Redis TIME.
+func (s *Store) count(ctx context.Context, identity, eventID, at string) (Result, error) {
+	if s.err != nil {
+		return Result{}, s.err
+	}
+	if len(eventID) > MaxEventID {
+		return Result{}, fmt.Errorf("%w: event id of %d bytes is longer than %d", ErrInvalid, len(eventID), MaxEventID)
+	}
+	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, eventID), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
+	if err != nil {
+		return Result{}, fmt.Errorf("freq: count: %w", err)
+	}
+	return parseReply(v)
+}

@@ -1,0 +1,600 @@
+package freq_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+func TestSequence(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		s := newStore(t, tg, freq.Options{})
+		const n = 20
+		var last int64
+		for i := range n {
+			r := countNow(t, s, "привет", "")
+			if r.Previous != int64(i) || r.Duplicate {
+				t.Fatalf("occurrence %d: got %+v, want Previous %d", i, r, i)
+			}
+			if r.Time < last || r.Time < time.Now().Add(-time.Hour).Unix() {
+				t.Fatalf("occurrence %d: Time %d, previous %d, not a current clock", i, r.Time, last)
+			}
+			last = r.Time
+		}
+		// Other identities are independent of it and of each other,
+		// including the empty one and ones differing only in case or space.
+		for i := range 3 {
+			for _, id := range []string{"Привет", "привет ", "", "a"} {
+				if r := countNow(t, s, id, ""); r.Previous != int64(i) {
+					t.Fatalf("%q occurrence %d: got %+v", id, i, r)
+				}
+			}
+		}
+		if got := sumList(t, stateOf(t, tg, s, "привет").List); got != n {
+			t.Fatalf("list holds %d occurrences, want %d", got, n)
+		}
+	})
+}
+
+func TestWindowBoundary(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		for _, w := range []int64{1, 10, 86400} {
+			t.Run(fmt.Sprintf("%ds", w), func(t *testing.T) {
+				s := newStore(t, tg, freq.Options{Window: time.Duration(w) * time.Second})
+				count(t, s, "kept", "", sec(0))
+				count(t, s, "gone", "", sec(0))
+				if r := count(t, s, "kept", "", sec(w-1)); r.Previous != 1 {
+					t.Errorf("at t+window-1: Previous %d, want 1 (t still inside)", r.Previous)
+				}
+				if r := count(t, s, "gone", "", sec(w)); r.Previous != 0 {
+					t.Errorf("at t+window: Previous %d, want 0 (t expired)", r.Previous)
+				}
+			})
+		}
+	})
+}
+
+// TestWindowBoundaryClock checks the same boundary through Redis TIME, which
+// only miniredis lets a test set.
+func TestWindowBoundaryClock(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const w = 3600
+		s := newStore(t, tg, freq.Options{Window: w * time.Second})
+		tg.Mini.SetTime(sec(0))
+		if r := countNow(t, s, "kept", ""); r.Previous != 0 || r.Time != sec(0).Unix() {
+			t.Fatalf("first: got %+v, want Previous 0 at %d", r, sec(0).Unix())
+		}
+		countNow(t, s, "gone", "")
+		tg.Mini.SetTime(sec(w - 1))
+		if r := countNow(t, s, "kept", ""); r.Previous != 1 || r.Time != sec(w-1).Unix() {
+			t.Errorf("at t+window-1: got %+v, want Previous 1 at %d", r, sec(w-1).Unix())
+		}
+		tg.Mini.SetTime(sec(w))
+		if r := countNow(t, s, "gone", ""); r.Previous != 0 {
+			t.Errorf("at t+window: got %+v, want Previous 0", r)
+		}
+		// Only the occurrence at t+window-1 is left for "kept".
+		if r := countNow(t, s, "kept", ""); r.Previous != 1 {
+			t.Errorf("kept at t+window: got %+v, want Previous 1", r)
+		}
+	}, redistest.Mini)
+}
+
+func TestConcurrentSameText(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		s := newStore(t, tg, freq.Options{})
+		const n = 200
+		got := make([]int64, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				r, err := s.Count(context.Background(), "same", "")
+				got[i], errs[i] = r.Previous, err
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		for i, v := range got {
+			if v != int64(i) {
+				t.Fatalf("sorted answers %v..., want each of 0..%d once", got[:i+1], n-1)
+			}
+		}
+		st := stateOf(t, tg, s, "same")
+		if sumList(t, st.List) != n || st.Total != fmt.Sprint(n) {
+			t.Fatalf("state %+v, want %d occurrences", st, n)
+		}
+	})
+}
+
+func TestRetriedEvent(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{DedupeTTL: 30 * time.Second})
+		first := count(t, s, "text", "ev1", sec(0))
+		if first.Previous != 0 || first.Duplicate {
+			t.Fatalf("first delivery: %+v", first)
+		}
+		before := stateOf(t, tg, s, "text")
+		// VK re-sends the event later: the same answer and second, nothing changes.
+		for i := range 3 {
+			r := count(t, s, "text", "ev1", sec(int64(5+i)))
+			if r != (freq.Result{Previous: 0, Duplicate: true, Time: first.Time}) {
+				t.Fatalf("retry %d: got %+v, want %+v as duplicate", i, r, first)
+			}
+		}
+		if after := stateOf(t, tg, s, "text"); !slices.Equal(after.List, before.List) || after.Total != before.Total {
+			t.Fatalf("a retry changed the state: %+v → %+v", before, after)
+		}
+		if r := count(t, s, "text", "ev2", sec(6)); r.Previous != 1 || r.Duplicate {
+			t.Fatalf("another event: %+v, want Previous 1", r)
+		}
+		// No event id: never deduplicated.
+		for i := range 2 {
+			if r := count(t, s, "text", "", sec(6)); r.Previous != int64(2+i) || r.Duplicate {
+				t.Fatalf("no event id, call %d: %+v", i, r)
+			}
+		}
+		ek := s.Keys("text", "ev1")[2]
+		if ttl := tg.Client.PTTL(ctx, ek).Val(); ttl <= 0 || ttl > 30*time.Second {
+			t.Fatalf("event key TTL %v, want in (0, 30s]", ttl)
+		}
+		if tg.Kind == redistest.Mini {
+			// Once the event key expires, the id is counted again.
+			tg.Mini.FastForward(31 * time.Second)
+			if r := count(t, s, "text", "ev1", sec(7)); r.Previous != 4 || r.Duplicate {
+				t.Fatalf("after the dedupe TTL: %+v, want Previous 4", r)
+			}
+		}
+	})
+}
+
+// model is the window kept in Go, to check the script's answers against.
+type model struct {
+	window    int64
+	secs, ns  []int64
+	total     int64
+	completed int64 // occurrences recorded
+}
+
+// add records n occurrences at second at and returns how many earlier ones
+// are inside the window, and the second they were recorded at.
+func (m *model) add(at, n int64) (previous, recorded int64) {
+	if k := len(m.secs); k > 0 && at < m.secs[k-1] {
+		at = m.secs[k-1]
+	}
+	for len(m.secs) > 0 && m.secs[0] <= at-m.window {
+		m.total -= m.ns[0]
+		m.secs, m.ns = m.secs[1:], m.ns[1:]
+	}
+	previous = m.total
+	if k := len(m.secs); k > 0 && m.secs[k-1] == at {
+		m.ns[k-1] += n
+	} else {
+		m.secs, m.ns = append(m.secs, at), append(m.ns, n)
+	}
+	m.total += n
+	m.completed += n
+	return previous, at
+}
+
+// hotPlan spreads occurrences over about 2.5 windows of w seconds: up to
+// 2·occurrences/(2.5·w) per second, with one-second gaps and one gap longer
+// than the window. It returns (second, count) pairs.
+func hotPlan(occurrences, w int64) [][2]int64 {
+	spread := 1 + 2*occurrences/(w*5/2)
+	var plan [][2]int64
+	left := occurrences
+	for s := int64(0); left > 0; s++ {
+		if s%11 == 0 || (s >= w && s < 2*w+100) {
+			continue
+		}
+		n := min(left, 1+(s*37)%spread)
+		plan = append(plan, [2]int64{s, n})
+		left -= n
+	}
+	return plan
+}
+
+// countRound counts n occurrences of identity at at from several goroutines
+// and returns the answers sorted.
+func countRound(t *testing.T, s *freq.Store, identity string, at time.Time, n int64) []freq.Result {
+	t.Helper()
+	const workers = 8
+	got := make([]freq.Result, n)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := int64(w); i < n; i += workers {
+				got[i], errs[w] = s.CountAt(context.Background(), identity, "", at)
+				if errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b freq.Result) int { return int(a.Previous - b.Previous) })
+	return got
+}
+
+func TestHotText(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		occurrences := int64(100_000)
+		if tg.Kind == redistest.Mini {
+			// miniredis builds a Lua interpreter per call: about 1 ms under -race.
+			occurrences = 10_000
+		}
+		const w = 600
+		s := newStore(t, tg, freq.Options{Window: w * time.Second})
+		m := &model{window: w}
+		for _, p := range hotPlan(occurrences, w) {
+			want, at := m.add(p[0], p[1])
+			for i, r := range countRound(t, s, "hot", sec(p[0]), p[1]) {
+				if r.Previous != want+int64(i) || r.Time != sec(at).Unix() || r.Duplicate {
+					t.Fatalf("second %d, answer %d: got %+v, want Previous %d at %d", p[0], i, r, want+int64(i), sec(at).Unix())
+				}
+			}
+		}
+		if m.completed != occurrences {
+			t.Fatalf("plan has %d occurrences, want %d", m.completed, occurrences)
+		}
+		st := stateOf(t, tg, s, "hot")
+		if len(st.List) != len(m.secs) || len(st.List) > w {
+			t.Errorf("list has %d entries, want %d (the distinct seconds in the window, at most %d)", len(st.List), len(m.secs), w)
+		}
+		if sum := sumList(t, st.List); sum != m.total || st.Total != fmt.Sprint(m.total) {
+			t.Errorf("list sums to %d, total key %q, want %d", sum, st.Total, m.total)
+		}
+		count(t, s, "hot", "ev", sec(m.secs[len(m.secs)-1]))
+		keys := s.Keys("hot", "ev")
+		for _, k := range keys {
+			if ttl := tg.Client.TTL(ctx, k).Val(); ttl <= 0 {
+				t.Errorf("%s: TTL %v, want > 0", k, ttl)
+			}
+			if keySlot(k) != keySlot(keys[0]) {
+				t.Errorf("%s is in slot %d, %s in %d", k, keySlot(k), keys[0], keySlot(keys[0]))
+			}
+			// miniredis answers 163 for every key and a single server
+			// refuses CLUSTER KEYSLOT: only a cluster can confirm.
+			if tg.Kind == redistest.Cluster {
+				if got := tg.Client.ClusterKeySlot(ctx, k).Val(); got != int64(keySlot(k)) {
+					t.Errorf("CLUSTER KEYSLOT %s = %d, computed %d", k, got, keySlot(k))
+				}
+			}
+		}
+	})
+}
+
+func TestKeySlot(t *testing.T) {
+	// Examples from the Redis Cluster specification.
+	for key, want := range map[string]int{
+		"123456789":             0x31C3,
+		"{user1000}.following":  keySlot("user1000"),
+		"foo{}{bar}":            keySlot("foo{}{bar}"),
+		"foo{{bar}}zap":         keySlot("{bar"),
+		"foo{bar}{zap}":         keySlot("bar"),
+		"{user1000}.followers":  keySlot("{user1000}.following"),
+		"no tag at all, really": keySlot("no tag at all, really"),
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestClockBehindTail(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const w = 100
+		s := newStore(t, tg, freq.Options{Window: w * time.Second})
+		for i, c := range []struct {
+			at, previous, recorded int64
+		}{
+			{at: 10, previous: 0, recorded: 10},
+			{at: 10, previous: 1, recorded: 10},
+			{at: 5, previous: 2, recorded: 10}, // clock 5 s behind: counted at 10
+			{at: 11, previous: 3, recorded: 11},
+			{at: 0, previous: 4, recorded: 11},
+			{at: 110, previous: 2, recorded: 110}, // the three at 10 expired
+		} {
+			r := count(t, s, "t", "", sec(c.at))
+			if r.Previous != c.previous || r.Time != sec(c.recorded).Unix() {
+				t.Fatalf("call %d at +%d: got %+v, want Previous %d at +%d", i, c.at, r, c.previous, c.recorded)
+			}
+		}
+		want := []string{fmt.Sprint(sec(11).Unix()) + ":2", fmt.Sprint(sec(110).Unix())}
+		if st := stateOf(t, tg, s, "t"); !slices.Equal(st.List, want) || st.Total != "3" {
+			t.Fatalf("state %+v, want list %v total 3", st, want)
+		}
+	})
+}
+
+func TestScriptFlush(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{})
+		if err := s.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		countNow(t, s, "x", "")
+		if err := tg.Client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := countNow(t, s, "x", ""); r.Previous != 1 {
+			t.Fatalf("after SCRIPT FLUSH: %+v, want Previous 1", r)
+		}
+		if err := s.Load(ctx); err != nil {
+			t.Fatalf("Load after SCRIPT FLUSH: %v", err)
+		}
+		if r := countNow(t, s, "x", ""); r.Previous != 2 {
+			t.Fatalf("after Load: %+v, want Previous 2", r)
+		}
+	})
+}
+
+func TestExpiredText(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const w = 24 * time.Hour
+		s := newStore(t, tg, freq.Options{})
+		now := time.Now()
+		// As the load tool's "expired" scenario: history older than the
+		// window, then a message on the live clock.
+		for i := range 50 {
+			count(t, s, "old", "", now.Add(-w-time.Hour).Add(time.Duration(i)*time.Minute/2))
+		}
+		r := countNow(t, s, "old", "")
+		if r.Previous != 0 {
+			t.Fatalf("got %+v, want Previous 0", r)
+		}
+		if st := stateOf(t, tg, s, "old"); !slices.Equal(st.List, []string{fmt.Sprint(r.Time)}) || st.Total != "1" {
+			t.Fatalf("state %+v, want one entry %d and total 1", st, r.Time)
+		}
+
+		// Partly expired: only the recent part is counted and kept.
+		for _, ago := range []time.Duration{w + time.Hour, w + time.Second, w - time.Hour, time.Hour, time.Hour} {
+			count(t, s, "mixed", "", now.Add(-ago))
+		}
+		if r := count(t, s, "mixed", "", now); r.Previous != 3 {
+			t.Fatalf("mixed: got %+v, want Previous 3", r)
+		}
+		if st := stateOf(t, tg, s, "mixed"); len(st.List) != 3 || st.Total != "4" {
+			t.Fatalf("mixed: state %+v, want 3 entries, total 4", st)
+		}
+	})
+}
+
+func TestSelfHealing(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{Window: time.Minute})
+		k := s.Keys("x", "")
+		for i := range 3 {
+			count(t, s, "x", "", sec(int64(i)))
+		}
+		// The total is lost (say, evicted): it is recounted from the list.
+		tg.Client.Del(ctx, k[1])
+		if r := count(t, s, "x", "", sec(3)); r.Previous != 3 {
+			t.Fatalf("without total: %+v, want Previous 3", r)
+		}
+		// The list is lost: a stale total is not trusted.
+		tg.Client.Del(ctx, k[0])
+		if r := count(t, s, "x", "", sec(4)); r.Previous != 0 {
+			t.Fatalf("without list: %+v, want Previous 0", r)
+		}
+		if st := stateOf(t, tg, s, "x"); len(st.List) != 1 || st.Total != "1" {
+			t.Fatalf("state %+v, want one entry, total 1", st)
+		}
+	})
+}
+
+func TestTTL(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		const w = 10 * time.Minute
+		s := newStore(t, tg, freq.Options{Window: w})
+		countNow(t, s, "x", "ev")
+		k := s.Keys("x", "ev")
+		for _, c := range []struct {
+			key string
+			max time.Duration
+		}{{k[0], w + time.Minute}, {k[1], w + time.Minute}, {k[2], freq.DefaultDedupeTTL}} {
+			if ttl := tg.Client.PTTL(ctx, c.key).Val(); ttl <= c.max-time.Minute || ttl > c.max {
+				t.Errorf("%s: TTL %v, want about %v", c.key, ttl, c.max)
+			}
+		}
+		if tg.Kind == redistest.Mini {
+			// An idle text disappears on its own, the event id once its
+			// own TTL is over.
+			tg.Mini.FastForward(w + time.Minute)
+			for _, key := range k[:2] {
+				if tg.Mini.Exists(key) {
+					t.Errorf("%s still exists after window+margin", key)
+				}
+			}
+			if !tg.Mini.Exists(k[2]) {
+				t.Errorf("%s expired before the dedupe TTL", k[2])
+			}
+			tg.Mini.FastForward(freq.DefaultDedupeTTL - w - time.Minute)
+			if tg.Mini.Exists(k[2]) {
+				t.Errorf("%s still exists after the dedupe TTL", k[2])
+			}
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		good := freq.New(tg.Client, freq.Options{Prefix: prefix, Window: time.Minute})
+		if _, err := good.CountAt(ctx, "x", "", sec(0)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			for _, k := range good.Keys("x", "") {
+				tg.Client.Del(context.Background(), k)
+			}
+		})
+		before := stateOf(t, tg, good, "x")
+
+		stores := map[string]*freq.Store{
+			"window 500ms":     freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 500 * time.Millisecond}),
+			"window -1s":       freq.New(tg.Client, freq.Options{Prefix: prefix, Window: -time.Second}),
+			"window 1.5s":      freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 1500 * time.Millisecond}),
+			"dedupe TTL 500ms": freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 500 * time.Millisecond}),
+			"dedupe TTL -1h":   freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: -time.Hour}),
+			"nil client":       freq.New(nil, freq.Options{Prefix: prefix}),
+		}
+		for name, s := range stores {
+			t.Run(name, func(t *testing.T) {
+				if err := s.Load(ctx); !errors.Is(err, freq.ErrInvalid) {
+					t.Errorf("Load: %v, want ErrInvalid", err)
+				}
+				if _, err := s.Count(ctx, "x", "ev"); !errors.Is(err, freq.ErrInvalid) {
+					t.Errorf("Count: %v, want ErrInvalid", err)
+				}
+				if _, err := s.CountAt(ctx, "x", "ev", sec(1)); !errors.Is(err, freq.ErrInvalid) {
+					t.Errorf("CountAt: %v, want ErrInvalid", err)
+				}
+			})
+		}
+		calls := map[string]func() error{
+			"before 1970": func() error { _, err := good.CountAt(ctx, "x", "", time.Unix(-1, 0)); return err },
+			"zero time":   func() error { _, err := good.CountAt(ctx, "x", "", time.Time{}); return err },
+			"year 10000": func() error {
+				_, err := good.CountAt(ctx, "x", "", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))
+				return err
+			},
+			"long event id": func() error {
+				_, err := good.Count(ctx, "x", strings.Repeat("e", freq.MaxEventID+1))
+				return err
+			},
+		}
+		for name, call := range calls {
+			t.Run(name, func(t *testing.T) {
+				if err := call(); !errors.Is(err, freq.ErrInvalid) {
+					t.Errorf("got %v, want ErrInvalid", err)
+				}
+			})
+		}
+		after := stateOf(t, tg, good, "x")
+		if !slices.Equal(after.List, before.List) || after.Total != before.Total {
+			t.Errorf("state changed: %+v → %+v", before, after)
+		}
+		if keys := redistest.Keys(t, tg.Client, prefix); len(keys) != 2 {
+			t.Errorf("keys under the prefix: %v, want only the good store's two", keys)
+		}
+	})
+}
+
+func TestErrorMessages(t *testing.T) {
+	for _, c := range []struct {
+		opts freq.Options
+		want string
+	}{
+		{freq.Options{Window: 500 * time.Millisecond}, "freq: invalid input: window 500ms is shorter than 1s"},
+		{freq.Options{Window: 1500 * time.Millisecond}, "freq: invalid input: window 1.5s is not a whole number of seconds"},
+		{freq.Options{DedupeTTL: time.Millisecond}, "freq: invalid input: dedupe TTL 1ms is shorter than 1s"},
+	} {
+		_, err := freq.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), c.opts).Count(context.Background(), "x", "")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%+v: got %v, want %q", c.opts, err, c.want)
+		}
+	}
+}
+
+func TestRedisDown(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	s := newStore(t, tg, freq.Options{})
+	tg.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	t.Cleanup(func() { tg.Mini.SetError("") })
+	_, err := s.Count(context.Background(), "x", "")
+	if err == nil || errors.Is(err, freq.ErrInvalid) || !strings.Contains(err.Error(), "LOADING") {
+		t.Fatalf("got %v, want the server's error", err)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	if w := freq.New(c, freq.Options{}).Window(); w != freq.DefaultWindow {
+		t.Errorf("default window %v, want %v", w, freq.DefaultWindow)
+	}
+	if w := freq.New(c, freq.Options{Window: 90 * time.Second}).Window(); w != 90*time.Second {
+		t.Errorf("window %v, want 90s", w)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	sum := sha256.Sum256([]byte("hello"))
+	tag := "{" + hex.EncodeToString(sum[:16]) + "}"
+	for _, tc := range []struct {
+		prefix, event string
+		want          []string
+	}{
+		{"", "", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n"}},
+		{"", "ev1", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n", "vkc:f:" + tag + ":e:ev1"}},
+		{"p:", "ev1", []string{"p:" + tag + ":l", "p:" + tag + ":n", "p:" + tag + ":e:ev1"}},
+	} {
+		got := freq.New(c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("prefix %q event %q: got %v, want %v", tc.prefix, tc.event, got, tc.want)
+		}
+	}
+	// An identity that looks like a key cannot reach another identity's keys.
+	s := freq.New(c, freq.Options{})
+	if a, b := s.Keys("a}:l", ""), s.Keys("a", ""); a[0] == b[0] || a[1] == b[1] {
+		t.Errorf("identities share keys: %v %v", a, b)
+	}
+}
+
+func TestParseReply(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		reply any
+		want  freq.Result
+		ok    bool
+	}{
+		{"counted", []any{int64(3), int64(0), int64(1700000000)}, freq.Result{Previous: 3, Time: 1700000000}, true},
+		{"duplicate", []any{int64(0), int64(1), int64(5)}, freq.Result{Duplicate: true, Time: 5}, true},
+		{"not a list", int64(3), freq.Result{}, false},
+		{"short", []any{int64(3), int64(0)}, freq.Result{}, false},
+		{"long", []any{int64(3), int64(0), int64(1), int64(1)}, freq.Result{}, false},
+		{"string", []any{"3", int64(0), int64(1)}, freq.Result{}, false},
+		{"nil", []any{nil, int64(0), int64(1)}, freq.Result{}, false},
+		{"negative", []any{int64(-1), int64(0), int64(1)}, freq.Result{}, false},
+		{"duplicate 2", []any{int64(1), int64(2), int64(1)}, freq.Result{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := freq.ParseReply(c.reply)
+			if (err == nil) != c.ok || got != c.want {
+				t.Errorf("got %+v, %v; want %+v, ok %v", got, err, c.want, c.ok)
+			}
+		})
+	}
+}
