@@ -1,0 +1,32 @@
+package callback
+
+import "time"
+
+// Defaults for the zero fields of Options.
+const (
+	// DefaultMaxBodyBytes is the body limit used when Options.MaxBodyBytes
+	// is zero. VK's largest events (a message with ten attachments and a
+	// forwarded thread) stay well below it.
+	DefaultMaxBodyBytes int64 = 1 << 20
+
+	// DefaultRetryAfter is the Retry-After delay used when
+	// Options.RetryAfter is zero.
+	DefaultRetryAfter = 5 * time.Second
+)
+
+// HeaderRetryCounter is the header in which VK numbers its re-deliveries of
+// an event: absent on the first delivery, then 1, 2, ...
+const HeaderRetryCounter = "X-Retry-Counter"
+
+// Fixed parts of the responses.
+const (
+	// okBody is the answer VK expects for every event it should not resend.
+	okBody = "ok"
+
+	// textPlain is the Content-Type of "ok" and of confirmation strings.
+	textPlain = "text/plain; charset=utf-8"
+
+	// maxPooledBuffer caps the capacity of a body buffer kept for reuse, so
+	// one large request does not pin its memory for the life of the pool.
+	maxPooledBuffer = 64 << 10
+)

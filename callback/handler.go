@@ -1,0 +1,311 @@
+package callback
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/SevereCloud/vksdk/v2/events"
+	"github.com/rs/zerolog"
+)
+
+// Group is the configuration of one community served by a Handler.
+type Group struct {
+	// ID is the community id (group_id), > 0.
+	ID int
+	// Secret is the "secret key" set in the community's Callback API
+	// settings. Empty means requests for this community carry none and are
+	// accepted without one.
+	Secret string
+	// Confirmation is the string VK expects in answer to a confirmation
+	// event. Empty means confirmation is refused with 403.
+	Confirmation string
+}
+
+// Options configure a Handler.
+type Options struct {
+	// Groups are the communities served: at least one, IDs unique and > 0.
+	// Requests for any other group_id are refused with 403.
+	Groups []Group
+	// MaxBodyBytes limits the request body. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RetryAfter is the delay sent in the Retry-After header of a 503,
+	// rounded up to whole seconds. Zero means DefaultRetryAfter.
+	RetryAfter time.Duration
+	// Logger receives one line per request: rejected requests at warn,
+	// failed message handling at error, the rest at debug. The zero Logger
+	// logs nothing. Secrets are never logged.
+	Logger zerolog.Logger
+}
+
+// A Handler is the http.Handler VK posts Callback API events to. It is safe
+// for concurrent use; create it with NewHandler.
+type Handler struct {
+	next       MessageHandler
+	groups     map[int]group
+	maxBody    int64
+	retryAfter string // Retry-After header value, whole seconds
+	log        zerolog.Logger
+
+	// compare decides whether two secret digests are equal. It is always
+	// subtle.ConstantTimeCompare; it is a field so that tests can watch
+	// every secret check go through it.
+	compare func(x, y []byte) int
+
+	bufs sync.Pool // of *bytes.Buffer, request bodies
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// group is a Group prepared for checking requests.
+type group struct {
+	// secret is the SHA-256 of Group.Secret. Comparing digests keeps the
+	// comparison constant-time in the length of the secret too:
+	// subtle.ConstantTimeCompare returns at once on unequal lengths.
+	secret       [sha256.Size]byte
+	hasSecret    bool
+	confirmation string
+}
+
+// NewHandler returns a Handler that passes the messages of message_new
+// events to h. It fails if h is nil or opts are invalid.
+func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
+	if h == nil {
+		return nil, errors.New("callback: nil MessageHandler")
+	}
+	if len(opts.Groups) == 0 {
+		return nil, errors.New("callback: no groups configured")
+	}
+	groups := make(map[int]group, len(opts.Groups))
+	for i, g := range opts.Groups {
+		if g.ID <= 0 {
+			return nil, fmt.Errorf("callback: group #%d: ID must be > 0, got %d", i+1, g.ID)
+		}
+		if _, dup := groups[g.ID]; dup {
+			return nil, fmt.Errorf("callback: group #%d: duplicate ID %d", i+1, g.ID)
+		}
+		groups[g.ID] = group{
+			secret:       sha256.Sum256([]byte(g.Secret)),
+			hasSecret:    g.Secret != "",
+			confirmation: g.Confirmation,
+		}
+	}
+
+	maxBody := opts.MaxBodyBytes
+	switch {
+	case maxBody < 0:
+		return nil, fmt.Errorf("callback: MaxBodyBytes must not be negative, got %d", maxBody)
+	case maxBody == 0:
+		maxBody = DefaultMaxBodyBytes
+	}
+	retryAfter := opts.RetryAfter
+	switch {
+	case retryAfter < 0:
+		return nil, fmt.Errorf("callback: RetryAfter must not be negative, got %v", retryAfter)
+	case retryAfter == 0:
+		retryAfter = DefaultRetryAfter
+	}
+	retrySeconds := int64((retryAfter + time.Second - 1) / time.Second)
+
+	return &Handler{
+		next:       h,
+		groups:     groups,
+		maxBody:    maxBody,
+		retryAfter: strconv.FormatInt(retrySeconds, 10),
+		log:        opts.Logger,
+		compare:    subtle.ConstantTimeCompare,
+		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}, nil
+}
+
+// Classes of failed requests. Every error ServeHTTP answers with wraps
+// exactly one of them; outcomes maps it to the response.
+var (
+	errMethod     = errors.New("method not allowed")
+	errTooLarge   = errors.New("request body too large")
+	errMalformed  = errors.New("bad request")
+	errForbidden  = errors.New("forbidden")
+	errNotCounted = errors.New("message not counted, retry later")
+)
+
+// outcomes maps each class of failure to its status. A public class shows
+// the wrapped error's text to the sender; the others show only the class,
+// since their details (a secret check, a storage error) are not the
+// sender's business.
+var outcomes = []struct {
+	class  error
+	status int
+	public bool
+}{
+	{errMethod, http.StatusMethodNotAllowed, false},
+	{errTooLarge, http.StatusRequestEntityTooLarge, false},
+	{errMalformed, http.StatusBadRequest, true},
+	{errForbidden, http.StatusForbidden, false},
+	{errNotCounted, http.StatusServiceUnavailable, false},
+}
+
+// event is what a request is known to be about, for logging.
+type event struct {
+	typ     events.EventType
+	groupID int
+	eventID string
+	retry   int
+}
+
+// envelope is vksdk's GroupEvent with its "v" field shadowed by a raw one:
+// the handler never reads the API version, so a change in its type must not
+// fail the decoding.
+type envelope struct {
+	events.GroupEvent
+	V json.RawMessage `json:"v"`
+}
+
+// ServeHTTP handles one Callback API request. See the package comment for
+// the responses.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ev := event{retry: retryCounter(r.Header)}
+	if err := h.serve(w, r, &ev); err != nil {
+		h.fail(w, r, &ev, err)
+		return
+	}
+	h.log.Debug().Str("type", string(ev.typ)).Int("group_id", ev.groupID).
+		Str("event_id", ev.eventID).Int("retry", ev.retry).Int("status", http.StatusOK).
+		Msg("callback: request handled")
+}
+
+// serve does the work of ServeHTTP, filling in ev as it learns about the
+// event. It writes the response on success; on error the caller does.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return fmt.Errorf("%w: %s", errMethod, r.Method)
+	}
+	env, err := h.readEnvelope(w, r)
+	if err != nil {
+		return err
+	}
+	ev.typ, ev.groupID, ev.eventID = env.Type, env.GroupID, env.EventID
+
+	g, ok := h.groups[env.GroupID]
+	if !ok {
+		return fmt.Errorf("%w: group_id %d is not configured", errForbidden, env.GroupID)
+	}
+	if g.hasSecret {
+		got := sha256.Sum256([]byte(env.Secret))
+		if h.compare(got[:], g.secret[:]) != 1 {
+			return fmt.Errorf("%w: wrong secret", errForbidden)
+		}
+	}
+
+	switch env.Type {
+	case events.EventConfirmation:
+		if g.confirmation == "" {
+			return fmt.Errorf("%w: no confirmation string configured for group_id %d", errForbidden, env.GroupID)
+		}
+		writeText(w, g.confirmation)
+	case events.EventMessageNew:
+		m, err := decodeMessage(env.Object)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errMalformed, err)
+		}
+		m.GroupID, m.EventID, m.Retry = env.GroupID, env.EventID, ev.retry
+		if err := h.next.HandleMessage(r.Context(), m); err != nil {
+			return fmt.Errorf("%w: %w", errNotCounted, err)
+		}
+		writeText(w, okBody)
+	default:
+		// Everything else, "remove" included, is acknowledged and ignored,
+		// so that VK does not keep resending it.
+		writeText(w, okBody)
+	}
+	return nil
+}
+
+// readEnvelope reads the body within the size limit and decodes the event
+// envelope.
+func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request) (envelope, error) {
+	if r.ContentLength > h.maxBody {
+		return envelope{}, fmt.Errorf("%w: Content-Length %d over the limit of %d bytes", errTooLarge, r.ContentLength, h.maxBody)
+	}
+	buf := h.bufs.Get().(*bytes.Buffer)
+	defer h.putBuffer(buf)
+	if r.ContentLength > 0 {
+		// One extra MinRead so ReadFrom sees EOF without growing.
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.maxBody)); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return envelope{}, fmt.Errorf("%w: over the limit of %d bytes", errTooLarge, h.maxBody)
+		}
+		return envelope{}, fmt.Errorf("%w: reading body: %w", errMalformed, err)
+	}
+
+	// Unmarshal copies what it keeps (strings, the raw object), so buf can
+	// be reused as soon as it returns.
+	var env envelope
+	if err := json.Unmarshal(buf.Bytes(), &env); err != nil {
+		return envelope{}, fmt.Errorf("%w: event envelope: %w", errMalformed, err)
+	}
+	if env.Type == "" {
+		return envelope{}, fmt.Errorf("%w: event envelope: no type", errMalformed)
+	}
+	return env, nil
+}
+
+func (h *Handler) putBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > maxPooledBuffer {
+		return
+	}
+	buf.Reset()
+	h.bufs.Put(buf)
+}
+
+// fail answers a request that serve returned err for, and logs it once.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ev *event, err error) {
+	status, text := http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError)
+	for _, o := range outcomes {
+		if errors.Is(err, o.class) {
+			status, text = o.status, o.class.Error()
+			if o.public {
+				text = err.Error()
+			}
+			break
+		}
+	}
+	lvl, msg := zerolog.WarnLevel, "callback: request rejected"
+	if status >= http.StatusInternalServerError {
+		lvl, msg = zerolog.ErrorLevel, "callback: request failed"
+	}
+	h.log.WithLevel(lvl).Err(err).Str("type", string(ev.typ)).Int("group_id", ev.groupID).
+		Str("event_id", ev.eventID).Int("retry", ev.retry).Int("status", status).
+		Str("remote_addr", r.RemoteAddr).Msg(msg)
+
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", h.retryAfter)
+	}
+	http.Error(w, text, status)
+}
+
+// writeText writes s verbatim as a 200 plain-text body.
+func writeText(w http.ResponseWriter, s string) {
+	w.Header().Set("Content-Type", textPlain)
+	_, _ = io.WriteString(w, s)
+}
+
+// retryCounter reads the X-Retry-Counter header. A missing, malformed or
+// negative value counts as a first delivery.
+func retryCounter(hdr http.Header) int {
+	n, err := strconv.Atoi(hdr.Get(HeaderRetryCounter))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}

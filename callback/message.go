@@ -1,0 +1,206 @@
+package callback
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Message is the part of a message_new event the bot needs.
+type Message struct {
+	// GroupID is the community the message was sent to.
+	GroupID int
+	// EventID is VK's id of the event; a re-delivery carries the same one.
+	// It is empty only if VK sent none.
+	EventID string
+	// Retry is the X-Retry-Counter header: 0 for a first delivery (or a
+	// header that is not a non-negative integer), n for the n-th resend.
+	Retry int
+
+	// ID is the message id in the community's dialogs; 0 in group chats.
+	ID int
+	// ConversationMessageID numbers the message within its conversation.
+	ConversationMessageID int
+	// PeerID is the conversation to answer in: the user's id in a private
+	// dialog, 2000000000+n in group chat n. It is always > 0.
+	PeerID int
+	// FromID is the author: a user id, or a negative community id.
+	FromID int
+	// Date is when VK received the message, in Unix seconds.
+	Date int64
+	// Text is the message text exactly as VK sent it.
+	Text string
+	// Attachments are the message's attachments, in VK's order.
+	Attachments []Attachment
+}
+
+// Attachment is one attachment as the bot needs it to identify a message with no text.
+type Attachment struct {
+	// Type is VK's attachment type: "photo", "sticker", "doc", "audio",
+	// "video", "link", "wall", ..., kept as sent for types this package
+	// does not know.
+	Type string
+	// OwnerID is the owner of the attached object (for wall posts that
+	// carry no owner_id, their to_id); 0 if it has none.
+	OwnerID int64
+	// ID is the object's id within its owner; 0 if it has none.
+	ID int64
+	// StickerID is set for stickers.
+	StickerID int64
+	// URL is set for links.
+	URL string
+}
+
+// A MessageHandler handles the messages of message_new events.
+//
+// HandleMessage is called with the request's context. A nil error means the
+// message was counted (or had been counted by an earlier delivery of the
+// same event), and VK is answered "ok". Any error means it was not counted:
+// VK is answered 503 and delivers the event again later. HandleMessage is
+// called concurrently, once per request.
+type MessageHandler interface {
+	HandleMessage(ctx context.Context, m Message) error
+}
+
+// MessageHandlerFunc adapts an ordinary function to a MessageHandler.
+type MessageHandlerFunc func(ctx context.Context, m Message) error
+
+// HandleMessage calls f(ctx, m).
+func (f MessageHandlerFunc) HandleMessage(ctx context.Context, m Message) error {
+	return f(ctx, m)
+}
+
+var _ MessageHandler = MessageHandlerFunc(nil)
+
+// wireMessage holds the fields of a VK message object that the bot reads.
+// Every other field is skipped unread, so a change in its type can never
+// turn a real message into an error; a wrong type in one of these is one.
+type wireMessage struct {
+	ID                    int              `json:"id"`
+	ConversationMessageID int              `json:"conversation_message_id"`
+	PeerID                int              `json:"peer_id"`
+	FromID                int              `json:"from_id"`
+	Date                  int64            `json:"date"`
+	Text                  string           `json:"text"`
+	Attachments           []wireAttachment `json:"attachments"`
+}
+
+// messageNewObject is the object of a message_new event in either shape:
+// since API 5.103 {"message": {...}, "client_info": {...}}; before that the
+// message itself. client_info is not declared, so it is never decoded.
+type messageNewObject struct {
+	Message *wireMessage `json:"message"`
+	wireMessage
+}
+
+// decodeMessage decodes the object of a message_new event. The error says
+// what is wrong in words safe to show the sender.
+func decodeMessage(object json.RawMessage) (Message, error) {
+	var obj messageNewObject
+	if err := json.Unmarshal(object, &obj); err != nil {
+		return Message{}, fmt.Errorf("message_new object: %w", err)
+	}
+	wm := &obj.wireMessage
+	if obj.Message != nil {
+		wm = obj.Message
+	}
+	if wm.PeerID <= 0 {
+		return Message{}, errors.New("message_new object: no usable peer_id")
+	}
+	m := Message{
+		ID:                    wm.ID,
+		ConversationMessageID: wm.ConversationMessageID,
+		PeerID:                wm.PeerID,
+		FromID:                wm.FromID,
+		Date:                  wm.Date,
+		Text:                  wm.Text,
+	}
+	if len(wm.Attachments) > 0 {
+		m.Attachments = make([]Attachment, len(wm.Attachments))
+		for i, a := range wm.Attachments {
+			m.Attachments[i] = Attachment(a)
+		}
+	}
+	return m, nil
+}
+
+// wireAttachment is one element of a message's attachments:
+// {"type": T, T: {...}}. Only type must be well-formed; the object under T
+// is read leniently (see attachmentBody).
+type wireAttachment Attachment
+
+// UnmarshalJSON decodes one attachment. It fails only if the element is not
+// an object or its type is not a string.
+func (a *wireAttachment) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return fmt.Errorf("attachment: %w", err)
+	}
+	var typ string
+	if raw, ok := fields["type"]; ok {
+		if err := json.Unmarshal(raw, &typ); err != nil {
+			return fmt.Errorf("attachment type: %w", err)
+		}
+	}
+	var body attachmentBody
+	if raw := fields[typ]; len(raw) > 0 && raw[0] == '{' {
+		// Cannot fail: the raw value is a valid object and every field of
+		// attachmentBody accepts any JSON value.
+		_ = json.Unmarshal(raw, &body)
+	}
+	owner := body.OwnerID
+	if owner == 0 {
+		owner = body.ToID
+	}
+	*a = wireAttachment{
+		Type:      typ,
+		OwnerID:   int64(owner),
+		ID:        int64(body.ID),
+		StickerID: int64(body.StickerID),
+		URL:       string(body.URL),
+	}
+	return nil
+}
+
+// attachmentBody holds what identifies an attached object. Attachment types
+// differ (a sticker has no id, some newer types use string ids), so every
+// field accepts any JSON value and keeps only what it can use.
+type attachmentBody struct {
+	ID        looseInt    `json:"id"`
+	OwnerID   looseInt    `json:"owner_id"`
+	ToID      looseInt    `json:"to_id"` // the owner of a wall post in message attachments
+	StickerID looseInt    `json:"sticker_id"`
+	URL       looseString `json:"url"`
+}
+
+// looseInt is an int64 read from a JSON integer or a string holding one.
+// Any other value reads as 0.
+type looseInt int64
+
+// UnmarshalJSON implements json.Unmarshaler and never fails.
+func (n *looseInt) UnmarshalJSON(data []byte) error {
+	data = bytes.Trim(data, `"`)
+	v, err := strconv.ParseInt(string(data), 10, 64)
+	if err != nil {
+		v = 0
+	}
+	*n = looseInt(v)
+	return nil
+}
+
+// looseString is a string read from a JSON string. Any other value reads
+// as "".
+type looseString string
+
+// UnmarshalJSON implements json.Unmarshaler and never fails.
+func (s *looseString) UnmarshalJSON(data []byte) error {
+	var v string
+	if json.Unmarshal(data, &v) != nil {
+		v = ""
+	}
+	*s = looseString(v)
+	return nil
+}
