@@ -1,0 +1,334 @@
+package access_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters/access"
+)
+
+// writeCounts writes count<i>.dat for each entry of files into dir.
+func writeCounts(t *testing.T, dir string, files map[int]string) {
+	t.Helper()
+	for i, content := range files {
+		if err := os.WriteFile(countPath(dir, i), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readCounts reads count0.dat … count<levels-1>.dat in dir; a missing file
+// reads as "<missing>".
+func readCounts(t *testing.T, dir string, levels int) []string {
+	t.Helper()
+	out := make([]string, levels)
+	for i := range out {
+		b, err := os.ReadFile(countPath(dir, i))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			out[i] = "<missing>"
+		case err != nil:
+			t.Fatal(err)
+		default:
+			out[i] = string(b)
+		}
+	}
+	return out
+}
+
+func countPath(dir string, i int) string {
+	return filepath.Join(dir, "count"+strconv.Itoa(i)+".dat")
+}
+
+// TestFileSeedWalkthrough replays the BBS specification's example.
+func TestFileSeedWalkthrough(t *testing.T) {
+	dir := t.TempDir()
+	writeCounts(t, dir, map[int]string{0: "925", 1: "924", 2: "923", 3: "922", 4: "921"})
+	f := newFile(t, dir, 5)
+	if got := total(t, f, access.DefaultName); got != 925 {
+		t.Fatalf("Total of the BBS directory = %d, want 925", got)
+	}
+	if got := hit(t, f, access.DefaultName); got != 926 {
+		t.Fatalf("Hit = %d, want 926", got)
+	}
+	want := []string{"925", "924", "923", "922", "926"}
+	if got := readCounts(t, dir, 5); !slices.Equal(got, want) {
+		t.Fatalf("files = %q, want %q", got, want)
+	}
+}
+
+// TestFileSeedConcurrent replays the specification's three concurrent
+// requests, where the BBS answers 101 three times and loses two hits.
+func TestFileSeedConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	writeCounts(t, dir, map[int]string{0: "100", 1: "99", 2: "98"})
+	f := newFile(t, dir, 3)
+	got := make([]int64, 3)
+	errs := make([]error, 3)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = f.Hit(context.Background(), access.DefaultName)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []int64{101, 102, 103}; !slices.Equal(got, want) {
+		t.Fatalf("Hits returned %v, want %v", got, want)
+	}
+	// Each hit writes the smallest file: count2, then count1, then count0.
+	if got, want := readCounts(t, dir, 3), []string{"103", "102", "101"}; !slices.Equal(got, want) {
+		t.Fatalf("files = %q, want %q", got, want)
+	}
+}
+
+func TestFileRecovery(t *testing.T) {
+	const missing = "<missing>"
+	tests := []struct {
+		name      string
+		files     []string // count0.dat … count4.dat; missing means absent
+		wantTotal int64
+		rewritten int // the file the next Hit must write
+	}{
+		{"missing file", []string{"10", "11", "12", "13", missing}, 13, 4},
+		{"empty file", []string{"10", "11", "", "13", "12"}, 13, 2},
+		{"truncated file", []string{"10", "1", "12", "13", "11"}, 13, 1},
+		{"garbage file", []string{"10", "11", "12", "x9\x00", "13"}, 13, 3},
+		{"negative value", []string{"-20", "11", "12", "13", "10"}, 13, 0},
+		{"trailing newline accepted", []string{"10\n", "11", "12", "13\n", "14\r\n"}, 14, 0},
+		{"several bad files", []string{missing, "", "7", "zz", missing}, 7, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[int]string{}
+			for i, c := range tt.files {
+				if c != missing {
+					files[i] = c
+				}
+			}
+			writeCounts(t, dir, files)
+			f := newFile(t, dir, 5)
+			if got := total(t, f, access.DefaultName); got != tt.wantTotal {
+				t.Fatalf("Total = %d, want %d", got, tt.wantTotal)
+			}
+			if got := hit(t, f, access.DefaultName); got != tt.wantTotal+1 {
+				t.Fatalf("Hit = %d, want %d", got, tt.wantTotal+1)
+			}
+			want := readCounts(t, dir, 5)
+			copy(want, tt.files)
+			want[tt.rewritten] = strconv.FormatInt(tt.wantTotal+1, 10)
+			if got := readCounts(t, dir, 5); !slices.Equal(got, want) {
+				t.Fatalf("files = %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestFileUnrecoverable(t *testing.T) {
+	tests := []struct {
+		name      string
+		files     map[int]string
+		wantTotal error
+		wantHit   int64 // 0: Hit must fail with wantTotal
+	}{
+		{"all garbage", map[int]string{0: "abc", 1: "", 2: "-1"}, access.ErrCorrupt, 0},
+		{"all empty reads as never hit", map[int]string{0: "", 1: "", 2: ""}, access.ErrNotFound, 1},
+		{"overflow", map[int]string{0: "9223372036854775807", 1: "5"}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCounts(t, dir, tt.files)
+			f := newFile(t, dir, 3)
+			if _, err := f.Total(context.Background(), access.DefaultName); !errors.Is(err, tt.wantTotal) {
+				t.Fatalf("Total error = %v, want %v", err, tt.wantTotal)
+			}
+			before := readCounts(t, dir, 3)
+			n, err := f.Hit(context.Background(), access.DefaultName)
+			if tt.wantHit != 0 {
+				if err != nil || n != tt.wantHit {
+					t.Fatalf("Hit = %d, %v; want %d", n, err, tt.wantHit)
+				}
+				return
+			}
+			wantErr := tt.wantTotal
+			if wantErr == nil {
+				wantErr = access.ErrOverflow
+			}
+			if !errors.Is(err, wantErr) {
+				t.Fatalf("Hit = %d, %v; want %v", n, err, wantErr)
+			}
+			if after := readCounts(t, dir, 3); !slices.Equal(after, before) {
+				t.Fatalf("a failed Hit changed the files: %q → %q", before, after)
+			}
+		})
+	}
+}
+
+func TestNewFile(t *testing.T) {
+	regular := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(regular, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		files  map[int]string
+		dir    string // "" means a fresh temporary directory
+		levels int
+		ok     bool
+	}{
+		{name: "default levels", levels: 0, ok: true},
+		{name: "one level", levels: 1, ok: true},
+		{name: "max levels", levels: access.MaxLevels, ok: true},
+		{name: "negative levels", levels: -1},
+		{name: "too many levels", levels: access.MaxLevels + 1},
+		{name: "directory is a file", dir: regular, levels: 5},
+		{name: "more count files than levels", files: map[int]string{0: "1", 5: "2"}, levels: 5},
+		{name: "count files matching levels", files: map[int]string{0: "1", 5: "2"}, levels: 6, ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := tt.dir
+			if dir == "" {
+				dir = t.TempDir()
+				writeCounts(t, dir, tt.files)
+			}
+			f, err := access.NewFile(dir, tt.levels)
+			if (err == nil) != tt.ok {
+				t.Fatalf("NewFile(levels %d) error = %v, want ok=%v", tt.levels, err, tt.ok)
+			}
+			if f != nil && tt.levels == 0 {
+				for range access.DefaultLevels + 1 {
+					hit(t, f, access.DefaultName)
+				}
+				want := []string{"6", "2", "3", "4", "5", "<missing>"}
+				if got := readCounts(t, dir, access.DefaultLevels+1); !slices.Equal(got, want) {
+					t.Fatalf("files = %q, want %q", got, want)
+				}
+			}
+		})
+	}
+	if _, err := access.NewFile("", 5); err == nil {
+		t.Fatal("NewFile(\"\") succeeded")
+	}
+}
+
+// TestFileLayout pins where counters live and what the files hold.
+func TestFileLayout(t *testing.T) {
+	dir := t.TempDir()
+	f := newFile(t, dir, 2)
+	hit(t, f, access.DefaultName)
+	hit(t, f, "vk.messages")
+	hit(t, f, "vk.messages")
+	hit(t, f, "A/..")
+
+	want := []string{
+		"count.lock", "count0.dat",
+		"names", "names/%41%2F..", "names/%41%2F../count.lock", "names/%41%2F../count0.dat",
+		"names/vk.messages", "names/vk.messages/count.lock", "names/vk.messages/count0.dat", "names/vk.messages/count1.dat",
+	}
+	var got []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		got = append(got, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("files under dir:\n got %q\nwant %q", got, want)
+	}
+	// The BBS writes a bare decimal: so do we.
+	if got := readCounts(t, filepath.Join(dir, "names", "vk.messages"), 2); !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("vk.messages files = %q", got)
+	}
+	fi, err := os.Stat(countPath(dir, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o644 {
+		t.Fatalf("count0.dat mode = %v, want 0644", fi.Mode().Perm())
+	}
+}
+
+// childDirEnv, when set, makes TestFileTwoProcesses act as one of the
+// child processes hitting the counter in that directory.
+const childDirEnv = "VKCOUNTER_TEST_ACCESS_CHILD_DIR"
+
+// TestFileTwoProcesses runs two OS processes hitting one counter
+// directory at the same time: no hit may be lost or repeated.
+func TestFileTwoProcesses(t *testing.T) {
+	const perChild = 500
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		f := newFile(t, dir, 5)
+		w := bufio.NewWriter(os.Stdout)
+		for range perChild {
+			n := hit(t, f, access.DefaultName)
+			w.WriteString("total " + strconv.FormatInt(n, 10) + "\n")
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	var outs [2]bytes.Buffer
+	var cmds [2]*exec.Cmd
+	for i := range cmds {
+		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestFileTwoProcesses$", "-test.count=1")
+		cmds[i].Env = append(os.Environ(), childDirEnv+"="+dir)
+		cmds[i].Stdout = &outs[i]
+		cmds[i].Stderr = &outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var totals []int64
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+		}
+		n := 0
+		for line := range strings.Lines(outs[i].String()) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total "); ok {
+				x, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				totals = append(totals, x)
+				n++
+			}
+		}
+		if n != perChild {
+			t.Fatalf("child %d reported %d totals, want %d:\n%s", i, n, perChild, outs[i].String())
+		}
+	}
+	checkExactlyOnce(t, totals, 2*perChild)
+	if got := total(t, newFile(t, dir, 5), access.DefaultName); got != 2*perChild {
+		t.Fatalf("Total = %d, want %d", got, 2*perChild)
+	}
+}

@@ -1,0 +1,150 @@
+package filestore_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters/access/filestore"
+)
+
+func TestPathName(t *testing.T) {
+	long := strings.Repeat("/", filestore.MaxPathName/3+1)
+	longSum := sha256.Sum256([]byte(long))
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "vk.messages", "vk.messages"},
+		{"digits dash underscore", "a-1_b", "a-1_b"},
+		{"slash", "a/b", "a%2Fb"},
+		{"percent", "%41", "%2541"},
+		{"upper case", "Ab", "%41b"},
+		{"dot", ".", "%2E"},
+		{"dot dot", "..", "%2E."},
+		{"hidden", ".lock", "%2Elock"},
+		{"inner dots", "a..b", "a..b"},
+		{"binary", "\x00\xff", "%00%FF"},
+		{"tilde", "~", "%7E"},
+		{"at the limit", strings.Repeat("/", filestore.MaxPathName/3), strings.Repeat("%2F", filestore.MaxPathName/3)},
+		{"utf-8 byte by byte", "é", "%C3%A9"},
+		{"hashed when too long", long, "~" + hex.EncodeToString(longSum[:])},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := filestore.PathName(tt.in)
+			if got != tt.want {
+				t.Fatalf("PathName(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPathNameInjective checks that tricky names never share a file name
+// and that every file name is a single, safe path element.
+func TestPathNameInjective(t *testing.T) {
+	names := []string{"a", "A", "%41", "%2541", ".", "..", "%2E", "a/b", "a%2Fb", "~", "%7E", "\x00", "x.lock"}
+	for n := filestore.MaxPathName/3 - 1; n <= filestore.MaxPathName/3+2; n++ {
+		names = append(names, strings.Repeat("/", n), strings.Repeat("/", n)+"a", strings.Repeat("a", 3*n))
+	}
+	seen := map[string]string{}
+	for _, name := range names {
+		p := filestore.PathName(name)
+		if other, ok := seen[p]; ok {
+			t.Fatalf("PathName(%q) = PathName(%q) = %q", name, other, p)
+		}
+		seen[p] = name
+		if p == "" || p[0] == '.' || strings.ContainsAny(p, "/\\\x00") || len(p) > filestore.MaxPathName {
+			t.Fatalf("PathName(%q) = %q is not a safe file name", name, p)
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "count0.dat")
+	if err := filestore.WriteFile(path, []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := filestore.WriteFile(path, []byte("22")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != "22" {
+		t.Fatalf("content = %q, %v; want 22", b, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode = %v, want the existing 0600 kept", fi.Mode().Perm())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want only count0.dat (no temporary file left)", len(entries))
+	}
+	if err := filestore.WriteFile(filepath.Join(dir, "missing", "x"), nil); err == nil {
+		t.Fatal("WriteFile into a missing directory succeeded")
+	}
+}
+
+// TestAcquireExcludes increments a number in a file from many goroutines,
+// each opening the lock on its own file descriptor and guarded only by
+// the flock: a lock that failed to exclude would lose increments.
+func TestAcquireExcludes(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	dataPath := filepath.Join(dir, "n")
+	const workers, each = 20, 25
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				if errs[w] = increment(lockPath, dataPath); errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dataPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); got != strconv.Itoa(workers*each) {
+		t.Fatalf("n = %s, want %d", got, workers*each)
+	}
+	if _, err := filestore.Acquire(filepath.Join(dir, "missing", "lock")); err == nil {
+		t.Fatal("Acquire in a missing directory succeeded")
+	}
+}
+
+func increment(lockPath, dataPath string) error {
+	l, err := filestore.Acquire(lockPath)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	b, err := os.ReadFile(dataPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	n, _ := strconv.Atoi(string(b))
+	return filestore.WriteFile(dataPath, []byte(strconv.Itoa(n+1)))
+}

@@ -1,0 +1,60 @@
+package access_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// TestRedisKeys pins the key layout: one string per counter, named
+// prefix + "{" + name + "}", without expiry.
+func TestRedisKeys(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := cleanPrefix(t, tg)
+		s := access.NewRedis(tg.Client, prefix)
+		hit(t, s, "vk.messages")
+		hit(t, s, "vk.messages")
+		hit(t, s, "a}b")
+
+		got := redistest.Keys(t, tg.Client, prefix)
+		slices.Sort(got)
+		want := []string{prefix + "{a}b}", prefix + "{vk.messages}"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("keys = %q, want %q", got, want)
+		}
+		if v, err := tg.Client.Get(ctx, prefix+"{vk.messages}").Result(); err != nil || v != "2" {
+			t.Fatalf("GET = %q, %v; want 2", v, err)
+		}
+		if ttl, err := tg.Client.TTL(ctx, prefix+"{vk.messages}").Result(); err != nil || ttl != -1 {
+			t.Fatalf("TTL = %v, %v; want no expiry", ttl, err)
+		}
+	})
+}
+
+// TestRedisForeignValue checks that a key holding something other than
+// an integer is reported as an error, not as a missing counter, and is
+// left alone.
+func TestRedisForeignValue(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := cleanPrefix(t, tg)
+		s := access.NewRedis(tg.Client, prefix)
+		key := prefix + "{page}"
+		if err := tg.Client.Set(ctx, key, "not a number", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Total(ctx, "page"); err == nil {
+			t.Fatalf("Total = %d, want an error", n)
+		}
+		if n, err := s.Hit(ctx, "page"); err == nil {
+			t.Fatalf("Hit = %d, want an error", n)
+		}
+		if v, _ := tg.Client.Get(ctx, key).Result(); v != "not a number" {
+			t.Fatalf("value changed to %q", v)
+		}
+	})
+}
