@@ -39,7 +39,7 @@ type app struct {
 
 // startApp runs the program as main does, against tg (nil = the embedded
 // Redis) and a fresh fake VK API; env overrides the test defaults.
-func startApp(t *testing.T, tg *redistest.Target, env map[string]string) *app {
+func startApp(t testing.TB, tg *redistest.Target, env map[string]string) *app {
 	t.Helper()
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
@@ -338,7 +338,7 @@ func TestProgramEndToEnd(t *testing.T) {
 }
 
 func TestReadyzFailsWhenTokenRejected(t *testing.T) {
-	a := startApp(t, nil, nil)
+	a := startApp(t, nil, map[string]string{"SHUTDOWN_TIMEOUT": "200ms"}) // the held reply cannot drain
 	a.vk.FailAlways(5)
 	a.mustOK(t, event("e", 1, 1, "x"))
 	deadline := time.Now().Add(10 * time.Second)

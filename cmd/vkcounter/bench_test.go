@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// BenchmarkWebhook measures the full webhook path in process — HTTP
+// handler, JSON decoding, secret check, the counting script over a real
+// connection, queueing the reply — without the network hop of the HTTP
+// client. Each request is a new event (unique event_id) for one of 1000
+// texts, as redis-benchmark runs the script in BENCHMARKS.md. Replies go to
+// the dry-run sender, whose log lines are below the level and cost nothing.
+func BenchmarkWebhook(b *testing.B) {
+	for _, kind := range []redistest.Kind{redistest.Mini, redistest.Real} {
+		b.Run(string(kind), func(b *testing.B) {
+			tg := redistest.Open(b, kind)
+			a := startApp(b, tg, map[string]string{"VK_TOKEN": "", "REPLY_QUEUE": "10000000", "VK_RATE": "1e9", "SHUTDOWN_TIMEOUT": "1s"})
+			h := a.httpSrv.Handler
+			var seq atomic.Int64
+			b.SetParallelism(25) // 50 clients on 2 cores, as redis-benchmark -c 50
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1)
+					body := event(fmt.Sprintf("bench-%d", i), int(i%5000)+1, int(i), fmt.Sprintf("text %d", i%1000))
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/callback", bytes.NewReader(body)))
+					if rec.Code != 200 {
+						b.Fatalf("status %d: %s", rec.Code, rec.Body)
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
