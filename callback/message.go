@@ -48,9 +48,9 @@ type Attachment struct {
 	OwnerID int64
 	// ID is the object's id within its owner; 0 if it has none.
 	ID int64
-	// StickerID is set for stickers.
+	// StickerID is the sticker's id; set for stickers only.
 	StickerID int64
-	// URL is set for links.
+	// URL is the link's address; set for links only.
 	URL string
 }
 
@@ -160,7 +160,11 @@ func (a *wireAttachment) UnmarshalJSON(data []byte) error {
 		OwnerID:   int64(owner),
 		ID:        int64(body.ID),
 		StickerID: int64(body.StickerID),
-		URL:       string(body.URL),
+	}
+	// Only a link is its URL: the URLs of docs, audio messages and the like
+	// carry per-request signatures and would make the same file look new.
+	if typ == "link" {
+		a.URL = string(body.URL)
 	}
 	return nil
 }
