@@ -1,0 +1,101 @@
+package resource
+
+// A Holder is what one connection holds: how many resources of each counter
+// it acquired and has not released. Release is checked against it, so a
+// connection can only give back what it took, and ReleaseAll returns
+// everything when the connection ends.
+//
+// A Holder is not safe for concurrent use: it belongs to the goroutine
+// serving its connection. Its Table is shared.
+type Holder struct {
+	t *Table
+	// held maps a counter name to what this holder holds of it; entries
+	// are never 0. A counter this holder holds cannot be deleted by GC,
+	// since its consumption is at least the holding.
+	held map[string]uint32
+}
+
+// NewHolder returns a Holder that holds nothing.
+func (t *Table) NewHolder() *Holder {
+	return &Holder{t: t, held: make(map[string]uint32)}
+}
+
+// Acquire adds resources to the named counter, creating it, if the new
+// consumption stays within maximum. The counter's maximum is not stored:
+// each call checks its own. It fails with ErrInvalid for resources 0,
+// maximum below resources or a bad name, ErrNotAvailable when the
+// consumption would exceed maximum, and ErrNoMemory when the counter cannot
+// be created; a failed Acquire changes nothing.
+func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
+	if resources == 0 || maximum < resources || len(name) == 0 || len(name) > MaxNameLen {
+		return ErrInvalid
+	}
+	t := h.t
+	now := t.now()
+	s := t.lock(name)
+	c := s.m[string(name)]
+	if c == nil {
+		if c = t.create(s, name, now); c == nil {
+			s.mu.Unlock()
+			return ErrNoMemory
+		}
+	}
+	ok := c.acquire(resources, maximum, now, t.boundary(now))
+	key := c.name
+	s.mu.Unlock()
+	if !ok {
+		return ErrNotAvailable
+	}
+	// No overflow: the holding is at most the counter's consumption.
+	h.held[key] += resources
+	return nil
+}
+
+// Release gives back resources of the named counter. It fails with
+// ErrNotFound if the counter does not exist, and with ErrNotAcquired if
+// this holder holds none of it or fewer than resources (even when other
+// holders hold more). Releasing 0 while holding some succeeds and counts as
+// a touch for GC and the maximum consumption.
+func (h *Holder) Release(name []byte, resources uint32) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return ErrInvalid
+	}
+	t := h.t
+	now := t.now()
+	s := t.lock(name)
+	c := s.m[string(name)]
+	if c == nil {
+		s.mu.Unlock()
+		return ErrNotFound
+	}
+	held := h.held[c.name]
+	if held == 0 || resources > held {
+		s.mu.Unlock()
+		return ErrNotAcquired
+	}
+	c.release(resources, now, t.boundary(now))
+	s.mu.Unlock()
+	if held == resources {
+		delete(h.held, c.name)
+	} else {
+		h.held[c.name] = held - resources
+	}
+	return nil
+}
+
+// Held returns how many resources of the named counter this holder holds.
+func (h *Holder) Held(name string) uint32 { return h.held[name] }
+
+// Len returns the number of counters this holder holds resources of.
+func (h *Holder) Len() int { return len(h.held) }
+
+// ReleaseAll gives back everything this holder holds, as releases, and
+// leaves it empty.
+func (h *Holder) ReleaseAll() {
+	for name, n := range h.held {
+		if err := h.Release([]byte(name), n); err != nil {
+			// Unreachable: a held counter exists and holds at least n.
+			panic("resource: releasing a holding failed: " + err.Error())
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// fuzzSeeds are streams of valid, invalid and truncated frames.
+func fuzzSeeds() [][]byte {
+	var all []byte
+	all = wire.AppendNoop(all, 1)
+	all = wire.AppendGet(all, 2, "a")
+	all = wire.AppendAcquire(all, 3, "jobs", 1, 10)
+	all = wire.AppendRelease(all, 4, "jobs", 0)
+	all = wire.AppendStats(all, 5)
+	all = wire.AppendDump(all, 6)
+	var resp []byte
+	resp = wire.AppendUint32(resp, wire.OpGet, 1, 7)
+	resp = wire.AppendStatsResponse(resp, 2, []wire.Stat{{Name: "objects", Value: "1"}})
+	resp = wire.AppendDumpEntry(resp, 3, wire.DumpEntry{Name: "x", Consumption: 1, MaxConsumption: 2})
+	resp = wire.AppendDumpEnd(resp, 3)
+	resp = wire.AppendError(resp, wire.OpAcquire, wire.StatusNotAvailable, 4)
+	return [][]byte{
+		all, resp, all[:len(all)-3],
+		wire.AppendAcquire(nil, 1, "", 0, 0),
+		wire.AppendGet(nil, 1, "\x00"),
+		{0x90, 0x01, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1},
+		{0x42},
+	}
+}
+
+// FuzzReader frames arbitrary bytes as requests and as responses and
+// decodes every body: nothing may panic, no body may exceed its limit, and
+// whatever decodes must encode back to the same bytes.
+func FuzzReader(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := wire.NewRequestReader(bytes.NewReader(data))
+		for {
+			fr, err := r.Read()
+			if err != nil {
+				checkEnd(t, err)
+				break
+			}
+			if uint32(len(fr.Body)) != fr.BodyLen || fr.BodyLen > fr.Opcode.MaxRequestBody() {
+				t.Fatalf("body of %d bytes for header %+v", len(fr.Body), fr.Header)
+			}
+			checkRequest(t, fr)
+		}
+		r = wire.NewResponseReader(bytes.NewReader(data))
+		for {
+			fr, err := r.Read()
+			if err != nil {
+				checkEnd(t, err)
+				break
+			}
+			checkResponse(t, fr)
+		}
+	})
+}
+
+func checkEnd(t *testing.T, err error) {
+	t.Helper()
+	var pe *wire.ProtocolError
+	if err != io.EOF && err != io.ErrUnexpectedEOF && !errors.As(err, &pe) {
+		t.Fatalf("unexpected error %v", err)
+	}
+}
+
+// checkRequest decodes a request body and re-encodes it.
+func checkRequest(t *testing.T, fr wire.Frame) {
+	var again []byte
+	var err error
+	switch fr.Opcode {
+	case wire.OpGet:
+		var name []byte
+		if name, err = wire.ParseGet(fr.Body); err == nil {
+			again = wire.AppendGet(nil, fr.Opaque, string(name))
+		}
+	case wire.OpAcquire:
+		var req wire.AcquireRequest
+		if req, err = wire.ParseAcquire(fr.Body); err == nil {
+			if req.Resources == 0 || req.Maximum < req.Resources || len(req.Name) == 0 {
+				t.Fatalf("invalid acquire accepted: %+v", req)
+			}
+			again = wire.AppendAcquire(nil, fr.Opaque, string(req.Name), req.Resources, req.Maximum)
+		}
+	case wire.OpRelease:
+		var req wire.ReleaseRequest
+		if req, err = wire.ParseRelease(fr.Body); err == nil {
+			again = wire.AppendRelease(nil, fr.Opaque, string(req.Name), req.Resources)
+		}
+	default:
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, wire.ErrInvalid) {
+			t.Fatalf("parse error %v does not wrap ErrInvalid", err)
+		}
+		return
+	}
+	h := wire.ParseHeader(again)
+	if h.Opcode != fr.Opcode || h.Opaque != fr.Opaque || !bytes.HasPrefix(fr.Body, again[wire.HeaderSize:]) {
+		t.Fatalf("request %+v % x re-encodes as % x", fr.Header, fr.Body, again)
+	}
+}
+
+// checkResponse decodes a response body and re-encodes it.
+func checkResponse(t *testing.T, fr wire.Frame) {
+	var again []byte
+	switch {
+	case fr.Status != wire.StatusOK:
+		return
+	case fr.Opcode == wire.OpStats:
+		stats, err := wire.ParseStats(fr.Body)
+		if err != nil {
+			return
+		}
+		again = wire.AppendStatsResponse(nil, fr.Opaque, stats)
+	case fr.Opcode == wire.OpDump && len(fr.Body) > 0:
+		e, err := wire.ParseDumpEntry(fr.Body)
+		if err != nil {
+			return
+		}
+		again = wire.AppendDumpEntry(nil, fr.Opaque, e)
+	default:
+		return
+	}
+	if !bytes.Equal(again[wire.HeaderSize:], fr.Body) {
+		t.Fatalf("response body % x re-encodes as % x", fr.Body, again[wire.HeaderSize:])
+	}
+}

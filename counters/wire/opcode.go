@@ -1,0 +1,59 @@
+package wire
+
+import "fmt"
+
+// An opSpec describes one known opcode: the name used in logs and in the
+// command:<name> statistics, and the largest valid request body.
+type opSpec struct {
+	known   bool
+	name    string
+	maxBody uint32
+}
+
+// opSpecs is the table of known opcodes. Adding an opcode to the codec is one
+// entry here plus its body encoders and decoders.
+var opSpecs = [256]opSpec{
+	OpNoop:    {true, "noop", 0},
+	OpGet:     {true, "get", 2 + MaxNameLen},
+	OpAcquire: {true, "acquire", 4 + 4 + 2 + MaxNameLen},
+	OpRelease: {true, "release", 4 + 2 + MaxNameLen},
+	OpStats:   {true, "stats", 0},
+	OpDump:    {true, "dump", 0},
+}
+
+// knownOps lists the known opcodes in ascending order.
+var knownOps = func() []Opcode {
+	var ops []Opcode
+	for i := range opSpecs {
+		if opSpecs[i].known {
+			ops = append(ops, Opcode(i))
+		}
+	}
+	return ops
+}()
+
+// Opcodes returns every opcode this codec knows, in ascending order. The
+// caller must not modify the slice.
+func Opcodes() []Opcode { return knownOps }
+
+// Known reports whether op is an opcode this codec knows.
+func (op Opcode) Known() bool { return opSpecs[op].known }
+
+// String returns the opcode's lower-case name ("acquire"), or its hex value
+// for an unknown opcode.
+func (op Opcode) String() string {
+	if s := opSpecs[op]; s.known {
+		return s.name
+	}
+	return fmt.Sprintf("0x%02x", byte(op))
+}
+
+// MaxRequestBody returns the largest request body accepted for op: the
+// largest valid body plus BodyAllowance, or MaxUnknownBody for an unknown
+// opcode.
+func (op Opcode) MaxRequestBody() uint32 {
+	if s := opSpecs[op]; s.known {
+		return s.maxBody + BodyAllowance
+	}
+	return MaxUnknownBody
+}
