@@ -62,7 +62,12 @@ type Options struct {
 	// HaltPause is how long a token that VK refused (5, 7, 29, 912) waits
 	// before trying again (default 1m).
 	HaltPause time.Duration
-	Logger    zerolog.Logger
+	// OnReplyDone, if set, is called once per reply when it leaves the
+	// queue for good: delivered, dropped, or lost at shutdown (class Halt
+	// is never reported; such replies are held). age is the time since the
+	// reply was queued.
+	OnReplyDone func(class Class, age time.Duration)
+	Logger      zerolog.Logger
 }
 
 func (o *Options) setDefaults() {

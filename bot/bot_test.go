@@ -58,7 +58,7 @@ func newBot(t *testing.T, c bot.Counter, vk *vktest.Server, tokens ...string) *b
 	t.Helper()
 	g := bot.Group{ID: 7}
 	for _, tok := range tokens {
-		g.Senders = append(g.Senders, bot.NewVKSender(tok, vk.MethodURL(), 2*time.Second))
+		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
 	b, err := bot.New(c, []bot.Group{g}, fastOptions())
 	if err != nil {

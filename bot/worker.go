@@ -33,7 +33,7 @@ func (w *tokenWorker) deliver(r Reply) {
 	floodTried := false
 	for {
 		if !w.wait(time.Until(w.next)) {
-			b.stats.lost.Add(1)
+			w.lost(r)
 			return
 		}
 		w.next = time.Now().Add(time.Duration(float64(time.Second) / b.opts.RatePerToken))
@@ -43,15 +43,18 @@ func (w *tokenWorker) deliver(r Reply) {
 		case Delivered:
 			b.stats.sent.Add(1)
 			b.halted.Delete(w)
+			w.done(r, class)
 			return
 		case Drop:
 			b.stats.dropped.Add(1)
 			log.Warn().Err(err).Msg("reply dropped: VK refused it for this peer")
+			w.done(r, class)
 			return
 		case Flood:
 			if floodTried {
 				b.stats.dropped.Add(1)
 				log.Warn().Err(err).Msg("reply dropped: flood control")
+				w.done(r, class)
 				return
 			}
 			floodTried = true
@@ -68,9 +71,22 @@ func (w *tokenWorker) deliver(r Reply) {
 			log.Error().Err(err).Dur("pause", pause).Msg("VK refuses this token: replies held, service not ready")
 		}
 		if !w.wait(pause) {
-			b.stats.lost.Add(1)
+			w.lost(r)
 			return
 		}
+	}
+}
+
+// lost accounts for a reply abandoned because the bot's context ended.
+func (w *tokenWorker) lost(r Reply) {
+	w.bot.stats.lost.Add(1)
+	w.done(r, Lost)
+}
+
+// done reports a reply that left the queue for good.
+func (w *tokenWorker) done(r Reply, class Class) {
+	if f := w.bot.opts.OnReplyDone; f != nil {
+		f(class, time.Since(r.Queued))
 	}
 }
 

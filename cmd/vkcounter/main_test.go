@@ -444,3 +444,48 @@ func TestSeveralCommunities(t *testing.T) {
 }
 
 var _ callback.MessageHandler = (*bot.Bot)(nil)
+
+func TestMetricsMoveWithTraffic(t *testing.T) {
+	a := startApp(t, nil, nil)
+	scrape := func() string {
+		resp, err := http.Get(a.url("/metrics"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	a.vk.FailNext(10)
+	a.mustOK(t, event("m1", 1, 1, "metrics"))
+	a.post(t, []byte("{"), nil)
+	a.waitSends(t, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	want := []string{
+		`vkcounter_webhook_requests_total{outcome="ok"} 1`,
+		`vkcounter_webhook_requests_total{outcome="bad_request"} 1`,
+		`vkcounter_webhook_duration_seconds_count 2`,
+		`vkcounter_script_duration_seconds_count 1`,
+		`vkcounter_vk_api_calls_total{code="10",method="messages.send"} 1`,
+		`vkcounter_vk_api_calls_total{code="0",method="messages.send"} 1`,
+		`vkcounter_replies_total{result="delivered"} 1`,
+		`vkcounter_reply_age_seconds_count 1`,
+		`vkcounter_reply_queue_depth 0`,
+		`go_goroutines`,
+	}
+	for {
+		body, missing := scrape(), []string(nil)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q", missing)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

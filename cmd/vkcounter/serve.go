@@ -18,6 +18,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/metrics"
 )
 
 // Main is the whole `vkcounter serve` process: Run opens everything and
@@ -28,8 +29,9 @@ type Main struct {
 
 	mini  *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
 	rdb   redis.UniversalClient
-	store *freq.Store
-	bot   *bot.Bot
+	store   *freq.Store
+	bot     *bot.Bot
+	metrics *metrics.Metrics
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -38,7 +40,7 @@ type Main struct {
 
 // NewMain returns a Main for cfg; nothing is opened until Run.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
-	return &Main{cfg: cfg, log: log}
+	return &Main{cfg: cfg, log: log, metrics: metrics.New()}
 }
 
 // Run connects to Redis, loads the script, starts the bot and listens.
@@ -64,6 +66,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.bot, err = m.newBot(communities); err != nil {
 		return err
 	}
+	m.metrics.GaugeFunc("reply_queue_depth", "Replies waiting to be sent.", func() float64 { return float64(m.bot.Stats().Queued) })
 	handler, err := m.routes(communities)
 	if err != nil {
 		return err
@@ -136,17 +139,18 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	for _, c := range communities {
 		g := bot.Group{ID: c.GroupID}
 		for _, t := range c.Tokens() {
-			g.Senders = append(g.Senders, bot.NewVKSender(t, m.cfg.VKAPIURL, m.cfg.VKTimeout))
+			g.Senders = append(g.Senders, bot.NewVKSender(t, bot.VKOptions{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout, OnCall: m.metrics.VKCall}))
 		}
 		if len(g.Senders) == 0 {
 			g.Senders = []bot.Sender{bot.DryRun(m.log)}
 		}
 		groups = append(groups, g)
 	}
-	return bot.New(m.store, groups, bot.Options{
+	return bot.New(m.metrics.Counter(m.store), groups, bot.Options{
 		Normalize:    m.cfg.Normalize,
 		QueueSize:    m.cfg.ReplyQueue,
 		RatePerToken: m.cfg.VKRate,
+		OnReplyDone:  m.metrics.ReplyDone,
 		Logger:       m.log,
 	})
 }
@@ -161,7 +165,8 @@ func (m *Main) routes(communities []Community) (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(m.cfg.CallbackPath, cb)
+	mux.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", m.readyz)
 	mux.HandleFunc("GET /stats", m.stats)

@@ -1,0 +1,178 @@
+// Package metrics exposes vkcounter's Prometheus metrics. A Metrics owns its
+// own registry (nothing is registered globally); its methods are the hooks
+// the other packages accept: an HTTP middleware for the webhook, a timing
+// wrapper for the counting script, and callbacks for the bot's VK calls and
+// replies and the counter server's requests and connections.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/freq"
+)
+
+const namespace = "vkcounter"
+
+// latencyBuckets span 100µs to 10s: a webhook answers in milliseconds, a
+// VK call may take seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 12)
+
+// Metrics holds every collector. Its methods are safe for concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	webhookRequests *prometheus.CounterVec
+	webhookDuration prometheus.Histogram
+	scriptDuration  prometheus.Histogram
+	scriptErrors    prometheus.Counter
+	replies         *prometheus.CounterVec
+	replyAge        prometheus.Histogram
+	vkCalls         *prometheus.CounterVec
+	vkDuration      *prometheus.HistogramVec
+	counterRequests *prometheus.CounterVec
+	counterConns    prometheus.Gauge
+}
+
+// New returns a Metrics with Go runtime and process collectors and every
+// vkcounter series registered.
+func New() *Metrics {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.registry.MustRegister(c) }
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.webhookRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "webhook_requests_total",
+		Help: "Webhook requests by outcome (ok, bad_request, forbidden, method_not_allowed, too_large, unavailable, other)."}, []string{"outcome"})
+	m.webhookDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_duration_seconds",
+		Help: "Time to answer a webhook request.", Buckets: latencyBuckets})
+	m.scriptDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "script_duration_seconds",
+		Help: "Round trip of the counting script.", Buckets: latencyBuckets})
+	m.scriptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
+		Help: "Counting script calls that failed (the webhook answered 503)."})
+	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
+		Help: "Replies that left the queue, by result (delivered, drop, flood, lost)."}, []string{"result"})
+	m.replyAge = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "reply_age_seconds",
+		Help: "Time from queueing a reply to its leaving the queue.", Buckets: latencyBuckets})
+	m.vkCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vk_api_calls_total",
+		Help: `VK API calls by method and error code ("0" success, "transport" no VK answer).`}, []string{"method", "code"})
+	m.vkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "vk_api_duration_seconds",
+		Help: "Duration of VK API calls.", Buckets: latencyBuckets}, []string{"method"})
+	m.counterRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "counter_requests_total",
+		Help: "Counter protocol requests by opcode and status."}, []string{"opcode", "status"})
+	m.counterConns = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "counter_connections",
+		Help: "Open counter protocol connections."})
+	for _, c := range []prometheus.Collector{m.webhookRequests, m.webhookDuration, m.scriptDuration, m.scriptErrors,
+		m.replies, m.replyAge, m.vkCalls, m.vkDuration, m.counterRequests, m.counterConns} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// GaugeFunc registers a gauge whose value is read from f at each scrape,
+// e.g. the reply queue depth.
+func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, f))
+}
+
+// Webhook wraps the webhook handler, counting requests by outcome and
+// timing them.
+func (m *Metrics) Webhook(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		m.webhookDuration.Observe(time.Since(start).Seconds())
+		m.webhookRequests.WithLabelValues(outcome(sw.status)).Inc()
+	})
+}
+
+func outcome(status int) string {
+	switch status {
+	case http.StatusOK:
+		return "ok"
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	}
+	return "other"
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Counter wraps c, timing every script call.
+func (m *Metrics) Counter(c bot.Counter) bot.Counter {
+	return timedCounter{c: c, m: m}
+}
+
+type timedCounter struct {
+	c bot.Counter
+	m *Metrics
+}
+
+func (t timedCounter) Count(ctx context.Context, identity, eventID string) (freq.Result, error) {
+	start := time.Now()
+	res, err := t.c.Count(ctx, identity, eventID)
+	t.m.scriptDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		t.m.scriptErrors.Inc()
+	}
+	return res, err
+}
+
+// VKCall records one VK API call; it fits bot.VKOptions.OnCall.
+func (m *Metrics) VKCall(method string, err error, took time.Duration) {
+	code := "0"
+	if err != nil {
+		code = "transport"
+		if c, ok := bot.VKErrorCode(err); ok {
+			code = strconv.Itoa(c)
+		}
+	}
+	m.vkCalls.WithLabelValues(method, code).Inc()
+	m.vkDuration.WithLabelValues(method).Observe(took.Seconds())
+}
+
+// ReplyDone records a reply leaving the queue; it fits bot.Options.OnReplyDone.
+func (m *Metrics) ReplyDone(class bot.Class, age time.Duration) {
+	m.replies.WithLabelValues(class.String()).Inc()
+	m.replyAge.Observe(age.Seconds())
+}
+
+// OnRequest records one counter protocol request (counters.Observer).
+func (m *Metrics) OnRequest(op wire.Opcode, st wire.Status) {
+	m.counterRequests.WithLabelValues(op.String(), st.String()).Inc()
+}
+
+// OnConn records a counter connection opening (+1) or closing (-1)
+// (counters.Observer).
+func (m *Metrics) OnConn(delta int) {
+	m.counterConns.Add(float64(delta))
+}
