@@ -27,8 +27,8 @@ type Main struct {
 	cfg Config
 	log zerolog.Logger
 
-	mini  *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
-	rdb   redis.UniversalClient
+	mini    *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
+	rdb     redis.UniversalClient
 	store   *freq.Store
 	bot     *bot.Bot
 	metrics *metrics.Metrics
