@@ -1,0 +1,232 @@
+package counters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// A Client talks to a counter server over one connection. Its methods are
+// safe for concurrent use; calls are serialised. Resources acquired through
+// a Client are held until they are released or the Client is closed.
+//
+// A failed call returns a *wire.StatusError when the server answered with an
+// error status (test it with errors.Is(err, wire.StatusNotFound)); any other
+// error means the connection is unusable, and every later call returns it.
+type Client struct {
+	nc     net.Conn
+	opaque atomic.Uint32
+
+	mu sync.Mutex
+	// r, buf and err are guarded by mu.
+	r   *wire.Reader
+	buf []byte
+	// err is set once the stream can no longer be trusted.
+	err error
+}
+
+// Dial connects to the counter server at addr (host:port).
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("counters: %w", err)
+	}
+	return NewClient(nc), nil
+}
+
+// NewClient returns a Client that talks over nc and owns it.
+func NewClient(nc net.Conn) *Client {
+	return &Client{nc: nc, r: wire.NewResponseReader(nc)}
+}
+
+// Close closes the connection; the server then releases everything it
+// acquired.
+func (c *Client) Close() error { return c.nc.Close() }
+
+// nextOpaque returns a fresh opaque value for a request.
+func (c *Client) nextOpaque() uint32 { return c.opaque.Add(1) }
+
+// exchange writes req (holding whole requests) and calls read, which reads
+// their responses, with ctx's deadline and cancellation applied to the
+// connection. The caller holds c.mu.
+func (c *Client) exchange(ctx context.Context, req []byte, read func() error) error {
+	if c.err != nil {
+		return c.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	deadline, _ := ctx.Deadline()
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return c.fail(err)
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	if _, err := c.nc.Write(req); err != nil {
+		return c.fail(c.ctxErr(ctx, err))
+	}
+	if err := read(); err != nil {
+		var se *wire.StatusError
+		if errors.As(err, &se) {
+			return err
+		}
+		return c.fail(c.ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// ctxErr prefers the context's error to the I/O error it caused.
+func (c *Client) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// fail marks the connection unusable with err.
+func (c *Client) fail(err error) error {
+	c.err = fmt.Errorf("counters: connection unusable: %w", err)
+	return c.err
+}
+
+// readResponse reads the response to the request op with opaque, returning
+// a *wire.StatusError for an error status. Its body is valid until the next
+// read.
+func (c *Client) readResponse(op wire.Opcode, opaque uint32) (wire.Frame, error) {
+	f, err := c.r.Read()
+	if err != nil {
+		return f, err
+	}
+	if f.Opcode != op || f.Opaque != opaque {
+		return f, fmt.Errorf("%w: response opcode %s opaque %d, want %s opaque %d",
+			errOutOfStep, f.Opcode, f.Opaque, op, opaque)
+	}
+	if f.Status != wire.StatusOK {
+		return f, &wire.StatusError{Opcode: op, Status: f.Status, Message: string(f.Body)}
+	}
+	return f, nil
+}
+
+// errOutOfStep is a response that does not answer the request expected.
+var errOutOfStep = errors.New("response out of step")
+
+// call sends the one request built by build and reads its single response,
+// passing its body to parse when the status is OK.
+func (c *Client) call(ctx context.Context, op wire.Opcode, build func(dst []byte, opaque uint32) []byte, parse func(body []byte) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	opaque := c.nextOpaque()
+	c.buf = build(c.buf[:0], opaque)
+	return c.exchange(ctx, c.buf, func() error {
+		f, err := c.readResponse(op, opaque)
+		if err != nil || parse == nil {
+			return err
+		}
+		return parse(f.Body)
+	})
+}
+
+// Noop sends a Noop and waits for its answer.
+func (c *Client) Noop(ctx context.Context) error {
+	return c.call(ctx, wire.OpNoop, wire.AppendNoop, nil)
+}
+
+// Get returns the current consumption of the named counter.
+func (c *Client) Get(ctx context.Context, name string) (uint32, error) {
+	if err := wire.CheckName(name); err != nil {
+		return 0, fmt.Errorf("counters: get: %w", err)
+	}
+	var v uint32
+	err := c.call(ctx, wire.OpGet,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendGet(dst, opaque, name) },
+		func(body []byte) (err error) { v, err = wire.ParseUint32(body); return err })
+	return v, err
+}
+
+// Acquire acquires resources of the named counter, creating it, if its
+// consumption stays within maximum, and returns the resources acquired.
+// The arguments are checked before anything is sent: resources must be at
+// least 1 and at most maximum.
+func (c *Client) Acquire(ctx context.Context, name string, resources, maximum uint32) (uint32, error) {
+	if err := checkAcquire(name, resources, maximum); err != nil {
+		return 0, fmt.Errorf("counters: acquire: %w", err)
+	}
+	var v uint32
+	err := c.call(ctx, wire.OpAcquire,
+		func(dst []byte, opaque uint32) []byte {
+			return wire.AppendAcquire(dst, opaque, name, resources, maximum)
+		},
+		func(body []byte) (err error) { v, err = wire.ParseUint32(body); return err })
+	return v, err
+}
+
+func checkAcquire(name string, resources, maximum uint32) error {
+	switch {
+	case resources == 0:
+		return fmt.Errorf("%w: resources is 0", wire.ErrInvalid)
+	case maximum < resources:
+		return fmt.Errorf("%w: maximum %d is less than resources %d", wire.ErrInvalid, maximum, resources)
+	}
+	return wire.CheckName(name)
+}
+
+// Release gives back resources of the named counter that this Client
+// acquired. Releasing 0 is allowed.
+func (c *Client) Release(ctx context.Context, name string, resources uint32) error {
+	if err := wire.CheckName(name); err != nil {
+		return fmt.Errorf("counters: release: %w", err)
+	}
+	return c.call(ctx, wire.OpRelease,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendRelease(dst, opaque, name, resources) },
+		nil)
+}
+
+// Stats returns the server's statistics, in the server's order.
+func (c *Client) Stats(ctx context.Context) ([]wire.Stat, error) {
+	var stats []wire.Stat
+	err := c.call(ctx, wire.OpStats, wire.AppendStats,
+		func(body []byte) (err error) { stats, err = wire.ParseStats(body); return err })
+	return stats, err
+}
+
+// Dump calls fn for every counter on the server, in the server's order. If
+// fn returns an error, the rest of the dump is read and skipped, and Dump
+// returns that error.
+func (c *Client) Dump(ctx context.Context, fn func(wire.DumpEntry) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	opaque := c.nextOpaque()
+	c.buf = wire.AppendDump(c.buf[:0], opaque)
+	var fnErr error
+	err := c.exchange(ctx, c.buf, func() error {
+		for {
+			f, err := c.readResponse(wire.OpDump, opaque)
+			if err != nil {
+				return err
+			}
+			if len(f.Body) == 0 {
+				return nil
+			}
+			e, err := wire.ParseDumpEntry(f.Body)
+			if err != nil {
+				return err
+			}
+			if fnErr == nil {
+				fnErr = fn(e)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return fnErr
+}

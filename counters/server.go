@@ -1,0 +1,322 @@
+// Package counters serves the yrmcds counter protocol on a TCP port and
+// talks to it.
+//
+// Server hosts the resource counters (acquire/release, package resource) and
+// speaks the protocol of package wire byte for byte, so existing yrmcds
+// counter clients (libyrmcds, yc-cnt) work unchanged. Client is a Go client
+// for it, with pipelining for load generators.
+//
+// The port has no authentication: bind it to loopback or a private network.
+//
+// A server:
+//
+//	s, err := counters.NewServer(counters.ServerOptions{Logger: log})
+//	ln, err := net.Listen("tcp", ":11215")
+//	go s.Serve(ln)
+//	defer s.Close()
+package counters
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// Defaults of ServerOptions.
+const (
+	// DefaultStatsInterval is the default ServerOptions.StatsInterval.
+	DefaultStatsInterval = resource.DefaultInterval
+	// MinStatsInterval is the shortest ServerOptions.StatsInterval.
+	MinStatsInterval = resource.MinInterval
+	// DefaultWriteTimeout is the default ServerOptions.WriteTimeout.
+	DefaultWriteTimeout = 10 * time.Second
+
+	// maxAcceptBackoff bounds the pause after a failed Accept.
+	maxAcceptBackoff = time.Second
+	// writeBufferSize is the per-connection response buffer.
+	writeBufferSize = 4096
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("counters: server closed")
+
+// An Observer is told about requests and connections, for metrics. Its
+// methods are called from many goroutines at once and must be fast.
+type Observer interface {
+	// OnRequest is called once per request with its final status
+	// (StatusOK for a whole Dump).
+	OnRequest(op wire.Opcode, st wire.Status)
+	// OnConn is called with +1 when a connection is served and -1 when it
+	// ends. Connections refused by MaxConnections are not reported.
+	OnConn(delta int)
+}
+
+// ServerOptions configure a Server. Zero fields mean the documented
+// defaults.
+type ServerOptions struct {
+	// MaxConnections is the most connections served at once; more are
+	// closed as soon as they are accepted. Zero means no limit.
+	MaxConnections int
+	// Buckets is the expected number of counters (counter.buckets);
+	// default resource.DefaultBuckets. See resource.Options.Buckets.
+	Buckets int
+	// StatsInterval is the epoch-aligned interval of the maximum
+	// consumption and of GC: whole seconds, at least MinStatsInterval,
+	// default DefaultStatsInterval.
+	StatsInterval time.Duration
+	// MaxMemory caps the estimated memory of the counters in bytes: an
+	// Acquire that would create a counter past it is answered Out of
+	// memory. Default resource.DefaultMaxMemory.
+	MaxMemory int64
+	// WriteTimeout bounds each write to a client; a client that does not
+	// read its responses for that long is disconnected, releasing what it
+	// holds. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout disconnects a client that sends nothing for that long.
+	// Zero means none, the default: holding a connection open is how a
+	// client holds its resources.
+	IdleTimeout time.Duration
+	// Logger receives connection and protocol errors. The zero Logger
+	// logs nothing.
+	Logger zerolog.Logger
+	// Clock tells the time for the statistics intervals (default
+	// time.Now).
+	Clock func() time.Time
+	// Observer, when not nil, is told about every request and connection.
+	Observer Observer
+}
+
+// A Server serves the counter protocol. Its methods are safe for
+// concurrent use.
+type Server struct {
+	opts  ServerOptions
+	log   zerolog.Logger
+	table *resource.Table
+
+	mu sync.Mutex
+	// closed, listeners and conns are guarded by mu.
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+
+	// done is closed by Close; wg counts the GC loop, Serve calls and
+	// connection goroutines.
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	currConns  atomic.Int64
+	totalConns atomic.Uint64
+	rejected   atomic.Uint64
+	commands   [256]atomic.Uint64
+}
+
+// NewServer returns a Server, or an error if opts is invalid. It runs GC
+// once and starts the GC loop, which runs just after each interval
+// boundary; Close stops it.
+func NewServer(opts ServerOptions) (*Server, error) {
+	switch {
+	case opts.MaxConnections < 0:
+		return nil, fmt.Errorf("counters: max connections %d: must not be negative", opts.MaxConnections)
+	case opts.WriteTimeout < 0:
+		return nil, fmt.Errorf("counters: write timeout %v: must not be negative", opts.WriteTimeout)
+	case opts.IdleTimeout < 0:
+		return nil, fmt.Errorf("counters: idle timeout %v: must not be negative", opts.IdleTimeout)
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	table, err := resource.New(resource.Options{
+		Buckets:   opts.Buckets,
+		Interval:  opts.StatsInterval,
+		MaxMemory: opts.MaxMemory,
+		Clock:     opts.Clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counters: %w", err)
+	}
+	s := &Server{
+		opts:      opts,
+		log:       opts.Logger,
+		table:     table,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+		done:      make(chan struct{}),
+	}
+	s.table.GC()
+	s.wg.Add(1)
+	go s.gcLoop()
+	return s, nil
+}
+
+// gcLoop runs GC just after each interval boundary until Close.
+func (s *Server) gcLoop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := s.opts.Clock()
+		timer.Reset(s.table.NextBoundary(now).Sub(now))
+		select {
+		case <-s.done:
+			return
+		case <-timer.C:
+		}
+		n := s.table.GC()
+		s.log.Debug().Int("deleted", n).Msg("counter gc")
+	}
+}
+
+// Serve accepts connections on ln and serves each in its own goroutine
+// until Close, then returns ErrServerClosed. Serve closes ln. Other accept
+// errors are retried after a pause, except a closed listener, which is
+// returned.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("counters: accept: %w", err)
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
+			s.log.Error().Err(err).Dur("retry_in", backoff).Msg("counter port accept failed")
+			select {
+			case <-s.done:
+				return ErrServerClosed
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		s.ServeConn(nc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// ServeConn serves nc in a new goroutine and returns at once. When the
+// server is closed or has MaxConnections connections already, nc is closed
+// instead. When the connection ends, everything it acquired is released.
+func (s *Server) ServeConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if s.opts.MaxConnections > 0 && len(s.conns) >= s.opts.MaxConnections {
+		s.mu.Unlock()
+		s.rejected.Add(1)
+		s.log.Debug().Stringer("remote", nc.RemoteAddr()).Int("max", s.opts.MaxConnections).Msg("counter connection refused: too many")
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	s.currConns.Add(1)
+	s.totalConns.Add(1)
+	if s.opts.Observer != nil {
+		s.opts.Observer.OnConn(1)
+	}
+	go c.serve()
+}
+
+// forget is called by a connection's goroutine as it ends.
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.currConns.Add(-1)
+	if s.opts.Observer != nil {
+		s.opts.Observer.OnConn(-1)
+	}
+	s.wg.Done()
+}
+
+// Close stops the server: it closes every listener and every connection
+// (releasing what each held), stops the GC loop and waits for all of the
+// server's goroutines. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns the statistics a Stats request answers: the 15 pairs of the
+// reference server in its order, then command counts of extension opcodes,
+// then ours.
+func (s *Server) Stats() []wire.Stat {
+	ts := s.table.Stats()
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	stats := []wire.Stat{
+		{Name: "objects", Value: i(ts.Objects)},
+		{Name: "total_objects", Value: u(ts.TotalObjects)},
+		{Name: "used_memory", Value: i(ts.UsedMemory)},
+		{Name: "conflicts", Value: u(ts.Conflicts)},
+		{Name: "gc_count", Value: u(ts.GCCount)},
+		{Name: "last_gc_elapsed", Value: i(ts.LastGCElapsed.Microseconds())},
+		{Name: "total_gc_elapsed", Value: i(ts.TotalGCElapsed.Microseconds())},
+		{Name: "curr_connections", Value: i(s.currConns.Load())},
+		{Name: "total_connections", Value: u(s.totalConns.Load())},
+	}
+	for _, op := range wire.Opcodes() {
+		stats = append(stats, wire.Stat{Name: "command:" + op.String(), Value: u(s.commands[op].Load())})
+	}
+	return append(stats,
+		wire.Stat{Name: "rejected_connections", Value: u(s.rejected.Load())},
+		wire.Stat{Name: "stats_interval", Value: i(int64(s.table.Interval() / time.Second))},
+	)
+}
