@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// Exit codes of `vkcounter cnt`, as yc-cnt's.
+const (
+	cntOK          = 0
+	cntFailed      = 1 // bad usage, connection failure
+	cntServerError = 2 // the server answered with an error status
+)
+
+const cntUsage = `Usage: vkcounter cnt [-addr HOST:PORT] [-timeout D] [-hold] COMMAND [ARGS] [COMMAND [ARGS]]...
+
+Talks to a counter port like yc-cnt. Commands run in order on one connection:
+  noop
+  get NAME
+  acquire NAME RESOURCES MAXIMUM
+  release NAME RESOURCES
+  stats
+  dump
+
+Resources acquired are released when the connection closes; with -hold the
+connection stays open, holding them, until the command is interrupted.
+An error answer prints "ERROR: <status hex> <message>" and exits 2.
+
+Flags:
+`
+
+// cntCommand is one parsed command: its name, the counter name and the
+// numbers it takes.
+type cntCommand struct {
+	name      string
+	counter   string
+	resources uint32
+	maximum   uint32
+}
+
+// cntArity is the number of arguments of each command.
+var cntArity = map[string]int{"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0}
+
+// runCnt is `vkcounter cnt`: it runs counter protocol commands against a
+// server, printing what yc-cnt prints, and returns the exit code.
+func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "localhost:11215", "counter server `HOST:PORT`")
+	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")
+	hold := fs.Bool("hold", false, "after the commands, keep the connection (and what it acquired) until interrupted")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, cntUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cntOK
+		}
+		return cntFailed
+	}
+	cmds, err := parseCnt(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "vkcounter cnt:", err)
+		fs.Usage()
+		return cntFailed
+	}
+
+	dctx, cancel := context.WithTimeout(ctx, *timeout)
+	c, err := counters.Dial(dctx, *addr)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "vkcounter cnt: cannot connect to %s: %v\n", *addr, err)
+		return cntFailed
+	}
+	defer c.Close()
+
+	for _, cmd := range cmds {
+		cctx, cancel := context.WithTimeout(ctx, *timeout)
+		err := runCntCommand(cctx, c, cmd, stdout)
+		cancel()
+		var se *wire.StatusError
+		if errors.As(err, &se) {
+			fmt.Fprintf(stdout, "ERROR: %02x %s\n", byte(se.Status), se.Message)
+			return cntServerError
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "vkcounter cnt: %s: %v\n", cmd.name, err)
+			return cntFailed
+		}
+	}
+	if *hold {
+		fmt.Fprintln(stderr, "vkcounter cnt: holding the connection; interrupt to release")
+		<-ctx.Done()
+	}
+	return cntOK
+}
+
+// parseCnt splits the arguments into commands and checks their numbers.
+func parseCnt(args []string) ([]cntCommand, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command")
+	}
+	var cmds []cntCommand
+	for len(args) > 0 {
+		n, ok := cntArity[args[0]]
+		if !ok {
+			return nil, fmt.Errorf("unknown command %q", args[0])
+		}
+		if len(args)-1 < n {
+			return nil, fmt.Errorf("%s needs %d arguments", args[0], n)
+		}
+		cmd := cntCommand{name: args[0]}
+		var err error
+		switch cmd.name {
+		case "get":
+			cmd.counter = args[1]
+		case "acquire":
+			cmd.counter = args[1]
+			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
+				return nil, err
+			}
+			if cmd.maximum, err = parseUint32("MAXIMUM", args[3]); err != nil {
+				return nil, err
+			}
+		case "release":
+			cmd.counter = args[1]
+			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
+				return nil, err
+			}
+		}
+		cmds = append(cmds, cmd)
+		args = args[1+n:]
+	}
+	return cmds, nil
+}
+
+func parseUint32(what, s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q must be an unsigned 4-byte integer", what, s)
+	}
+	return uint32(v), nil
+}
+
+// runCntCommand runs one command and prints its answer as yc-cnt does.
+func runCntCommand(ctx context.Context, c *counters.Client, cmd cntCommand, w io.Writer) error {
+	switch cmd.name {
+	case "noop":
+		if err := c.Noop(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "OK")
+	case "get":
+		v, err := c.Get(ctx, cmd.counter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "acquire":
+		v, err := c.Acquire(ctx, cmd.counter, cmd.resources, cmd.maximum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "release":
+		if err := c.Release(ctx, cmd.counter, cmd.resources); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "OK")
+	case "stats":
+		stats, err := c.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range stats {
+			fmt.Fprintln(w, s.Name, s.Value)
+		}
+	case "dump":
+		return c.Dump(ctx, func(e wire.DumpEntry) error {
+			_, err := fmt.Fprintln(w, e.Consumption, e.MaxConsumption, e.Name)
+			return err
+		})
+	}
+	return nil
+}

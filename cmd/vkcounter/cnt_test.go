@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+)
+
+// cntServer serves a counter port on loopback for the test and returns its
+// address and a client of it.
+func cntServer(t *testing.T) (string, *counters.Client) {
+	t.Helper()
+	s, err := counters.NewServer(counters.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		if err := <-done; !errors.Is(err, counters.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := counters.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ln.Addr().String(), c
+}
+
+func cnt(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = runCnt(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCnt(t *testing.T) {
+	addr, watcher := cntServer(t)
+	ctx := context.Background()
+	if _, err := watcher.Acquire(ctx, "seen", 4, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"noop", []string{"noop"}, 0, "OK\n", ""},
+		{"commands in one session", []string{"acquire", "jobs", "2", "5", "get", "jobs", "release", "jobs", "2", "get", "jobs"},
+			0, "2\n2\nOK\n0\n", ""},
+		{"get", []string{"get", "seen"}, 0, "4\n", ""},
+		{"error answer", []string{"get", "missing"}, 2, "ERROR: 01 Not found\n", ""},
+		{"stops at the first error", []string{"acquire", "seen", "7", "10", "noop"}, 2, "ERROR: 21 Resource not available\n", ""},
+		{"release not held", []string{"release", "seen", "1"}, 2, "ERROR: 22 Not acquired\n", ""},
+		{"dump", []string{"dump"}, 0, "0 2 jobs\n4 4 seen\n", ""},
+		{"invalid acquire refused locally", []string{"acquire", "x", "0", "1"}, 1, "", "invalid arguments"},
+		{"no command", nil, 1, "", "no command"},
+		{"unknown command", []string{"frob"}, 1, "", `unknown command "frob"`},
+		{"missing arguments", []string{"acquire", "x", "1"}, 1, "", "acquire needs 3 arguments"},
+		{"bad number", []string{"release", "x", "-1"}, 1, "", `RESOURCES "-1" must be an unsigned 4-byte integer`},
+		{"number too big", []string{"acquire", "x", "1", "4294967296"}, 1, "", "MAXIMUM"},
+		{"help", []string{"-h"}, 0, "", "acquire NAME RESOURCES MAXIMUM"},
+		{"bad flag", []string{"-nope"}, 1, "", "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.name != "help" && tc.name != "bad flag" {
+				args = append([]string{"-addr", addr}, args...)
+			}
+			code, stdout, stderr := cnt(t, ctx, args...)
+			if tc.name == "dump" {
+				stdout = sortLines(stdout)
+			}
+			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
+					code, stdout, stderr, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+// sortLines sorts the lines of s, for output in no particular order.
+func sortLines(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	sort.Strings(lines)
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func TestCntStats(t *testing.T) {
+	addr, _ := cntServer(t)
+	code, stdout, _ := cnt(t, context.Background(), "-addr", addr, "stats")
+	lines := strings.Split(stdout, "\n")
+	if code != 0 || len(lines) < 16 || lines[0] != "objects 0" || !strings.HasPrefix(lines[14], "command:dump ") {
+		t.Fatalf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+func TestCntConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	code, _, stderr := cnt(t, context.Background(), "-addr", addr, "noop")
+	if code != 1 || !strings.Contains(stderr, "cannot connect") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestCntHold: with -hold the acquired resources stay held until the
+// context ends (the interrupt), then are released.
+func TestCntHold(t *testing.T) {
+	addr, watcher := cntServer(t)
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := runCnt(ctx, []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	get := func() uint32 {
+		v, _ := watcher.Get(context.Background(), "lock")
+		return v
+	}
+	waitFor(t, "resource held", func() bool { return get() == 1 })
+	select {
+	case r := <-done:
+		t.Fatalf("cnt -hold returned before the interrupt: %+v", r)
+	default:
+	}
+	if _, err := watcher.Acquire(context.Background(), "lock", 1, 1); err == nil {
+		t.Fatal("a held resource was acquired again")
+	}
+	interrupt()
+	r := <-done
+	if r.code != 0 || r.stdout != "1\n" || !strings.Contains(r.stderr, "holding") {
+		t.Fatalf("cnt -hold: %+v", r)
+	}
+	waitFor(t, "resource released", func() bool { return get() == 0 })
+}
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out", what)
+		}
+		time.Sleep(time.Millisecond) // polling interval, not ordering
+	}
+}
