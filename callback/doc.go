@@ -27,5 +27,5 @@
 //	if err != nil {
 //		return err
 //	}
-//	mux.Handle("POST /callback", h)
+//	mux.Handle("/callback", h)
 package callback

@@ -22,8 +22,7 @@ type Group struct {
 	// ID is the community id (group_id), > 0.
 	ID int
 	// Secret is the "secret key" set in the community's Callback API
-	// settings. Empty means requests for this community carry none and are
-	// accepted without one.
+	// settings; requests must carry it. Empty means no secret is checked.
 	Secret string
 	// Confirmation is the string VK expects in answer to a confirmation
 	// event. Empty means confirmation is refused with 403.
@@ -78,7 +77,7 @@ type group struct {
 // NewHandler returns a Handler that passes the messages of message_new
 // events to h. It fails if h is nil or opts are invalid.
 func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
-	if h == nil {
+	if f, isFunc := h.(MessageHandlerFunc); h == nil || isFunc && f == nil {
 		return nil, errors.New("callback: nil MessageHandler")
 	}
 	if len(opts.Groups) == 0 {
@@ -113,7 +112,10 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 	case retryAfter == 0:
 		retryAfter = DefaultRetryAfter
 	}
-	retrySeconds := int64((retryAfter + time.Second - 1) / time.Second)
+	retrySeconds := int64(retryAfter / time.Second)
+	if retryAfter%time.Second != 0 {
+		retrySeconds++
+	}
 
 	return &Handler{
 		next:       h,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,6 +38,7 @@ func TestNewHandlerRejectsBadOptions(t *testing.T) {
 		wantErr string
 	}{
 		{"nil handler", nil, callback.Options{Groups: one}, "nil MessageHandler"},
+		{"nil handler func", callback.MessageHandlerFunc(nil), callback.Options{Groups: one}, "nil MessageHandler"},
 		{"no groups", next, callback.Options{}, "no groups"},
 		{"zero id", next, callback.Options{Groups: []callback.Group{{ID: 0}}}, "group #1: ID must be > 0, got 0"},
 		{"negative id", next, callback.Options{Groups: []callback.Group{{ID: 1}, {ID: -5}}}, "group #2: ID must be > 0, got -5"},
@@ -294,6 +296,7 @@ func TestRetryAfter(t *testing.T) {
 		{"whole seconds", 30 * time.Second, "30"},
 		{"rounded up", 1500 * time.Millisecond, "2"},
 		{"less than a second", time.Nanosecond, "1"},
+		{"longest", time.Duration(math.MaxInt64), "9223372037"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

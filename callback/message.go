@@ -90,7 +90,8 @@ type wireMessage struct {
 
 // messageNewObject is the object of a message_new event in either shape:
 // since API 5.103 {"message": {...}, "client_info": {...}}; before that the
-// message itself. client_info is not declared, so it is never decoded.
+// message itself. client_info is not declared, so it is never decoded. One
+// pass decodes both shapes; a message is in the shape that has a peer_id.
 type messageNewObject struct {
 	Message *wireMessage `json:"message"`
 	wireMessage

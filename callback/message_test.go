@@ -201,6 +201,7 @@ func TestAttachments(t *testing.T) {
 		{"payload not an object", `[{"type":"gift","gift":[1,2]},{"type":"poll","poll":"p"},{"type":"story","story":null}]`,
 			[]callback.Attachment{{Type: "gift"}, {Type: "poll"}, {Type: "story"}}},
 		{"no type", `[{"photo":{"id":1,"owner_id":2}}]`, []callback.Attachment{{}}},
+		{"null element", `[null]`, []callback.Attachment{{}}},
 		{"several, in order", `[{"type":"photo","photo":{"id":1,"owner_id":2}},{"type":"sticker","sticker":{"sticker_id":3}},{"type":"photo","photo":{"id":4,"owner_id":5}}]`,
 			[]callback.Attachment{{Type: "photo", OwnerID: 2, ID: 1}, {Type: "sticker", StickerID: 3}, {Type: "photo", OwnerID: 5, ID: 4}}},
 	}
