@@ -84,10 +84,15 @@ func (c *Client) exchange(ctx context.Context, req []byte, read func() error) er
 	return nil
 }
 
-// ctxErr prefers the context's error to the I/O error it caused.
+// ctxErr prefers the context's error to the I/O error it caused. The
+// connection deadline can fire a moment before the context notices its own.
 func (c *Client) ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
+		return fmt.Errorf("%w (%v)", cerr, err)
 	}
 	return err
 }
