@@ -91,7 +91,7 @@ type wireMessage struct {
 // messageNewObject is the object of a message_new event in either shape:
 // since API 5.103 {"message": {...}, "client_info": {...}}; before that the
 // message itself. client_info is not declared, so it is never decoded. One
-// pass decodes both shapes; a message is in the shape that has a peer_id.
+// pass decodes both; when "message" is present, it is the message.
 type messageNewObject struct {
 	Message *wireMessage `json:"message"`
 	wireMessage
