@@ -1,0 +1,50 @@
+package participant_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/participant"
+)
+
+func ExampleFile() {
+	dir, _ := os.MkdirTemp("", "bbs")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "bbs.cnt")
+	// The BBS's file, as the BBS left it.
+	os.WriteFile(path, []byte("3789011499,1762615624\n2500871836,1762615696\n"), 0o644)
+
+	now := func() time.Time { return time.Unix(1762615696, 0) }
+	store, err := participant.NewFile(path, now)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	active, isNew, _ := store.Visit(ctx, participant.DefaultName, participant.IPKey("192.168.1.1"), 300*time.Second)
+	fmt.Println(active, isNew)
+	b, _ := os.ReadFile(path)
+	fmt.Print(string(b))
+	// Output:
+	// 3 true
+	// 3789011499,1762615624
+	// 2500871836,1762615696
+	// 1727004492,1762615696
+}
+
+func ExampleMemory() {
+	store := participant.NewMemory(nil)
+	ctx := context.Background()
+	fmt.Println(store.Visit(ctx, "vk.users", "42", 0))
+	fmt.Println(store.Visit(ctx, "vk.users", "42", 0))
+	fmt.Println(store.Leave(ctx, "vk.users", "42"))
+	fmt.Println(store.Leave(ctx, "vk.users", "42"))
+	// Output:
+	// 1 true <nil>
+	// 1 false <nil>
+	// 0 true <nil>
+	// 0 false <nil>
+}

@@ -1,0 +1,129 @@
+// Package participant implements participant counters: how many distinct
+// users (keys) were active under a name within a timeout.
+//
+// Visit records that a key was seen now; Leave forgets it; Active counts
+// the keys seen within a timeout. Each name has one set of keys with
+// their last-seen times, and every count is read from that set: there is
+// no separate running counter to drift from it, so a repeated Visit is
+// never counted twice, a Leave without a Visit changes nothing, and the
+// count is never negative.
+//
+// Time is in whole Unix seconds. A key is active while
+// last_seen + timeout >= now. A Visit also drops the name's expired keys,
+// as the BBS does, so a name's timeout is meant to stay the same from
+// call to call: a Visit with a shorter timeout drops keys that a longer
+// one would still count. A timeout of 0 means DefaultTimeout.
+//
+// Three stores implement Store: Memory (this process only), Redis (one
+// sorted set per name, shared by every instance) and File (the BBS's
+// bbs.cnt format). All are safe for concurrent use.
+package participant
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Limits and defaults.
+const (
+	// MaxNameLen is the length limit of a name, in bytes: the same as
+	// access.MaxNameLen, so one name rule holds on the counter port.
+	MaxNameLen = 255
+	// MaxKeyLen is the length limit of a key, in bytes.
+	MaxKeyLen = 255
+	// DefaultTimeout is the timeout used when 0 is given: the BBS's
+	// CNTLIMIT default.
+	DefaultTimeout = 300 * time.Second
+	// MaxTimeout is the longest timeout: the most the counter protocol's
+	// 32-bit seconds field can carry.
+	MaxTimeout = (1<<32 - 1) * time.Second
+)
+
+// A Store holds participant sets, one per name.
+type Store interface {
+	// Visit records key as seen now under name and drops the name's
+	// expired keys. It returns the number of keys left (the active
+	// count) and whether key was not active before this visit: a key
+	// whose last visit has expired counts as new again.
+	Visit(ctx context.Context, name, key string, timeout time.Duration) (active int, isNew bool, err error)
+	// Leave forgets key under name. It returns the number of keys left
+	// and whether key was there to remove. Leave has no timeout, so the
+	// count may include keys that expired since the name's last Visit;
+	// Active gives the exact figure.
+	Leave(ctx context.Context, name, key string) (active int, removed bool, err error)
+	// Active returns the number of keys under name seen within timeout.
+	// It changes nothing (the File store may rewrite a damaged file).
+	Active(ctx context.Context, name string, timeout time.Duration) (int, error)
+}
+
+// Errors returned by the stores; test for them with errors.Is.
+var (
+	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
+	ErrInvalidName = errors.New("participant: invalid name")
+	// ErrInvalidKey is returned for an empty key, one longer than
+	// MaxKeyLen, or (File store) one containing a comma or a line break.
+	ErrInvalidKey = errors.New("participant: invalid key")
+	// ErrInvalidTimeout is returned for a negative timeout, one below one
+	// second, or one above MaxTimeout.
+	ErrInvalidTimeout = errors.New("participant: invalid timeout")
+)
+
+var (
+	_ Store = (*Memory)(nil)
+	_ Store = (*Redis)(nil)
+	_ Store = (*File)(nil)
+)
+
+// IPKey returns the BBS's user key for an IP address:
+// hexdec(substr(md5(ip), 0, 8)), the first 32 bits of the MD5 of the
+// address text as a decimal number. IPKey("192.168.1.1") is "1727004492".
+func IPKey(ip string) string {
+	sum := md5.Sum([]byte(ip))
+	return strconv.FormatUint(uint64(binary.BigEndian.Uint32(sum[:4])), 10)
+}
+
+func checkName(name string) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// seconds returns timeout in whole seconds, DefaultTimeout for 0.
+func seconds(timeout time.Duration) (int64, error) {
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if timeout < time.Second || timeout > MaxTimeout {
+		return 0, fmt.Errorf("%w: %v, want 0 (default %v) or 1s to %v", ErrInvalidTimeout, timeout, DefaultTimeout, MaxTimeout)
+	}
+	return int64(timeout / time.Second), nil
+}
+
+// checkVisit validates Visit's arguments and returns the timeout in seconds.
+func checkVisit(name, key string, timeout time.Duration) (int64, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	return seconds(timeout)
+}
+
+// active reports whether a key last seen at seen is active at now.
+func active(seen, timeout, now int64) bool {
+	return seen+timeout >= now
+}

@@ -1,0 +1,138 @@
+package participant
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed visit.lua
+	visitLua    string
+	visitScript = redis.NewScript(visitLua)
+
+	//go:embed leave.lua
+	leaveLua    string
+	leaveScript = redis.NewScript(leaveLua)
+
+	//go:embed active.lua
+	activeLua    string
+	activeScript = redis.NewScript(activeLua)
+)
+
+// Redis is a Store that keeps each name's set in one Redis sorted set
+// (member: key, score: last-seen Unix seconds), shared by every instance
+// using the same server and prefix. Each call is one Lua script on one
+// key, so it is atomic, and the clock is the server's TIME, read inside
+// the script, so all instances agree on it. Every Visit sets the set to
+// expire timeout+1 seconds later, so idle names disappear by themselves.
+// It is safe for concurrent use.
+//
+// The key of name is prefix + "{" + name + "}": each name has its own
+// Redis Cluster hash tag, and distinct names never share a key.
+type Redis struct {
+	rdb    redis.UniversalClient
+	prefix string
+	clock  func() time.Time // nil: the server's TIME
+}
+
+// NewRedis returns a store using rdb, with every key under prefix (for
+// example "vkc:p:").
+func NewRedis(rdb redis.UniversalClient, prefix string) *Redis {
+	return &Redis{rdb: rdb, prefix: prefix}
+}
+
+// WithClock returns a copy of the store that reads the time from clock
+// instead of the server's TIME, for tests and replays that need a given
+// time. Instances with different clocks disagree on who is active.
+func (r *Redis) WithClock(clock func() time.Time) *Redis {
+	c := *r
+	c.clock = clock
+	return &c
+}
+
+func (r *Redis) key(name string) string {
+	return r.prefix + "{" + name + "}"
+}
+
+// now returns the script's now argument: empty means TIME.
+func (r *Redis) now() string {
+	if r.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(r.clock().Unix(), 10)
+}
+
+// Visit records key as seen now under name; see Store.
+func (r *Redis) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
+	secs, err := checkVisit(name, key, timeout)
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := visitScript.Run(ctx, r.rdb, []string{r.key(name)}, key, secs, r.now()).Result()
+	if err != nil {
+		return 0, false, fmt.Errorf("participant: redis visit: %w", err)
+	}
+	n, isNew, err := pair(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("participant: redis visit: %w", err)
+	}
+	return n, isNew, nil
+}
+
+// Leave forgets key under name; see Store.
+func (r *Redis) Leave(ctx context.Context, name, key string) (int, bool, error) {
+	if err := checkName(name); err != nil {
+		return 0, false, err
+	}
+	if err := checkKey(key); err != nil {
+		return 0, false, err
+	}
+	v, err := leaveScript.Run(ctx, r.rdb, []string{r.key(name)}, key).Result()
+	if err != nil {
+		return 0, false, fmt.Errorf("participant: redis leave: %w", err)
+	}
+	n, removed, err := pair(v)
+	if err != nil {
+		return 0, false, fmt.Errorf("participant: redis leave: %w", err)
+	}
+	return n, removed, nil
+}
+
+// Active returns the number of keys under name seen within timeout.
+func (r *Redis) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	secs, err := seconds(timeout)
+	if err != nil {
+		return 0, err
+	}
+	v, err := activeScript.Run(ctx, r.rdb, []string{r.key(name)}, secs, r.now()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("participant: redis active: %w", err)
+	}
+	n, ok := v.(int64)
+	if !ok || n < 0 {
+		return 0, fmt.Errorf("participant: redis active: unexpected reply %v", v)
+	}
+	return int(n), nil
+}
+
+// pair decodes a {count, flag} script reply.
+func pair(v any) (int, bool, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return 0, false, fmt.Errorf("unexpected reply %v", v)
+	}
+	n, ok1 := a[0].(int64)
+	flag, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || n < 0 || flag < 0 || flag > 1 {
+		return 0, false, fmt.Errorf("unexpected reply %v", v)
+	}
+	return int(n), flag == 1, nil
+}
