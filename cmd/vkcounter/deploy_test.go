@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// defaults returns each setting's default value by variable name.
+func defaults() map[string]string {
+	var c Config
+	out := map[string]string{}
+	for _, s := range settings(&c) {
+		out[s.env] = s.def
+	}
+	return out
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return n
+}
+
+// TestFlyTomlMatchesProgram checks that fly.toml parses and that its ports
+// and paths are the ones the program serves by default.
+func TestFlyTomlMatchesProgram(t *testing.T) {
+	var fly struct {
+		KillSignal  string            `toml:"kill_signal"`
+		KillTimeout string            `toml:"kill_timeout"`
+		Build       map[string]string `toml:"build"`
+		Env         map[string]string `toml:"env"`
+		HTTPService struct {
+			InternalPort       int  `toml:"internal_port"`
+			MinMachinesRunning int  `toml:"min_machines_running"`
+			AutoStopMachines   any  `toml:"auto_stop_machines"`
+			ForceHTTPS         bool `toml:"force_https"`
+			Checks             []struct {
+				Path   string `toml:"path"`
+				Method string `toml:"method"`
+			} `toml:"checks"`
+		} `toml:"http_service"`
+		Services []struct {
+			InternalPort int `toml:"internal_port"`
+		} `toml:"services"`
+		Metrics struct {
+			Port int    `toml:"port"`
+			Path string `toml:"path"`
+		} `toml:"metrics"`
+	}
+	md, err := toml.DecodeFile("../../fly.toml", &fly)
+	if err != nil {
+		t.Fatalf("fly.toml: %v", err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		t.Logf("fly.toml keys not checked here: %v", und)
+	}
+	def := defaults()
+	httpPort := portOf(t, def["HTTP_ADDR"])
+	if v := fly.Env["HTTP_ADDR"]; v != "" {
+		httpPort = portOf(t, v)
+	}
+	counterPort := portOf(t, def["COUNTER_ADDR"])
+	if got := portOf(t, fly.Env["COUNTER_ADDR"]); got != counterPort {
+		t.Errorf("fly.toml COUNTER_ADDR port %d, program default %d", got, counterPort)
+	}
+	if host, _, _ := net.SplitHostPort(fly.Env["COUNTER_ADDR"]); host != "::" && host != "" {
+		t.Errorf("COUNTER_ADDR %q must listen on all addresses (IPv6 too) for Fly's private network", fly.Env["COUNTER_ADDR"])
+	}
+	if fly.HTTPService.InternalPort != httpPort {
+		t.Errorf("http_service.internal_port %d, program listens on %d", fly.HTTPService.InternalPort, httpPort)
+	}
+	if fly.HTTPService.MinMachinesRunning < 1 {
+		t.Error("min_machines_running must keep a machine up: VK expects an answer within seconds")
+	}
+	if len(fly.HTTPService.Checks) == 0 || fly.HTTPService.Checks[0].Path != "/healthz" {
+		t.Errorf("http_service.checks %+v, want a check on /healthz", fly.HTTPService.Checks)
+	}
+	if fly.Metrics.Port != httpPort || fly.Metrics.Path != "/metrics" {
+		t.Errorf("[metrics] %+v, want port %d path /metrics", fly.Metrics, httpPort)
+	}
+	for _, s := range fly.Services {
+		if s.InternalPort == counterPort {
+			t.Errorf("the counter port %d is published as a service; it must stay private", counterPort)
+		}
+	}
+	if fly.Build["dockerfile"] != "Dockerfile" {
+		t.Errorf("[build] %v, want dockerfile = Dockerfile", fly.Build)
+	}
+	kill, err1 := time.ParseDuration(fly.KillTimeout)
+	shutdown, err2 := time.ParseDuration(fly.Env["SHUTDOWN_TIMEOUT"])
+	if err1 != nil || err2 != nil || kill <= shutdown || fly.KillSignal != "SIGTERM" {
+		t.Errorf("kill_signal %q kill_timeout %q SHUTDOWN_TIMEOUT %q: Fly must send SIGTERM and wait longer than the shutdown",
+			fly.KillSignal, fly.KillTimeout, fly.Env["SHUTDOWN_TIMEOUT"])
+	}
+
+	// The paths fly.toml names are served by the program.
+	a := startApp(t, nil, nil)
+	for _, p := range []string{fly.HTTPService.Checks[0].Path, fly.Metrics.Path} {
+		resp, err := http.Get(a.url(p))
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("GET %s: %v %v", p, resp.StatusCode, err)
+		}
+		resp.Body.Close()
+	}
+}
+
+// dockerBuild is the `go build` of the Dockerfile, parsed.
+type dockerBuild struct {
+	env  []string // e.g. CGO_ENABLED=0
+	args []string // after "go build", without -o and its value
+	pkg  string
+}
+
+var (
+	buildLine  = regexp.MustCompile(`(?m)^RUN ((?:[A-Z_]+=\S+ )*)go build (.*)$`)
+	shellWords = regexp.MustCompile(`(?:[^\s"']+|"[^"]*"|'[^']*')+`) // words as sh splits them
+)
+
+func parseDockerfile(t *testing.T) (dockerBuild, string) {
+	t.Helper()
+	raw, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	m := buildLine.FindStringSubmatch(text)
+	if m == nil {
+		t.Fatal("Dockerfile has no RUN … go build line")
+	}
+	var b dockerBuild
+	b.env = strings.Fields(m[1])
+	fields := shellWords.FindAllString(m[2], -1)
+	for i := 0; i < len(fields); i++ {
+		switch f := fields[i]; {
+		case f == "-o":
+			i++
+		case strings.HasPrefix(f, "./"):
+			b.pkg = f
+		default:
+			b.args = append(b.args, strings.NewReplacer(`"`, "", "'", "").Replace(f))
+		}
+	}
+	return b, text
+}
+
+func TestDockerfile(t *testing.T) {
+	b, text := parseDockerfile(t)
+	if b.pkg != "./cmd/vkcounter" {
+		t.Errorf("Dockerfile builds %q, want ./cmd/vkcounter", b.pkg)
+	}
+	if !strings.Contains(strings.Join(b.env, " "), "CGO_ENABLED=0") {
+		t.Errorf("Dockerfile builds with %v, want CGO_ENABLED=0", b.env)
+	}
+	if !regexp.MustCompile(`(?m)^FROM .* AS build$`).MatchString(text) || strings.Count(text, "FROM ") < 2 {
+		t.Error("Dockerfile must be multi-stage (a build stage and a final stage)")
+	}
+	if m := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(text); m == nil || strings.HasPrefix(m[1], "root") || strings.HasPrefix(m[1], "0") {
+		t.Errorf("the final image must run as a non-root user, got %v", m)
+	}
+	def := defaults()
+	for _, env := range []string{"HTTP_ADDR", "COUNTER_ADDR"} {
+		if p := strconv.Itoa(portOf(t, def[env])); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
+			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
+		}
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// staticBinary builds the program exactly as the Dockerfile does, once.
+func staticBinary(t *testing.T) string {
+	t.Helper()
+	b, _ := parseDockerfile(t)
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vkcounter-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "vkcounter")
+		args := append([]string{"build"}, b.args...)
+		args = append(args, "-o", binPath, b.pkg)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), b.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go %v: %v\n%s", args, err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// process is the built binary running as a child.
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+	log  *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startBinary runs the static binary with env and waits for /healthz.
+func startBinary(t *testing.T, env map[string]string) *process {
+	t.Helper()
+	p := &process{addr: freePort(t), done: make(chan error, 1), log: &lockedBuffer{}}
+	p.cmd = exec.Command(staticBinary(t))
+	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "COUNTER_ADDR=off", "LOG_LEVEL=info"}
+	for k, v := range env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("program output:\n%s", p.log.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			t.Fatalf("program exited before answering /healthz: %v\n%s", err, p.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no /healthz within 10s\n%s", p.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStaticBinaryStartsAndAnswersHealthz(t *testing.T) {
+	bin := staticBinary(t)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			t.Error("the binary asks for a dynamic loader: not static")
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the binary links %v: not static", libs)
+	}
+	f.Close()
+	p := startBinary(t, nil) // no REDIS_URL: the embedded default
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit within 15s of SIGTERM")
+	}
+}
+
+// TestSIGTERMUnderLoad posts events while the program gets SIGTERM: every
+// event answered "ok" must get its reply before the process exits 0.
+func TestSIGTERMUnderLoad(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.SetDelay(2 * time.Millisecond) // replies queue up behind a slowish VK
+	p := startBinary(t, map[string]string{
+		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "tok", "VK_GROUP_ID": strconv.Itoa(testGroup),
+		"VK_SECRET": testSecret, "VK_RATE": "400", "SHUTDOWN_TIMEOUT": "20s"})
+	a := &app{Main: nil, vk: vk}
+	url := "http://" + p.addr + "/callback"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	okPeers := map[int]bool{}
+	var wg sync.WaitGroup
+	var sent sync.WaitGroup
+	sent.Add(1)
+	var once sync.Once
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil && i < 2000; i++ {
+				peer := 1 + w*100000 + i
+				resp, err := http.Post(url, "application/json", strings.NewReader(string(event(fmt.Sprintf("t%d", peer), peer, 1, "term"))))
+				if err != nil {
+					return // the listener is closed: shutdown began
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 && string(b) == "ok" {
+					mu.Lock()
+					okPeers[peer] = true
+					if len(okPeers) == 300 {
+						once.Do(sent.Done)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	sent.Wait()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	var exitErr error
+	select {
+	case exitErr = <-p.done:
+	case <-ctx.Done():
+		t.Fatal("no exit after SIGTERM")
+	}
+	wg.Wait()
+	if exitErr != nil {
+		t.Fatalf("exit status after SIGTERM: %v", exitErr)
+	}
+	got := map[int]int{}
+	for _, s := range a.vk.Sends() {
+		got[s.PeerID]++
+	}
+	missing := 0
+	for peer := range okPeers {
+		if got[peer] != 1 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d events answered ok got no reply (or several) before exit", missing, len(okPeers))
+	}
+	t.Logf("%d events answered ok before SIGTERM closed the listener; all replied", len(okPeers))
+	if !strings.Contains(p.log.String(), `"stopped"`) {
+		t.Error("no 'stopped' log line")
+	}
+}
