@@ -3,7 +3,9 @@
 // It answers the API methods the bot calls (messages.send, execute with
 // messages.send sub-calls, groups.getById) on a loopback address in the
 // shape the real API uses, records every accepted messages.send, and can
-// be told to fail with given VK error codes. Point vksdk's MethodURL (the
+// be told to fail with given VK error codes, to be slow, and to enforce
+// VK's per-token rate limit. Like VK, it delivers one message per
+// (peer_id, random_id): a repeated send is accepted but not delivered again. Point vksdk's MethodURL (the
 // bot's VK_API_URL) at Server.MethodURL.
 //
 // A Server is safe for concurrent use.
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,12 +43,21 @@ type Server struct {
 	failures   []int          // error codes for the next messages.send calls, in order
 	failAlways int            // error code for every call, 0 = none
 	delay      time.Duration
-	changed    chan struct{} // closed and replaced whenever sends grows
+	rateLimit  int                    // calls per second per token, 0 = none
+	recent     map[string][]time.Time // token → start times of its calls in the last second
+	delivered  map[delivery]int       // (peer, random_id) → message id
+	messages   []Send                 // sends that delivered a message
+	changed    chan struct{}          // closed and replaced whenever sends grows
+}
+
+type delivery struct {
+	peer     int
+	randomID int64
 }
 
 // NewServer starts a fake VK API on 127.0.0.1:0. Close it when done.
 func NewServer() *Server {
-	s := &Server{calls: map[string]int{}, changed: make(chan struct{})}
+	s := &Server{calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{}, changed: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -64,6 +76,23 @@ func (s *Server) Sends() []Send {
 	return append([]Send(nil), s.sends...)
 }
 
+// Messages returns the messages delivered, as a VK user would see them:
+// sends repeating an earlier (peer_id, random_id) are not among them.
+func (s *Server) Messages() []Send {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Send(nil), s.messages...)
+}
+
+// SetRateLimit makes the server answer error 6 (too many requests) to a
+// token's calls beyond perSecond in any one-second span, as VK does (20 for
+// a community token). Zero removes the limit.
+func (s *Server) SetRateLimit(perSecond int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimit = perSecond
+}
+
 // Calls returns how many requests for method arrived, failed ones included.
 func (s *Server) Calls(method string) int {
 	s.mu.Lock()
@@ -73,7 +102,7 @@ func (s *Server) Calls(method string) int {
 
 // FailNext makes the next len(codes) messages.send calls fail with the
 // given VK error codes, in order (one per call, sub-calls of execute
-// included).
+// included); a 0 lets that call succeed.
 func (s *Server) FailNext(codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -134,6 +163,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[method]++
 	delay, always := s.delay, s.failAlways
+	limited := s.overLimit(token)
 	s.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -148,6 +178,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"error": errorFor(always)})
 		return
 	}
+	if limited {
+		writeJSON(w, map[string]any{"error": errorFor(6)})
+		return
+	}
 	switch method {
 	case "messages.send":
 		id, apiErr := s.send(token, r.Form)
@@ -156,6 +190,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, map[string]any{"response": id})
+	case "execute":
+		writeJSON(w, s.execute(token, r.Form.Get("code")))
 	case "groups.getById":
 		writeJSON(w, map[string]any{"response": map[string]any{"groups": []map[string]any{{"id": 1, "name": "vktest"}}}})
 	default:
@@ -181,12 +217,79 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 	if len(s.failures) > 0 {
 		code := s.failures[0]
 		s.failures = s.failures[1:]
-		return 0, errorFor(code)
+		if code != 0 {
+			return 0, errorFor(code)
+		}
 	}
-	s.sends = append(s.sends, Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, At: time.Now()})
+	send := Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, At: time.Now()}
+	s.sends = append(s.sends, send)
 	close(s.changed)
 	s.changed = make(chan struct{})
-	return len(s.sends), nil
+	key := delivery{peer, rid}
+	if id, dup := s.delivered[key]; dup && rid != 0 {
+		return id, nil
+	}
+	s.messages = append(s.messages, send)
+	s.delivered[key] = len(s.messages)
+	return len(s.messages), nil
+}
+
+// overLimit records a call of token and tells whether it exceeds the rate
+// limit. s.mu must be held.
+func (s *Server) overLimit(token string) bool {
+	if s.rateLimit <= 0 {
+		return false
+	}
+	now := time.Now()
+	calls := s.recent[token]
+	for len(calls) > 0 && now.Sub(calls[0]) >= time.Second {
+		calls = calls[1:]
+	}
+	if len(calls) >= s.rateLimit {
+		s.recent[token] = calls
+		return true
+	}
+	s.recent[token] = append(calls, now)
+	return false
+}
+
+// subCall matches one API.messages.send({...}) of an execute code; the
+// argument is the JSON object the bot writes.
+var subCall = regexp.MustCompile(`API\.messages\.send\((\{[^()]*\})\)`)
+
+// execute runs the messages.send sub-calls of code as VK does: each failed
+// sub-call is false in the response and adds an entry to execute_errors.
+func (s *Server) execute(token, code string) map[string]any {
+	calls := subCall.FindAllStringSubmatch(code, -1)
+	if len(calls) == 0 || len(calls) > 25 {
+		return map[string]any{"error": apiError{Code: 12, Msg: "Unable to compile code"}}
+	}
+	response := make([]any, len(calls))
+	var execErrors []map[string]any
+	for i, c := range calls {
+		var p map[string]any
+		dec := json.NewDecoder(strings.NewReader(c[1]))
+		dec.UseNumber() // random_id must not turn into 1.2e+09
+		if err := dec.Decode(&p); err != nil {
+			return map[string]any{"error": apiError{Code: 12, Msg: "Unable to compile code: " + err.Error()}}
+		}
+		form := map[string][]string{}
+		for k, v := range p {
+			form[k] = []string{fmt.Sprint(v)}
+		}
+		id, apiErr := s.send(token, form)
+		if apiErr != nil {
+			response[i] = false
+			execErrors = append(execErrors, map[string]any{"method": "messages.send", "error_code": apiErr.Code, "error_msg": apiErr.Msg})
+			continue
+		}
+		response[i] = id
+	}
+	out := map[string]any{"response": response}
+	if execErrors != nil {
+		out["execute_errors"] = execErrors
+	}
+	return out
 }
 
 func errorFor(code int) *apiError {
