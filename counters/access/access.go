@@ -22,11 +22,22 @@ import (
 	"fmt"
 )
 
-// MaxNameLen is the length limit of a counter name, in bytes. A name is
-// any byte string of 1 to MaxNameLen bytes; the limit keeps it well inside
-// the counter protocol's 16-bit name length and, escaped, inside a file
-// name for the File store.
-const MaxNameLen = 255
+// Limits and defaults.
+const (
+	// MaxNameLen is the length limit of a counter name, in bytes. A name
+	// is any byte string of 1 to MaxNameLen bytes; the limit keeps it well
+	// inside the counter protocol's 16-bit name length.
+	MaxNameLen = 255
+	// DefaultName is the counter whose files live directly in the File
+	// store's directory, so that pointing the store at an existing BBS
+	// count directory serves that directory's total under this name.
+	DefaultName = "default"
+	// DefaultLevels is the number of count files per counter when NewFile
+	// is given 0, as the BBS's COUNTLEVEL default.
+	DefaultLevels = 5
+	// MaxLevels is the largest number of count files per counter.
+	MaxLevels = 64
+)
 
 // A Store holds named access counters.
 type Store interface {

@@ -16,18 +16,8 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access/filestore"
 )
 
-// File store constants.
+// Names of the files a File store adds next to the count files.
 const (
-	// DefaultName is the counter whose files live directly in the File
-	// store's directory, so that pointing the store at an existing BBS
-	// count directory serves that directory's total under this name.
-	DefaultName = "default"
-	// DefaultLevels is the number of count files per counter when NewFile
-	// is given 0, as the BBS's COUNTLEVEL default.
-	DefaultLevels = 5
-	// MaxLevels is the largest number of count files per counter.
-	MaxLevels = 64
-
 	// namesDir is the subdirectory holding the counters other than DefaultName.
 	namesDir = "names"
 	// lockName is the lock file in each counter's directory.

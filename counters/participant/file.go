@@ -16,10 +16,6 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access/filestore"
 )
 
-// DefaultName is the name whose set is the File store's own file, so that
-// pointing the store at an existing bbs.cnt serves it under this name.
-const DefaultName = "default"
-
 // File is a Store that keeps each name's set in a file of the BBS's
 // bbs.cnt format: one line per key, "key,last_seen\n", last_seen in Unix
 // seconds, for example
@@ -119,10 +115,7 @@ func (f *File) Visit(ctx context.Context, name, key string, timeout time.Duratio
 // Leave forgets key under name; see Store. A key that is not there
 // leaves the file untouched.
 func (f *File) Leave(ctx context.Context, name, key string) (int, bool, error) {
-	if err := checkName(name); err != nil {
-		return 0, false, err
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkLeave(name, key); err != nil {
 		return 0, false, err
 	}
 	if err := checkFileKey(key); err != nil {

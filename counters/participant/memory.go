@@ -48,10 +48,7 @@ func (m *Memory) Visit(ctx context.Context, name, key string, timeout time.Durat
 
 // Leave forgets key under name; see Store.
 func (m *Memory) Leave(ctx context.Context, name, key string) (int, bool, error) {
-	if err := checkName(name); err != nil {
-		return 0, false, err
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkLeave(name, key); err != nil {
 		return 0, false, err
 	}
 	if err := ctx.Err(); err != nil {

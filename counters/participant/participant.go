@@ -31,6 +31,10 @@ import (
 
 // Limits and defaults.
 const (
+	// DefaultName is the name whose set is the File store's own file, so
+	// that pointing the store at an existing bbs.cnt serves it under this
+	// name.
+	DefaultName = "default"
 	// MaxNameLen is the length limit of a name, in bytes: the same as
 	// access.MaxNameLen, so one name rule holds on the counter port.
 	MaxNameLen = 255
@@ -112,12 +116,17 @@ func seconds(timeout time.Duration) (int64, error) {
 	return int64(timeout / time.Second), nil
 }
 
+// checkLeave validates Leave's arguments.
+func checkLeave(name, key string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	return checkKey(key)
+}
+
 // checkVisit validates Visit's arguments and returns the timeout in seconds.
 func checkVisit(name, key string, timeout time.Duration) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkLeave(name, key); err != nil {
 		return 0, err
 	}
 	return seconds(timeout)

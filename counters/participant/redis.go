@@ -86,10 +86,7 @@ func (r *Redis) Visit(ctx context.Context, name, key string, timeout time.Durati
 
 // Leave forgets key under name; see Store.
 func (r *Redis) Leave(ctx context.Context, name, key string) (int, bool, error) {
-	if err := checkName(name); err != nil {
-		return 0, false, err
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkLeave(name, key); err != nil {
 		return 0, false, err
 	}
 	v, err := leaveScript.Run(ctx, r.rdb, []string{r.key(name)}, key).Result()
