@@ -68,8 +68,18 @@ func (c *Client) exchange(ctx context.Context, req []byte, read func() error) er
 		return c.fail(err)
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
-		defer stop()
+		interrupted := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			c.nc.SetDeadline(time.Unix(1, 0))
+			close(interrupted)
+		})
+		defer func() {
+			if !stop() {
+				// Let a cancellation that raced with the end of this call
+				// set its deadline now, not in the middle of the next call.
+				<-interrupted
+			}
+		}()
 	}
 	if _, err := c.nc.Write(req); err != nil {
 		return c.fail(c.ctxErr(ctx, err))

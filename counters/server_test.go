@@ -3,6 +3,7 @@ package counters_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -275,6 +276,7 @@ func TestStats(t *testing.T) {
 	raw := dial(t, addr)
 	exchange(t, raw, unhex(t, "90 66 00 00 00000000 00000001"), 27) // unknown: not counted
 	dumpAll(t, c)
+	checkStatsBytes(t, raw)
 	stats, err := c.Stats(cx)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +296,7 @@ func TestStats(t *testing.T) {
 		"objects": "2", "total_objects": "2", "used_memory": "194", "gc_count": "1",
 		"curr_connections": "2", "total_connections": "2",
 		"command:noop": "1", "command:get": "1", "command:acquire": "3", "command:release": "1",
-		"command:stats": "1", "command:dump": "1", "rejected_connections": "0", "stats_interval": "60",
+		"command:stats": "2", "command:dump": "1", "rejected_connections": "0", "stats_interval": "60",
 	} {
 		if m[name] != v {
 			t.Errorf("%s = %q, want %q", name, m[name], v)
@@ -304,6 +306,58 @@ func TestStats(t *testing.T) {
 		if _, err := strconv.ParseUint(st.Value, 10, 64); err != nil {
 			t.Errorf("%s = %q is not a decimal number", st.Name, st.Value)
 		}
+	}
+}
+
+// checkStatsBytes sends a Stats request and checks the answer byte for
+// byte, except the two GC timings, which only have to be decimal numbers.
+func checkStatsBytes(t *testing.T, raw net.Conn) {
+	t.Helper()
+	want := [][2]string{
+		{"objects", "2"}, {"total_objects", "2"}, {"used_memory", "194"}, {"conflicts", "0"},
+		{"gc_count", "1"}, {"last_gc_elapsed", "*"}, {"total_gc_elapsed", "*"},
+		{"curr_connections", "2"}, {"total_connections", "2"},
+		{"command:noop", "1"}, {"command:get", "1"}, {"command:acquire", "3"}, {"command:release", "1"},
+		{"command:stats", "0"}, {"command:dump", "1"},
+		{"rejected_connections", "0"}, {"stats_interval", "60"},
+	}
+	if _, err := raw.Write(unhex(t, "90 10 00 00 00000000 00000077")); err != nil {
+		t.Fatal(err)
+	}
+	hdr := make([]byte, wire.HeaderSize)
+	if _, err := io.ReadFull(raw, hdr); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, binary.BigEndian.Uint32(hdr[4:8]))
+	if _, err := io.ReadFull(raw, got); err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := wire.ParseStats(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timings := make(map[string]string)
+	for _, st := range parsed {
+		timings[st.Name] = st.Value
+	}
+	var body []byte
+	for _, kv := range want {
+		name, value := kv[0], kv[1]
+		if value == "*" {
+			value = timings[name]
+			if _, err := strconv.ParseUint(value, 10, 64); err != nil {
+				t.Fatalf("%s = %q", name, value)
+			}
+		}
+		body = binary.BigEndian.AppendUint16(body, uint16(len(name)))
+		body = binary.BigEndian.AppendUint16(body, uint16(len(value)))
+		body = append(body, name...)
+		body = append(body, value...)
+	}
+	wantHdr := unhex(t, "91 10 00 00 00000000 00000077")
+	binary.BigEndian.PutUint32(wantHdr[4:8], uint32(len(body)))
+	if !bytes.Equal(hdr, wantHdr) || !bytes.Equal(got, body) {
+		t.Fatalf("stats answer:\ngot  % x % x\nwant % x % x", hdr, got, wantHdr, body)
 	}
 }
 
