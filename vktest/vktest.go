@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -57,9 +58,40 @@ type delivery struct {
 
 // NewServer starts a fake VK API on 127.0.0.1:0. Close it when done.
 func NewServer() *Server {
-	s := &Server{calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{}, changed: make(chan struct{})}
+	s := newServer()
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// Options configure a Server started by Start. Zero fields mean the
+// defaults of NewServer.
+type Options struct {
+	// Addr is the TCP address to listen on, such as "127.0.0.1:8099", so a
+	// bot can be started with a VK_API_URL known in advance. Empty means
+	// 127.0.0.1:0.
+	Addr string
+}
+
+// Start starts a fake VK API configured by opts. Unlike NewServer, which is
+// meant for tests, it returns an error when it cannot listen. Close it when
+// done.
+func Start(opts Options) (*Server, error) {
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("vktest: %w", err)
+	}
+	s := newServer()
+	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
+	s.srv.Start()
+	return s, nil
+}
+
+func newServer() *Server {
+	return &Server{calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{}, changed: make(chan struct{})}
 }
 
 // MethodURL is the base URL to give vksdk (api.VK.MethodURL) or the bot's
