@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -49,8 +50,9 @@ const (
 	// vanishes while it can still be counted, even if the script runs a
 	// little later than the clock it read.
 	keyMargin = time.Minute
-	// maxUnix bounds explicit times (the end of year 9999) so they stay exact
-	// in Lua numbers.
+	// maxUnix bounds explicit times (the end of year 9999): the script
+	// prints numbers with Lua's 14 significant digits, so larger ones would
+	// not survive a round trip through a list entry.
 	maxUnix = 253402300799
 )
 
@@ -116,6 +118,8 @@ func New(rdb redis.Scripter, opts Options) *Store {
 		s.err = fmt.Errorf("%w: nil Redis client", ErrInvalid)
 	case s.window < time.Second:
 		s.err = fmt.Errorf("%w: window %v is shorter than 1s", ErrInvalid, s.window)
+	case s.window > math.MaxInt64-keyMargin:
+		s.err = fmt.Errorf("%w: window %v is too long", ErrInvalid, s.window)
 	case s.window%time.Second != 0:
 		s.err = fmt.Errorf("%w: window %v is not a whole number of seconds", ErrInvalid, s.window)
 	case dedupe < time.Second:

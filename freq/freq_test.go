@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -464,6 +465,7 @@ func TestBadInput(t *testing.T) {
 			"window 500ms":     freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 500 * time.Millisecond}),
 			"window -1s":       freq.New(tg.Client, freq.Options{Prefix: prefix, Window: -time.Second}),
 			"window 1.5s":      freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 1500 * time.Millisecond}),
+			"window max":       freq.New(tg.Client, freq.Options{Prefix: prefix, Window: math.MaxInt64}),
 			"dedupe TTL 500ms": freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 500 * time.Millisecond}),
 			"dedupe TTL -1h":   freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: -time.Hour}),
 			"nil client":       freq.New(nil, freq.Options{Prefix: prefix}),
