@@ -1,11 +1,12 @@
 // Package bot is the VK community bot: for every message it asks a Counter
-// how many times the same message was received inside the window, and
-// replies with that number through the community's VK tokens.
+// how many times the same message was received inside the window, stores
+// the reply with that number in a durable Outbox, and sends it through the
+// community's VK tokens.
 //
-// Counting happens inside HandleMessage, before the webhook answers "ok";
-// replying happens later, from a queue drained by one worker per token, so
-// "ok" never waits for the VK API. Use New, then Close to drain the queue on
-// shutdown.
+// Counting and storing happen inside HandleMessage, before the webhook
+// answers "ok"; sending happens later, in one worker per token, so "ok"
+// never waits for the VK API and a crash loses no reply. Use New, then
+// Close to drain on shutdown.
 package bot
 
 import (
@@ -30,11 +31,21 @@ type Counter interface {
 	Count(ctx context.Context, identity, eventID string) (freq.Result, error)
 }
 
-// Errors returned by HandleMessage; both mean "not counted, ask again later".
-var (
-	ErrClosed    = errors.New("bot: shutting down")
-	ErrQueueFull = errors.New("bot: reply queue full")
-)
+// An Outbox holds replies durably from before the webhook answers "ok"
+// until VK accepted them. It is met by *outbox.Outbox.
+type Outbox interface {
+	// Add stores r (r.ID is ignored).
+	Add(ctx context.Context, r Reply) error
+	// Take returns up to n replies of group to send, each with its ID,
+	// waiting up to wait for one; none and a nil error mean nothing to do.
+	Take(ctx context.Context, group, n int, wait time.Duration) ([]Reply, error)
+	// Done removes replies VK accepted or refused for good.
+	Done(ctx context.Context, group int, ids ...string) error
+}
+
+// ErrClosed is returned by HandleMessage once Close has begun: the message
+// is not counted and VK should deliver it again (to another instance).
+var ErrClosed = errors.New("bot: shutting down")
 
 // A Group is one community the bot serves.
 type Group struct {
@@ -48,11 +59,13 @@ type Group struct {
 type Options struct {
 	// Normalize makes Identity fold case and white space.
 	Normalize bool
-	// QueueSize bounds the replies waiting per community (default 100000).
-	// When it is full HandleMessage fails, so VK re-delivers the event later.
-	QueueSize int
+	// MaxBatch is the most replies sent in one VK call (default 25, the
+	// most one execute call may make).
+	MaxBatch int
 	// RatePerToken is the most VK calls per second per token (default 20).
 	RatePerToken float64
+	// Poll is how long a sender waits for new replies in one Take (default 1s).
+	Poll time.Duration
 	// RetryBase and RetryMax bound the exponential backoff of retried sends
 	// (defaults 200ms and 30s).
 	RetryBase, RetryMax time.Duration
@@ -63,19 +76,21 @@ type Options struct {
 	// before trying again (default 1m).
 	HaltPause time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
-	// queue for good: delivered, dropped, or lost at shutdown (class Halt
-	// is never reported; such replies are held). age is the time since the
-	// reply was queued.
+	// outbox: delivered, dropped (Drop, Flood). age is the time since the
+	// reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	Logger      zerolog.Logger
 }
 
 func (o *Options) setDefaults() {
-	if o.QueueSize <= 0 {
-		o.QueueSize = 100000
+	if o.MaxBatch <= 0 || o.MaxBatch > 25 {
+		o.MaxBatch = 25
 	}
 	if o.RatePerToken <= 0 {
 		o.RatePerToken = 20
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
 	}
 	if o.RetryBase <= 0 {
 		o.RetryBase = 200 * time.Millisecond
@@ -94,14 +109,15 @@ func (o *Options) setDefaults() {
 // A Bot counts messages and replies to them. It is safe for concurrent use.
 type Bot struct {
 	counter Counter
+	outbox  Outbox
 	opts    Options
 	log     zerolog.Logger
-	queues  map[int]chan Reply // by group id; closed by Close
+	groups  map[int]bool
 
-	closeMu sync.RWMutex // held for reading while enqueueing; Close takes it to close the queues
-	closed  bool
+	closeMu sync.RWMutex // held for reading while handling a message; Close takes it to stop accepting
+	closing atomic.Bool  // set by Close: senders stop once the outbox is drained
 
-	ctx     context.Context // the bot's lifetime: replies never inherit a request's context
+	ctx     context.Context // the bot's lifetime: sends never inherit a request's context
 	cancel  context.CancelFunc
 	workers sync.WaitGroup
 
@@ -111,33 +127,32 @@ type Bot struct {
 
 // counters are the bot's running totals, read by Stats.
 type counters struct {
-	received, duplicates, sent, retried, dropped, lost atomic.Int64
+	received, duplicates, sent, retried, dropped, unsent atomic.Int64
 }
 
 var _ callback.MessageHandler = (*Bot)(nil)
 
-// New returns a Bot counting with counter and replying for groups, and
-// starts its sender workers.
-func New(counter Counter, groups []Group, opts Options) (*Bot, error) {
+// New returns a Bot counting with counter, keeping replies in outbox and
+// sending them for groups, and starts its sender workers.
+func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, error) {
 	opts.setDefaults()
 	if len(groups) == 0 {
 		return nil, errors.New("bot: no community configured")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b := &Bot{counter: counter, opts: opts, log: opts.Logger, queues: map[int]chan Reply{}, ctx: ctx, cancel: cancel}
+	b := &Bot{counter: counter, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{}}
 	for _, g := range groups {
-		if _, dup := b.queues[g.ID]; dup {
-			cancel()
+		if b.groups[g.ID] {
 			return nil, fmt.Errorf("bot: community %d configured twice", g.ID)
 		}
 		if len(g.Senders) == 0 {
-			cancel()
 			return nil, fmt.Errorf("bot: community %d has no sender", g.ID)
 		}
-		q := make(chan Reply, opts.QueueSize)
-		b.queues[g.ID] = q
+		b.groups[g.ID] = true
+	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	for _, g := range groups {
 		for i, s := range g.Senders {
-			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s, queue: q}
+			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s}
 			b.workers.Add(1)
 			go w.run()
 		}
@@ -145,17 +160,16 @@ func New(counter Counter, groups []Group, opts Options) (*Bot, error) {
 	return b, nil
 }
 
-// HandleMessage counts m and queues its reply. A nil error means m is
+// HandleMessage counts m and stores its reply. A nil error means m is
 // counted (now or by an earlier delivery of the same event) and its reply
-// is queued.
+// is stored; any error means VK must deliver m again.
 func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
-	q, ok := b.queues[m.GroupID]
-	if !ok {
+	if !b.groups[m.GroupID] {
 		return fmt.Errorf("bot: community %d is not served", m.GroupID)
 	}
 	b.closeMu.RLock()
 	defer b.closeMu.RUnlock()
-	if b.closed {
+	if b.closing.Load() {
 		return ErrClosed
 	}
 	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), m.EventID)
@@ -164,8 +178,9 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	}
 	b.stats.received.Add(1)
 	if res.Duplicate {
-		// Queue the reply again: the first delivery may have failed before
-		// queueing it, and the same random_id makes a second send harmless.
+		// Store the reply again: the first delivery may have failed after
+		// counting, before storing; the same random_id makes VK deliver
+		// the reply once however often it is sent.
 		b.stats.duplicates.Add(1)
 	}
 	r := Reply{
@@ -176,25 +191,18 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		EventID:  m.EventID,
 		Queued:   time.Now(),
 	}
-	select {
-	case q <- r:
-		return nil
-	default:
-		return ErrQueueFull
+	if err := b.outbox.Add(ctx, r); err != nil {
+		return fmt.Errorf("bot: store reply: %w", err)
 	}
+	return nil
 }
 
-// Close stops accepting messages and waits until every queued reply is
-// delivered or ctx ends; replies still undelivered then are logged and
-// counted as lost.
+// Close stops accepting messages, waits for in-flight ones, and lets the
+// senders drain the outbox until it is empty or ctx ends. Replies not sent
+// by then stay in the outbox for the next start (with a persistent Redis).
 func (b *Bot) Close(ctx context.Context) error {
-	b.closeMu.Lock()
-	if !b.closed {
-		b.closed = true
-		for _, q := range b.queues {
-			close(q)
-		}
-	}
+	b.closeMu.Lock() // waits for HandleMessage calls in flight
+	b.closing.Store(true)
 	b.closeMu.Unlock()
 
 	done := make(chan struct{})
@@ -203,12 +211,12 @@ func (b *Bot) Close(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("bot: reply queue not drained: %w", ctx.Err())
+		err = fmt.Errorf("bot: outbox not drained: %w", ctx.Err())
 	}
 	b.cancel() // abort sends and backoffs still in progress
 	<-done
-	if lost := b.stats.lost.Load(); lost > 0 {
-		b.log.Error().Int64("lost", lost).Msg("replies not delivered before shutdown")
+	if n := b.stats.unsent.Load(); n > 0 {
+		b.log.Warn().Int64("unsent", n).Msg("replies left in the outbox at shutdown; the next start sends them")
 	}
 	return err
 }
@@ -227,25 +235,20 @@ func (b *Bot) Ready() error {
 type Stats struct {
 	Received   int64 `json:"received"`   // messages counted, duplicates included
 	Duplicates int64 `json:"duplicates"` // re-deliveries of an event already counted
-	Queued     int   `json:"queued"`     // replies waiting now
 	Sent       int64 `json:"sent"`       // replies VK accepted
 	Retried    int64 `json:"retried"`    // send attempts that will be retried
 	Dropped    int64 `json:"dropped"`    // replies VK refused for good
-	Lost       int64 `json:"lost"`       // replies abandoned at shutdown
+	Unsent     int64 `json:"unsent"`     // replies this process stopped holding at shutdown
 }
 
 // Stats returns the bot's running totals.
 func (b *Bot) Stats() Stats {
-	s := Stats{
+	return Stats{
 		Received:   b.stats.received.Load(),
 		Duplicates: b.stats.duplicates.Load(),
 		Sent:       b.stats.sent.Load(),
 		Retried:    b.stats.retried.Load(),
 		Dropped:    b.stats.dropped.Load(),
-		Lost:       b.stats.lost.Load(),
+		Unsent:     b.stats.unsent.Load(),
 	}
-	for _, q := range b.queues {
-		s.Queued += len(q)
-	}
-	return s
 }

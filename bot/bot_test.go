@@ -15,6 +15,8 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/outbox"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -50,22 +52,40 @@ func (c *memCounter) Count(_ context.Context, identity, eventID string) (freq.Re
 
 // fastOptions make retries quick so tests do not wait on real backoffs.
 func fastOptions() bot.Options {
-	return bot.Options{RatePerToken: 1000, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond,
+	return bot.Options{RatePerToken: 1000, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond, Poll: 20 * time.Millisecond,
 		FloodPause: 5 * time.Millisecond, HaltPause: 5 * time.Millisecond, Logger: zerolog.Nop()}
 }
 
+// newOutbox returns an outbox on a fresh miniredis.
+func newOutbox(t *testing.T, opts outbox.Options) *outbox.Outbox {
+	t.Helper()
+	tg := redistest.Open(t, redistest.Mini)
+	o := outbox.New(tg.Client, opts)
+	if err := o.Init(context.Background(), 7); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 func newBot(t *testing.T, c bot.Counter, vk *vktest.Server, tokens ...string) *bot.Bot {
+	t.Helper()
+	b, _ := newBotOutbox(t, c, vk, fastOptions(), tokens...)
+	return b
+}
+
+func newBotOutbox(t *testing.T, c bot.Counter, vk *vktest.Server, opts bot.Options, tokens ...string) (*bot.Bot, *outbox.Outbox) {
 	t.Helper()
 	g := bot.Group{ID: 7}
 	for _, tok := range tokens {
 		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
-	b, err := bot.New(c, []bot.Group{g}, fastOptions())
+	o := newOutbox(t, outbox.Options{})
+	b, err := bot.New(c, o, []bot.Group{g}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close(context.Background()) })
-	return b
+	return b, o
 }
 
 func msg(i int, text string) callback.Message {
@@ -246,11 +266,11 @@ func TestCloseDrainsQueue(t *testing.T) {
 	}
 }
 
-func TestCloseDeadlineCountsLostReplies(t *testing.T) {
+func TestCloseDeadlineLeavesRepliesInOutbox(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
 	vk.FailAlways(10) // VK keeps failing: nothing can be delivered
-	b := newBot(t, newMemCounter(), vk, "tok")
+	b, o := newBotOutbox(t, newMemCounter(), vk, fastOptions(), "tok")
 	for i := range 5 {
 		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
 			t.Fatal(err)
@@ -261,20 +281,23 @@ func TestCloseDeadlineCountsLostReplies(t *testing.T) {
 	if err := b.Close(ctx); err == nil {
 		t.Fatal("Close met its deadline although nothing could be sent")
 	}
-	if st := b.Stats(); st.Lost != 5 || st.Sent != 0 {
-		t.Errorf("stats %+v, want 5 lost", st)
+	st, err := o.Stats(context.Background(), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Length != 5 || b.Stats().Sent != 0 {
+		t.Errorf("outbox holds %d replies, bot stats %+v; want all 5 kept for the next start", st.Length, b.Stats())
 	}
 }
 
-func TestQueueFull(t *testing.T) {
+func TestOutboxFull(t *testing.T) {
 	block := make(chan struct{})
 	sender := bot.SenderFunc(func(ctx context.Context, rs []bot.Reply) []error {
 		<-block
 		return make([]error, len(rs))
 	})
-	opts := fastOptions()
-	opts.QueueSize = 2
-	b, err := bot.New(newMemCounter(), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
+	o := newOutbox(t, outbox.Options{MaxLen: 2})
+	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, fastOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,8 +310,37 @@ func TestQueueFull(t *testing.T) {
 	}
 	close(block)
 	b.Close(context.Background())
-	if !errors.Is(full, bot.ErrQueueFull) {
-		t.Fatalf("got %v, want ErrQueueFull once the queue holds 2 and the sender holds 1", full)
+	if !errors.Is(full, outbox.ErrFull) {
+		t.Fatalf("got %v, want outbox.ErrFull once 2 replies wait", full)
+	}
+}
+
+// TestBacklogIsBatched checks that waiting replies go out 25 per execute
+// call and that each sub-call's error is classified on its own.
+func TestBacklogIsBatched(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	opts := fastOptions()
+	opts.RatePerToken = 5 // slow enough for a backlog to build
+	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
+	vk.FailNext(0, 901, 10) // in the first call: 2nd reply refused for good, 3rd retried
+	for i := range 100 {
+		if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(vk.Messages()); got != 99 {
+		t.Errorf("%d messages delivered, want 99 (one refused with 901)", got)
+	}
+	if st := b.Stats(); st.Sent != 99 || st.Dropped != 1 || st.Retried != 1 {
+		t.Errorf("stats %+v, want 99 sent, 1 dropped, 1 retried", st)
+	}
+	if vk.Calls("execute") == 0 || vk.Calls("execute")+vk.Calls("messages.send") > 10 {
+		t.Errorf("%d execute and %d messages.send calls for 100 replies; want batches of up to 25",
+			vk.Calls("execute"), vk.Calls("messages.send"))
 	}
 }
 

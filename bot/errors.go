@@ -27,12 +27,9 @@ const (
 	// Halt: the token is unusable (5, 7, 29, 912); the token stops sending,
 	// keeps its replies, retries rarely, and the service reports not ready.
 	Halt
-	// Lost: not a VK answer but the fate of a reply still undelivered when
-	// the bot's shutdown deadline passed.
-	Lost
 )
 
-var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt", Lost: "lost"}
+var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt"}
 
 func (c Class) String() string { return classNames[c] }
 

@@ -2,7 +2,11 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/SevereCloud/vksdk/v2/api"
@@ -14,6 +18,8 @@ const APIVersion = "5.199"
 
 // A Reply is one answer waiting to be sent.
 type Reply struct {
+	// ID identifies the reply in the Outbox; empty until it is stored.
+	ID       string
 	GroupID  int
 	PeerID   int
 	Message  string
@@ -69,19 +75,83 @@ func NewVKSender(token string, opts VKOptions) *VKSender {
 	return &VKSender{vk: vk, onCall: opts.OnCall}
 }
 
-// Send sends each reply with messages.send.
+// Send sends one reply with messages.send, several (up to 25) with one
+// execute call of messages.send sub-calls.
 func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
-	errs := make([]error, len(replies))
-	for i, r := range replies {
-		start := time.Now()
-		_, errs[i] = s.vk.MessagesSend(api.Params{
-			"peer_id":   r.PeerID,
-			"message":   r.Message,
-			"random_id": r.RandomID,
-		}.WithContext(ctx))
-		if s.onCall != nil {
-			s.onCall("messages.send", errs[i], time.Since(start))
+	start := time.Now()
+	var errs []error
+	method := "messages.send"
+	if len(replies) == 1 {
+		_, err := s.vk.MessagesSend(sendParams(replies[0]).WithContext(ctx))
+		errs = []error{err}
+	} else {
+		method = "execute"
+		errs = s.execute(ctx, replies)
+	}
+	if s.onCall != nil {
+		var callErr error
+		for _, e := range errs {
+			if e != nil {
+				callErr = e
+				break
+			}
 		}
+		s.onCall(method, callErr, time.Since(start))
+	}
+	return errs
+}
+
+func sendParams(r Reply) api.Params {
+	return api.Params{"peer_id": r.PeerID, "message": r.Message, "random_id": r.RandomID}
+}
+
+// execute sends replies as sub-calls of one execute. VK answers a failed
+// sub-call with false in the response array and one execute_errors entry,
+// in order; each reply gets its own error.
+func (s *VKSender) execute(ctx context.Context, replies []Reply) []error {
+	var code strings.Builder
+	code.WriteString("return [")
+	for i, r := range replies {
+		if i > 0 {
+			code.WriteByte(',')
+		}
+		arg, _ := json.Marshal(sendParams(r)) // ints and a string: cannot fail
+		code.WriteString("API.messages.send(")
+		code.Write(arg)
+		code.WriteByte(')')
+	}
+	code.WriteString("];")
+
+	errs := make([]error, len(replies))
+	fill := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	var results []json.RawMessage
+	err := s.vk.ExecuteWithArgs(code.String(), api.Params{}.WithContext(ctx), &results)
+	var subErrs *api.ExecuteErrors
+	switch {
+	case errors.As(err, &subErrs):
+	case err != nil:
+		return fill(err) // the whole call failed
+	}
+	if len(results) != len(replies) {
+		return fill(fmt.Errorf("bot: execute answered %d results for %d sends", len(results), len(replies)))
+	}
+	next := 0 // the execute_errors entry of the next failed sub-call
+	for i, res := range results {
+		if string(res) != "false" {
+			continue
+		}
+		if subErrs == nil || next >= len(*subErrs) {
+			errs[i] = errors.New("bot: execute sub-call failed without an error entry")
+			continue
+		}
+		e := (*subErrs)[next]
+		next++
+		errs[i] = &api.Error{Code: api.ErrorType(e.Code), Message: e.Msg}
 	}
 	return errs
 }

@@ -1,97 +1,137 @@
 package bot
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
 
-// A tokenWorker drains one community's queue through one token, at most
-// Options.RatePerToken calls per second. Several workers of the same
-// community share its queue, which spreads replies over the tokens.
+// A tokenWorker sends one community's replies through one token, at most
+// Options.RatePerToken calls per second, up to Options.MaxBatch replies per
+// call. Several workers of one community take from the same outbox, which
+// spreads the replies over the tokens.
 type tokenWorker struct {
 	bot    *Bot
 	group  int
 	index  int // position of the token in the community's list, for logs
 	sender Sender
-	queue  <-chan Reply
 	next   time.Time // earliest start of the next call
 }
 
 func (w *tokenWorker) run() {
-	defer w.bot.workers.Done()
-	for r := range w.queue {
-		w.deliver(r)
+	b := w.bot
+	defer b.workers.Done()
+	backoff := b.opts.RetryBase
+	for b.ctx.Err() == nil {
+		closing := b.closing.Load()
+		wait := b.opts.Poll
+		if closing {
+			wait = 0 // draining: stop as soon as nothing is left
+		}
+		batch, err := b.outbox.Take(b.ctx, w.group, b.opts.MaxBatch, wait)
+		if err != nil {
+			if b.ctx.Err() != nil {
+				return
+			}
+			b.log.Error().Err(err).Int("group_id", w.group).Msg("cannot read the outbox; retrying")
+			w.sleep(backoff)
+			backoff = min(2*backoff, b.opts.RetryMax)
+			continue
+		}
+		backoff = b.opts.RetryBase
+		if len(batch) == 0 {
+			if closing {
+				return
+			}
+			continue
+		}
+		w.deliver(batch)
 	}
 }
 
-// deliver sends r until VK accepts or refuses it for good, or the bot's
-// context ends (then r is lost).
-func (w *tokenWorker) deliver(r Reply) {
+// deliver sends batch until VK accepted or refused each reply for good, or
+// the bot's context ends; replies still unsent then stay in the outbox.
+func (w *tokenWorker) deliver(batch []Reply) {
 	b := w.bot
-	log := b.log.With().Int("group_id", w.group).Int("token", w.index).Int("peer_id", r.PeerID).Int32("random_id", r.RandomID).Logger()
+	log := b.log.With().Int("group_id", w.group).Int("token", w.index).Logger()
 	backoff := b.opts.RetryBase
-	floodTried := false
-	for {
-		if !w.wait(time.Until(w.next)) {
-			w.lost(r)
+	floodTried := map[string]bool{}
+	for len(batch) > 0 {
+		if !w.sleep(time.Until(w.next)) {
+			b.stats.unsent.Add(int64(len(batch)))
 			return
 		}
 		w.next = time.Now().Add(time.Duration(float64(time.Second) / b.opts.RatePerToken))
-		err := w.sender.Send(b.ctx, []Reply{r})[0]
+		errs := w.sender.Send(b.ctx, batch)
+		var again []Reply
+		var finished []string
 		var pause time.Duration
-		switch class := Classify(err); class {
-		case Delivered:
-			b.stats.sent.Add(1)
-			b.halted.Delete(w)
-			w.done(r, class)
-			return
-		case Drop:
-			b.stats.dropped.Add(1)
-			log.Warn().Err(err).Msg("reply dropped: VK refused it for this peer")
-			w.done(r, class)
-			return
-		case Flood:
-			if floodTried {
-				b.stats.dropped.Add(1)
-				log.Warn().Err(err).Msg("reply dropped: flood control")
-				w.done(r, class)
-				return
+		for i, r := range batch {
+			err := errs[i]
+			rlog := log.With().Int("peer_id", r.PeerID).Int32("random_id", r.RandomID).Logger()
+			class := Classify(err)
+			if class == Flood && floodTried[r.ID] {
+				class = Drop
 			}
-			floodTried = true
-			pause = b.opts.FloodPause
-			log.Warn().Err(err).Dur("pause", pause).Msg("flood control; pausing this token")
-		case Retry:
-			b.stats.retried.Add(1)
-			pause = backoff/2 + rand.N(backoff/2+1) // jitter, so tokens do not retry in step
-			backoff = min(2*backoff, b.opts.RetryMax)
-			log.Debug().Err(err).Dur("backoff", pause).Msg("send failed; retrying")
-		case Halt:
-			b.halted.Store(w, err)
-			pause = b.opts.HaltPause
-			log.Error().Err(err).Dur("pause", pause).Msg("VK refuses this token: replies held, service not ready")
+			switch class {
+			case Delivered:
+				b.stats.sent.Add(1)
+				b.halted.Delete(w)
+			case Drop:
+				b.stats.dropped.Add(1)
+				rlog.Warn().Err(err).Msg("reply dropped: VK refused it for good")
+			case Flood:
+				floodTried[r.ID] = true
+				pause = max(pause, b.opts.FloodPause)
+				rlog.Warn().Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control; one more try after a pause")
+			case Retry:
+				b.stats.retried.Add(1)
+				pause = max(pause, backoff/2+rand.N(backoff/2+1)) // jitter, so tokens do not retry in step
+				rlog.Debug().Err(err).Msg("send failed; retrying")
+			case Halt:
+				b.halted.Store(w, err)
+				pause = max(pause, b.opts.HaltPause)
+				rlog.Error().Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
+			}
+			if class == Delivered || class == Drop {
+				finished = append(finished, r.ID)
+				if f := b.opts.OnReplyDone; f != nil {
+					f(class, time.Since(r.Queued))
+				}
+			} else {
+				again = append(again, r)
+			}
 		}
-		if !w.wait(pause) {
-			w.lost(r)
+		w.finish(finished)
+		if len(again) < len(batch) {
+			backoff = b.opts.RetryBase // progress: the remaining ones failed for their own reasons
+		} else {
+			backoff = min(2*backoff, b.opts.RetryMax)
+		}
+		batch = again
+		if len(batch) > 0 && !w.sleep(pause) {
+			b.stats.unsent.Add(int64(len(batch)))
 			return
 		}
 	}
 }
 
-// lost accounts for a reply abandoned because the bot's context ended.
-func (w *tokenWorker) lost(r Reply) {
-	w.bot.stats.lost.Add(1)
-	w.done(r, Lost)
-}
-
-// done reports a reply that left the queue for good.
-func (w *tokenWorker) done(r Reply, class Class) {
-	if f := w.bot.opts.OnReplyDone; f != nil {
-		f(class, time.Since(r.Queued))
+// finish removes finished replies from the outbox. It must happen even
+// when shutdown is cancelling everything else: a reply left there is sent
+// again after a restart (harmless, but noisy).
+func (w *tokenWorker) finish(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.bot.ctx), 5*time.Second)
+	defer cancel()
+	if err := w.bot.outbox.Done(ctx, w.group, ids...); err != nil {
+		w.bot.log.Error().Err(err).Int("replies", len(ids)).Msg("cannot remove sent replies from the outbox; they will be sent again (VK delivers them once)")
 	}
 }
 
-// wait sleeps for d, or returns false at once if the bot's context ends.
-func (w *tokenWorker) wait(d time.Duration) bool {
+// sleep waits for d, or returns false at once if the bot's context ends.
+func (w *tokenWorker) sleep(d time.Duration) bool {
 	if err := w.bot.ctx.Err(); err != nil {
 		return false
 	}

@@ -58,9 +58,9 @@ func New() *Metrics {
 	m.scriptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
 		Help: "Counting script calls that failed (the webhook answered 503)."})
 	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
-		Help: "Replies that left the queue, by result (delivered, drop, flood, lost)."}, []string{"result"})
+		Help: "Replies that left the outbox, by result (delivered, drop)."}, []string{"result"})
 	m.replyAge = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "reply_age_seconds",
-		Help: "Time from queueing a reply to its leaving the queue.", Buckets: latencyBuckets})
+		Help: "Time from storing a reply in the outbox to VK accepting (or refusing) it.", Buckets: latencyBuckets})
 	m.vkCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vk_api_calls_total",
 		Help: `VK API calls by method and error code ("0" success, "transport" no VK answer).`}, []string{"method", "code"})
 	m.vkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "vk_api_duration_seconds",
@@ -82,9 +82,14 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // GaugeFunc registers a gauge whose value is read from f at each scrape,
-// e.g. the reply queue depth.
+// e.g. the outbox length.
 func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, f))
+}
+
+// CounterFunc registers a counter whose value is read from f at each scrape.
+func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, f))
 }
 
 // Webhook wraps the webhook handler, counting requests by outcome and
@@ -160,7 +165,7 @@ func (m *Metrics) VKCall(method string, err error, took time.Duration) {
 	m.vkDuration.WithLabelValues(method).Observe(took.Seconds())
 }
 
-// ReplyDone records a reply leaving the queue; it fits bot.Options.OnReplyDone.
+// ReplyDone records a reply leaving the outbox; it fits bot.Options.OnReplyDone.
 func (m *Metrics) ReplyDone(class bot.Class, age time.Duration) {
 	m.replies.WithLabelValues(class.String()).Inc()
 	m.replyAge.Observe(age.Seconds())

@@ -21,7 +21,7 @@ func BenchmarkWebhook(b *testing.B) {
 	for _, kind := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run(string(kind), func(b *testing.B) {
 			tg := redistest.Open(b, kind)
-			a := startApp(b, tg, map[string]string{"VK_TOKEN": "", "REPLY_QUEUE": "10000000", "VK_RATE": "1e9", "SHUTDOWN_TIMEOUT": "1s"})
+			a := startApp(b, tg, map[string]string{"VK_TOKEN": "", "OUTBOX_MAX_LEN": "100000000", "VK_RATE": "1e9", "SHUTDOWN_TIMEOUT": "1s"})
 			h := a.httpSrv.Handler
 			var seq atomic.Int64
 			b.SetParallelism(25) // 50 clients on 2 cores, as redis-benchmark -c 50

@@ -32,7 +32,9 @@ type Config struct {
 	VKAPIURL       string
 	VKTimeout      time.Duration
 	VKRate         float64
-	ReplyQueue     int
+	OutboxMaxLen   int
+	ClaimAfter     time.Duration
+	VKBatch        int
 
 	LogLevel        string
 	LogFormat       string
@@ -79,7 +81,9 @@ func settings(c *Config) []setting {
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests)", str(&c.VKAPIURL)},
 		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
 		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
-		{"REPLY_QUEUE", "100000", "replies that may wait per community before the webhook answers 503", num(&c.ReplyQueue)},
+		{"VK_BATCH", "25", "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
+		{"OUTBOX_MAX_LEN", "100000", "replies that may wait per community in the outbox before the webhook answers 503", num(&c.OutboxMaxLen)},
+		{"OUTBOX_CLAIM_AFTER", "30s", "how long a reply may stay with a sender that stopped (a crashed instance) before another takes it over", dur(&c.ClaimAfter)},
 		{"LOG_LEVEL", "info", "trace, debug, info, warn or error", str(&c.LogLevel)},
 		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
 		{"MAX_BODY_BYTES", "1048576", "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
@@ -162,8 +166,14 @@ func (c *Config) validate() error {
 	if c.VKRate <= 0 {
 		errs = append(errs, errors.New("VK_RATE: must be positive"))
 	}
-	if c.ReplyQueue <= 0 {
-		errs = append(errs, errors.New("REPLY_QUEUE: must be positive"))
+	if c.OutboxMaxLen <= 0 {
+		errs = append(errs, errors.New("OUTBOX_MAX_LEN: must be positive"))
+	}
+	if c.ClaimAfter < 100*time.Millisecond {
+		errs = append(errs, errors.New("OUTBOX_CLAIM_AFTER: must be at least 100ms"))
+	}
+	if c.VKBatch < 1 || c.VKBatch > 25 {
+		errs = append(errs, fmt.Errorf("VK_BATCH %d: must be 1 to 25", c.VKBatch))
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("MAX_BODY_BYTES: must be positive"))

@@ -222,6 +222,7 @@ func TestRetriedEventCountedOnce(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		a := startApp(t, tg, map[string]string{"MAX_BODY_BYTES": "4096"})
+		before := redistest.Keys(t, tg.Client, a.prefix) // the outbox stream exists from the start
 		good := event("bad-1", 1, 1, "x")
 		withSecret := func(s string) []byte { return bytes.Replace(good, []byte(testSecret), []byte(s), 1) }
 		tests := []struct {
@@ -249,8 +250,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 				t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
 			}
 		}
-		if keys := redistest.Keys(t, tg.Client, a.prefix); len(keys) != 0 {
-			t.Errorf("bad input wrote keys %v", keys)
+		if keys := redistest.Keys(t, tg.Client, a.prefix); len(keys) != len(before) {
+			t.Errorf("bad input wrote keys: %v, before %v", keys, before)
+		}
+		if st, err := a.outboxStats(context.Background()); err != nil || st.Length != 0 {
+			t.Errorf("outbox after bad input: %+v %v, want empty", st, err)
 		}
 		if got := a.bot.Stats().Received; got != 0 {
 			t.Errorf("bad input counted %d messages", got)
@@ -470,7 +474,9 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 		`vkcounter_vk_api_calls_total{code="0",method="messages.send"} 1`,
 		`vkcounter_replies_total{result="delivered"} 1`,
 		`vkcounter_reply_age_seconds_count 1`,
-		`vkcounter_reply_queue_depth 0`,
+		`vkcounter_outbox_length 0`,
+		`vkcounter_outbox_oldest_seconds 0`,
+		`vkcounter_outbox_redeliveries_total 0`,
 		`go_goroutines`,
 	}
 	for {

@@ -19,6 +19,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/metrics"
+	"github.com/vkcounter/vkcounter/outbox"
 )
 
 // Main is the whole `vkcounter serve` process: Run opens everything and
@@ -27,11 +28,14 @@ type Main struct {
 	cfg Config
 	log zerolog.Logger
 
-	mini    *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
-	rdb     redis.UniversalClient
-	store   *freq.Store
-	bot     *bot.Bot
-	metrics *metrics.Metrics
+	mini     *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
+	stopTick chan struct{}        // stops tickEmbedded
+	rdb      redis.UniversalClient
+	store    *freq.Store
+	outbox   *outbox.Outbox
+	groups   []int // the communities served
+	bot      *bot.Bot
+	metrics  *metrics.Metrics
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -63,10 +67,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix + "o:", MaxLen: int64(m.cfg.OutboxMaxLen),
+		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
+	for _, c := range communities {
+		m.groups = append(m.groups, c.GroupID)
+	}
+	if err := m.outbox.Init(ctx, m.groups...); err != nil {
+		return err
+	}
 	if m.bot, err = m.newBot(communities); err != nil {
 		return err
 	}
-	m.metrics.GaugeFunc("reply_queue_depth", "Replies waiting to be sent.", func() float64 { return float64(m.bot.Stats().Queued) })
+	m.registerOutboxMetrics()
 	handler, err := m.routes(communities)
 	if err != nil {
 		return err
@@ -100,10 +112,10 @@ func (m *Main) openRedis(ctx context.Context) error {
 		m.rdb = redis.NewClient(opt)
 	default:
 		m.mini = miniredis.NewMiniRedis()
-		m.mini.ClockTTL(true) // without it keys never expire in miniredis
 		if err := m.mini.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("start the embedded Redis: %w", err)
 		}
+		m.tickEmbedded()
 		m.rdb = redis.NewClient(&redis.Options{Addr: m.mini.Addr()})
 		m.log.Warn().Msg("no REDIS_URL: using an embedded in-memory Redis; counts live only as long as this process")
 	}
@@ -113,6 +125,30 @@ func (m *Main) openRedis(ctx context.Context) error {
 		return fmt.Errorf("redis (%s): %w", m.redisKind(), err)
 	}
 	return nil
+}
+
+// tickEmbedded makes TTLs run in the embedded Redis: without it keys never
+// expire in miniredis. miniredis's own ClockTTL does the same but scans
+// every key on every command, which slows each message as keys pile up;
+// one FastForward a second costs that scan once a second.
+func (m *Main) tickEmbedded() {
+	m.stopTick = make(chan struct{})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case now := <-t.C:
+				m.mini.FastForward(now.Sub(last))
+				last = now
+			case <-m.stopTick:
+				return
+			}
+		}
+	}()
 }
 
 func (m *Main) redisKind() string {
@@ -146,9 +182,9 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		}
 		groups = append(groups, g)
 	}
-	return bot.New(m.metrics.Counter(m.store), groups, bot.Options{
+	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
 		Normalize:    m.cfg.Normalize,
-		QueueSize:    m.cfg.ReplyQueue,
+		MaxBatch:     m.cfg.VKBatch,
 		RatePerToken: m.cfg.VKRate,
 		OnReplyDone:  m.metrics.ReplyDone,
 		Logger:       m.log,
@@ -194,13 +230,53 @@ func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
+// outboxStats sums the outboxes of all communities: total length, oldest age.
+func (m *Main) outboxStats(ctx context.Context) (outbox.Stats, error) {
+	var sum outbox.Stats
+	for _, g := range m.groups {
+		s, err := m.outbox.Stats(ctx, g)
+		if err != nil {
+			return sum, err
+		}
+		sum.Length += s.Length
+		sum.Oldest = max(sum.Oldest, s.Oldest)
+	}
+	return sum, nil
+}
+
+func (m *Main) registerOutboxMetrics() {
+	read := func(f func(outbox.Stats) float64) func() float64 {
+		return func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			s, err := m.outboxStats(ctx)
+			if err != nil {
+				return -1 // Redis unreachable; /readyz says so
+			}
+			return f(s)
+		}
+	}
+	m.metrics.GaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK (-1: Redis unreachable).",
+		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
+	m.metrics.GaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox (-1: Redis unreachable).",
+		read(func(s outbox.Stats) float64 { return s.Oldest.Seconds() }))
+	m.metrics.CounterFunc("outbox_redeliveries_total", "Replies this instance took over from a sender that held them too long.",
+		func() float64 { return float64(m.outbox.Redeliveries()) })
+}
+
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
+	out := map[string]any{
 		"window_seconds": int64(m.cfg.Window / time.Second),
 		"redis":          m.redisKind(),
 		"bot":            m.bot.Stats(),
-	})
+	}
+	if s, err := m.outboxStats(r.Context()); err == nil {
+		out["outbox"] = map[string]any{"length": s.Length, "oldest_seconds": s.Oldest.Seconds(), "redeliveries": m.outbox.Redeliveries()}
+	} else {
+		out["outbox"] = map[string]any{"error": err.Error()}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
 }
 
 // HTTPAddr is the address the HTTP server listens on.
@@ -218,6 +294,9 @@ func (m *Main) Close() error {
 		}
 	} else if m.httpLn != nil {
 		m.httpLn.Close()
+	}
+	if m.stopTick != nil {
+		close(m.stopTick)
 	}
 	m.wg.Wait()
 	if m.bot != nil {

@@ -1,0 +1,293 @@
+// Package outbox keeps the bot's replies durably in Redis from before the
+// webhook answers "ok" until VK accepted them.
+//
+// Each community has one Redis Stream with one consumer group. Add appends
+// a reply; Take hands out new entries to this instance's consumer and takes
+// over entries another consumer (a dead or stuck instance) has held longer
+// than ClaimAfter; Done acknowledges and deletes entries, so the stream only
+// ever holds replies not yet accepted by VK. A reply may be handed out twice
+// (after a crash between the send and Done); the reply's deterministic
+// random_id makes VK deliver it once.
+package outbox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/bot"
+)
+
+// ConsumerGroup is the name of the stream consumer group every instance joins.
+const ConsumerGroup = "senders"
+
+// DefaultPrefix starts every key when Options.Prefix is empty.
+const DefaultPrefix = "vkc:o:"
+
+// ErrFull is returned by Add when the community's outbox holds MaxLen replies.
+var ErrFull = errors.New("outbox: full")
+
+//go:embed add.lua
+var addLua string
+
+var addScript = redis.NewScript(addLua)
+
+// Options configure an Outbox. Zero fields mean the defaults.
+type Options struct {
+	// Prefix starts every key (default DefaultPrefix).
+	Prefix string
+	// MaxLen is the most replies waiting per community (default 100000).
+	MaxLen int64
+	// ClaimAfter is how long an entry may stay unacknowledged with another
+	// consumer before this one takes it over (default 30s).
+	ClaimAfter time.Duration
+	// Consumer names this instance in the consumer group (default
+	// hostname-pid-random). Two live instances must not share a name.
+	Consumer string
+	Logger   zerolog.Logger
+}
+
+// An Outbox is a durable reply queue. It is safe for concurrent use.
+type Outbox struct {
+	rdb      redis.UniversalClient
+	opts     Options
+	log      zerolog.Logger
+	redelivs atomic.Int64
+
+	mu        sync.Mutex // guards lastClaim and held
+	lastClaim map[int]time.Time
+	held      map[string]struct{} // ids handed out by Take and not yet Done
+}
+
+var _ bot.Outbox = (*Outbox)(nil)
+
+// New returns an Outbox on rdb.
+func New(rdb redis.UniversalClient, opts Options) *Outbox {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.MaxLen <= 0 {
+		opts.MaxLen = 100000
+	}
+	if opts.ClaimAfter <= 0 {
+		opts.ClaimAfter = 30 * time.Second
+	}
+	if opts.Consumer == "" {
+		host, _ := os.Hostname()
+		opts.Consumer = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
+	}
+	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, held: map[string]struct{}{}}
+}
+
+// key is the stream of a community; the hash tag keeps it in one slot.
+func (o *Outbox) key(group int) string {
+	return o.opts.Prefix + "{" + strconv.Itoa(group) + "}"
+}
+
+// Init creates the streams and the consumer group of the communities; it
+// is idempotent.
+func (o *Outbox) Init(ctx context.Context, groups ...int) error {
+	for _, g := range groups {
+		if err := o.createGroup(ctx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Outbox) createGroup(ctx context.Context, group int) error {
+	// "0": entries added before the group existed are delivered too.
+	err := o.rdb.XGroupCreateMkStream(ctx, o.key(group), ConsumerGroup, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("outbox: create consumer group for community %d: %w", group, err)
+	}
+	return nil
+}
+
+// Add appends r to its community's outbox.
+func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
+	args := []any{o.opts.MaxLen,
+		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "e", r.EventID, "q", r.Queued.UnixMilli()}
+	err := addScript.Run(ctx, o.rdb, []string{o.key(r.GroupID)}, args...).Err()
+	if err != nil && strings.HasPrefix(err.Error(), "OUTBOX_FULL") {
+		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, r.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
+	}
+	if err != nil {
+		return fmt.Errorf("outbox: add: %w", err)
+	}
+	return nil
+}
+
+// Take returns up to n replies of group for this instance to send: first
+// entries other consumers held longer than ClaimAfter, then new entries,
+// waiting up to wait for new ones (0: do not wait). An empty result with a
+// nil error means there is nothing to send now.
+func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
+	if out, err := o.reclaim(ctx, group, n); len(out) > 0 || err != nil {
+		return out, err
+	}
+	args := &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
+		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: wait}
+	if wait <= 0 {
+		args.Block = -1 // no BLOCK argument
+	}
+	streams, err := o.rdb.XReadGroup(ctx, args).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		// The stream was lost (a Redis without persistence restarted): recreate it.
+		if err := o.createGroup(ctx, group); err != nil {
+			return nil, err
+		}
+		streams, err = o.rdb.XReadGroup(ctx, args).Result()
+	}
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read: %w", err)
+	}
+	var msgs []redis.XMessage
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
+	}
+	return o.decode(ctx, group, msgs), nil
+}
+
+// reclaim takes over entries idle longer than ClaimAfter, at most every
+// ClaimAfter/4 per community. Entries this instance still holds (a send
+// being retried) are skipped, not handed out twice.
+func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error) {
+	o.mu.Lock()
+	due := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter/4
+	if due {
+		o.lastClaim[group] = time.Now()
+	}
+	o.mu.Unlock()
+	if !due {
+		return nil, nil
+	}
+	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
+		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: "0-0", Count: int64(n)}).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			return nil, nil // Take's read recreates it
+		}
+		return nil, fmt.Errorf("outbox: reclaim: %w", err)
+	}
+	o.mu.Lock()
+	fresh := msgs[:0]
+	for _, m := range msgs {
+		if _, mine := o.held[m.ID]; !mine {
+			fresh = append(fresh, m)
+		}
+	}
+	o.mu.Unlock()
+	if len(fresh) > 0 {
+		o.redelivs.Add(int64(len(fresh)))
+		o.log.Warn().Int("group_id", group).Int("entries", len(fresh)).Msg("outbox: took over replies another sender held too long")
+	}
+	return o.decode(ctx, group, fresh), nil
+}
+
+// decode turns entries into replies and marks them held. An entry that does
+// not decode cannot ever be sent: it is logged and deleted.
+func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) []bot.Reply {
+	out := make([]bot.Reply, 0, len(msgs))
+	var bad []string
+	o.mu.Lock()
+	for _, m := range msgs {
+		r, err := decodeReply(m)
+		if err != nil {
+			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry deleted")
+			bad = append(bad, m.ID)
+			continue
+		}
+		o.held[m.ID] = struct{}{}
+		out = append(out, r)
+	}
+	o.mu.Unlock()
+	if len(bad) > 0 {
+		o.Done(ctx, group, bad...)
+	}
+	return out
+}
+
+func decodeReply(m redis.XMessage) (bot.Reply, error) {
+	var errs []error
+	num := func(k string) int64 {
+		s, _ := m.Values[k].(string)
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("field %s: %q", k, s))
+		}
+		return v
+	}
+	r := bot.Reply{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num("r")),
+		Queued: time.UnixMilli(num("q"))}
+	r.Message, _ = m.Values["m"].(string)
+	r.EventID, _ = m.Values["e"].(string)
+	if r.Message == "" {
+		errs = append(errs, errors.New("empty message"))
+	}
+	return r, errors.Join(errs...)
+}
+
+// Done acknowledges and deletes entries of group: VK accepted or refused
+// them for good.
+func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	for _, id := range ids {
+		delete(o.held, id)
+	}
+	o.mu.Unlock()
+	key := o.key(group)
+	_, err := o.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAck(ctx, key, ConsumerGroup, ids...)
+		p.XDel(ctx, key, ids...)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("outbox: done: %w", err)
+	}
+	return nil
+}
+
+// Stats describes one community's outbox.
+type Stats struct {
+	Length int64         `json:"length"` // replies not yet accepted by VK
+	Oldest time.Duration `json:"oldest"` // age of the oldest of them
+}
+
+// Stats returns the length of group's outbox and the age of its oldest entry.
+func (o *Outbox) Stats(ctx context.Context, group int) (Stats, error) {
+	key := o.key(group)
+	n, err := o.rdb.XLen(ctx, key).Result()
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+	}
+	s := Stats{Length: n}
+	first, err := o.rdb.XRangeN(ctx, key, "-", "+", 1).Result()
+	if err != nil {
+		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+	}
+	if len(first) == 1 {
+		ms, _ := strconv.ParseInt(strings.SplitN(first[0].ID, "-", 2)[0], 10, 64)
+		s.Oldest = max(0, time.Since(time.UnixMilli(ms)))
+	}
+	return s, nil
+}
+
+// Redeliveries is how many entries this instance took over from others.
+func (o *Outbox) Redeliveries() int64 { return o.redelivs.Load() }
