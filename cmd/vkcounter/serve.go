@@ -17,6 +17,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/metrics"
 	"github.com/vkcounter/vkcounter/outbox"
@@ -37,8 +38,10 @@ type Main struct {
 	bot      *bot.Bot
 	metrics  *metrics.Metrics
 
-	httpLn  net.Listener
-	httpSrv *http.Server
+	httpLn     net.Listener
+	httpSrv    *http.Server
+	counterLn  net.Listener // nil when COUNTER_ADDR=off
+	counterSrv *counters.Server
 	wg      sync.WaitGroup // serving goroutines
 }
 
@@ -94,10 +97,54 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.log.Error().Err(err).Msg("HTTP server stopped")
 		}
 	}()
-	m.log.Info().Str("http", m.httpLn.Addr().String()).Str("callback", m.cfg.CallbackPath).
+	if err := m.serveCounters(); err != nil {
+		return err
+	}
+	m.log.Info().Str("http", m.httpLn.Addr().String()).Str("counters", m.CounterAddr()).Str("callback", m.cfg.CallbackPath).
 		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
 		Msg("vkcounter serving")
 	return nil
+}
+
+// CounterOff is the COUNTER_ADDR value that disables the counter port.
+const CounterOff = "off"
+
+// serveCounters starts the counter protocol server unless COUNTER_ADDR=off.
+func (m *Main) serveCounters() error {
+	if m.cfg.CounterAddr == CounterOff {
+		return nil
+	}
+	srv, err := counters.NewServer(counters.ServerOptions{
+		MaxConnections: m.cfg.CounterMaxConnections,
+		Buckets:        m.cfg.CounterBuckets,
+		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
+		Logger:         m.log,
+		Observer:       m.metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("counter server: %w", err)
+	}
+	ln, err := net.Listen("tcp", m.cfg.CounterAddr)
+	if err != nil {
+		return fmt.Errorf("COUNTER_ADDR: %w", err)
+	}
+	m.counterSrv, m.counterLn = srv, ln
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, counters.ErrServerClosed) {
+			m.log.Error().Err(err).Msg("counter server stopped")
+		}
+	}()
+	return nil
+}
+
+// CounterAddr is the address of the counter port, or "off".
+func (m *Main) CounterAddr() string {
+	if m.counterLn == nil {
+		return CounterOff
+	}
+	return m.counterLn.Addr().String()
 }
 
 func (m *Main) openRedis(ctx context.Context) error {
@@ -283,7 +330,8 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
 
 // Close shuts down within SHUTDOWN_TIMEOUT: stop accepting webhooks, finish
-// in-flight requests, drain the reply queue, then close Redis.
+// in-flight requests, close counter connections (releasing their holdings),
+// drain the reply outbox, then close Redis.
 func (m *Main) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
@@ -294,6 +342,12 @@ func (m *Main) Close() error {
 		}
 	} else if m.httpLn != nil {
 		m.httpLn.Close()
+	}
+	if m.counterSrv != nil {
+		// Closing the connections releases everything they hold.
+		if err := m.counterSrv.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("counter server: %w", err))
+		}
 	}
 	if m.stopTick != nil {
 		close(m.stopTick)
