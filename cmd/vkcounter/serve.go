@@ -42,7 +42,7 @@ type Main struct {
 	httpSrv    *http.Server
 	counterLn  net.Listener // nil when COUNTER_ADDR=off
 	counterSrv *counters.Server
-	wg      sync.WaitGroup // serving goroutines
+	wg         sync.WaitGroup // serving goroutines
 }
 
 // NewMain returns a Main for cfg; nothing is opened until Run.
