@@ -108,6 +108,18 @@ func (s *Server) Sends() []Send {
 	return append([]Send(nil), s.sends...)
 }
 
+// SendsFrom returns a copy of the accepted messages.send calls after the
+// first i, in arrival order, so a caller polling a busy server copies only
+// what is new.
+func (s *Server) SendsFrom(i int) []Send {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i >= len(s.sends) {
+		return nil
+	}
+	return append([]Send(nil), s.sends[max(i, 0):]...)
+}
+
 // Messages returns the messages delivered, as a VK user would see them:
 // sends repeating an earlier (peer_id, random_id) are not among them.
 func (s *Server) Messages() []Send {
