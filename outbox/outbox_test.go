@@ -1,0 +1,178 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/outbox"
+)
+
+const group = 42
+
+func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts outbox.Options) *outbox.Outbox {
+	t.Helper()
+	opts.Prefix, opts.Consumer = prefix, consumer
+	o := outbox.New(tg.Client, opts)
+	if err := o.Init(context.Background(), group); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func reply(peer int) bot.Reply {
+	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), EventID: "e", Queued: time.UnixMilli(1764115200123)}
+}
+
+func TestAddTakeDone(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		for p := 1; p <= 3; p++ {
+			if err := o.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := o.Take(ctx, group, 2, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Take = %v, %v; want 2 replies", got, err)
+		}
+		want := reply(1)
+		want.ID = got[0].ID
+		if got[0] != want || got[0].ID == "" {
+			t.Errorf("first reply %+v, want %+v", got[0], want)
+		}
+		rest, _ := o.Take(ctx, group, 10, 0)
+		if len(rest) != 1 || rest[0].PeerID != 3 {
+			t.Fatalf("second Take = %+v, want the third reply", rest)
+		}
+		if more, _ := o.Take(ctx, group, 10, 0); len(more) != 0 {
+			t.Fatalf("replies handed out twice: %+v", more)
+		}
+		if err := o.Done(ctx, group, got[0].ID, got[1].ID, rest[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := o.Stats(ctx, group); err != nil || st.Length != 0 {
+			t.Errorf("after Done: %+v %v, want an empty outbox (acknowledged entries are deleted)", st, err)
+		}
+	})
+}
+
+func TestTakeWaitsForNewReplies(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		go func() {
+			time.Sleep(50 * time.Millisecond) // lands while Take blocks; the assertion does not depend on it
+			o.Add(ctx, reply(1))
+		}()
+		got, err := o.Take(ctx, group, 5, 5*time.Second)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Take = %v, %v; want the reply added while it waited", got, err)
+		}
+	})
+}
+
+// TestStaleEntriesAreTakenOver: a consumer that took replies and died
+// leaves them pending; another consumer takes them after ClaimAfter, while
+// the consumer still holding its own entries does not get them twice.
+func TestStaleEntriesAreTakenOver(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		opts := outbox.Options{ClaimAfter: 200 * time.Millisecond}
+		dead := newOutbox(t, tg, prefix, "dead", opts)
+		alive := newOutbox(t, tg, prefix, "alive", opts)
+		dead.Add(ctx, reply(1))
+		alive.Add(ctx, reply(2))
+		if got, _ := dead.Take(ctx, group, 1, 0); len(got) != 1 {
+			t.Fatal("dead consumer took nothing")
+		}
+		held, _ := alive.Take(ctx, group, 1, 0) // alive holds reply 2, still sending it
+		if len(held) != 1 {
+			t.Fatal("alive consumer took nothing")
+		}
+		time.Sleep(300 * time.Millisecond) // both entries are now idle past ClaimAfter
+		got, err := alive.Take(ctx, group, 10, 0)
+		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
+			t.Fatalf("Take after ClaimAfter = %+v, %v; want only the dead consumer's reply", got, err)
+		}
+		if alive.Redeliveries() != 1 {
+			t.Errorf("redeliveries %d, want 1", alive.Redeliveries())
+		}
+	})
+}
+
+func TestFull(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{MaxLen: 2})
+		for p := 1; p <= 2; p++ {
+			if err := o.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := o.Add(ctx, reply(3)); !errors.Is(err, outbox.ErrFull) {
+			t.Fatalf("third Add = %v, want ErrFull", err)
+		}
+		if st, _ := o.Stats(ctx, group); st.Length != 2 {
+			t.Errorf("length %d after a refused Add, want 2", st.Length)
+		}
+	})
+}
+
+// TestLostStreamIsRecreated: a Redis without persistence restarted (or the
+// key deleted) loses the consumer group; Take recreates it.
+func TestLostStreamIsRecreated(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		if err := tg.Client.Del(ctx, prefix+"{42}").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := o.Take(ctx, group, 1, 0); err != nil || len(got) != 0 {
+			t.Fatalf("Take on a lost stream = %v, %v; want nothing and no error", got, err)
+		}
+		o.Add(ctx, reply(1))
+		if got, err := o.Take(ctx, group, 1, 0); err != nil || len(got) != 1 {
+			t.Fatalf("Take after recreation = %v, %v", got, err)
+		}
+	})
+}
+
+func TestUndecodableEntryIsDeleted(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		tg.Client.XAdd(ctx, &redis.XAddArgs{Stream: prefix + "{42}", Values: []any{"g", "x"}})
+		o.Add(ctx, reply(1))
+		got, err := o.Take(ctx, group, 10, 0)
+		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
+			t.Fatalf("Take = %+v, %v; want the good reply only", got, err)
+		}
+		if st, _ := o.Stats(ctx, group); st.Length != 1 {
+			t.Errorf("length %d, want 1: the bad entry deleted, the good one pending", st.Length)
+		}
+	})
+}
+
+func TestStatsOldest(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		o.Add(ctx, reply(1))
+		time.Sleep(20 * time.Millisecond)
+		st, err := o.Stats(ctx, group)
+		if err != nil || st.Length != 1 || st.Oldest < 10*time.Millisecond || st.Oldest > time.Minute {
+			t.Errorf("Stats = %+v, %v; want one entry about 20ms old", st, err)
+		}
+	})
+}
