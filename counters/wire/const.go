@@ -13,6 +13,9 @@ const (
 
 	// MaxNameLen is the longest counter name: its length travels in 2 bytes.
 	MaxNameLen = 1<<16 - 1
+	// MaxKeyLen is the longest participant key (Visit, Leave): its length
+	// travels in 2 bytes.
+	MaxKeyLen = 1<<16 - 1
 
 	// BodyAllowance is how many bytes beyond the largest valid body of an
 	// opcode a request may carry. Bytes after the name are ignored, and some
@@ -22,7 +25,7 @@ const (
 	// MaxUnknownBody is the largest body accepted (and skipped) for an opcode
 	// this codec does not know; the request is then answered with
 	// StatusUnknownCommand and the connection stays open. Larger bodies are a
-	// protocol error.
+	// protocol error. It is at least the largest known body (Visit's).
 	MaxUnknownBody = 2*(2+MaxNameLen) + 16 + BodyAllowance
 
 	// MaxResponseBody is the largest response body a Reader made by
@@ -45,6 +48,17 @@ const (
 	OpDump    Opcode = 0x11
 )
 
+// The extension opcodes of vkcounter: access counters (0x2x) and participant
+// counters (0x3x). A yrmcds server answers them with StatusUnknownCommand, so
+// the protocol stays a compatible superset.
+const (
+	OpHit    Opcode = 0x20
+	OpTotal  Opcode = 0x21
+	OpVisit  Opcode = 0x30
+	OpLeave  Opcode = 0x31
+	OpActive Opcode = 0x32
+)
+
 // A Status is the outcome carried by a response header. Every status but
 // StatusOK comes with its Message as the response body.
 //
@@ -62,3 +76,10 @@ const (
 	StatusUnknownCommand Status = 0x81
 	StatusOutOfMemory    Status = 0x82
 )
+
+// StatusStoreFailure is vkcounter's answer to an extension request whose
+// store failed (Redis unreachable, a file unwritable, the store timeout
+// passed). The request may have taken effect or not; the connection stays
+// open and the client may retry. The code is memcached's "temporary
+// failure", next to the 0x8x statuses the counter protocol borrowed from it.
+const StatusStoreFailure Status = 0x86

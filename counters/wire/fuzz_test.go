@@ -18,16 +18,26 @@ func fuzzSeeds() [][]byte {
 	all = wire.AppendRelease(all, 4, "jobs", 0)
 	all = wire.AppendStats(all, 5)
 	all = wire.AppendDump(all, 6)
+	all = wire.AppendHit(all, 7, "vk.messages")
+	all = wire.AppendTotal(all, 8, "vk.messages")
+	all = wire.AppendVisit(all, 9, 300, "vk.users", "42")
+	all = wire.AppendLeave(all, 10, "vk.users", "42")
+	all = wire.AppendActive(all, 11, 0, "vk.users")
 	var resp []byte
 	resp = wire.AppendUint32(resp, wire.OpGet, 1, 7)
 	resp = wire.AppendStatsResponse(resp, 2, []wire.Stat{{Name: "objects", Value: "1"}})
 	resp = wire.AppendDumpEntry(resp, 3, wire.DumpEntry{Name: "x", Consumption: 1, MaxConsumption: 2})
 	resp = wire.AppendDumpEnd(resp, 3)
 	resp = wire.AppendError(resp, wire.OpAcquire, wire.StatusNotAvailable, 4)
+	resp = wire.AppendUint64(resp, wire.OpHit, 5, 926)
+	resp = wire.AppendUint32Flag(resp, wire.OpVisit, 6, 3, true)
+	resp = wire.AppendError(resp, wire.OpTotal, wire.StatusStoreFailure, 7)
 	return [][]byte{
 		all, resp, all[:len(all)-3],
 		wire.AppendAcquire(nil, 1, "", 0, 0),
 		wire.AppendGet(nil, 1, "\x00"),
+		wire.AppendVisit(nil, 1, 0, "n", ""),
+		wire.AppendLeave(nil, 1, "", "k"),
 		{0x90, 0x01, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1},
 		{0x42},
 	}
@@ -96,6 +106,37 @@ func checkRequest(t *testing.T, fr wire.Frame) {
 		if req, err = wire.ParseRelease(fr.Body); err == nil {
 			again = wire.AppendRelease(nil, fr.Opaque, string(req.Name), req.Resources)
 		}
+	case wire.OpHit:
+		var name []byte
+		if name, err = wire.ParseHit(fr.Body); err == nil {
+			again = wire.AppendHit(nil, fr.Opaque, string(name))
+		}
+	case wire.OpTotal:
+		var name []byte
+		if name, err = wire.ParseTotal(fr.Body); err == nil {
+			again = wire.AppendTotal(nil, fr.Opaque, string(name))
+		}
+	case wire.OpVisit:
+		var req wire.VisitRequest
+		if req, err = wire.ParseVisit(fr.Body); err == nil {
+			if len(req.Name) == 0 || len(req.Key) == 0 {
+				t.Fatalf("invalid visit accepted: %+v", req)
+			}
+			again = wire.AppendVisit(nil, fr.Opaque, req.Timeout, string(req.Name), string(req.Key))
+		}
+	case wire.OpLeave:
+		var req wire.LeaveRequest
+		if req, err = wire.ParseLeave(fr.Body); err == nil {
+			if len(req.Name) == 0 || len(req.Key) == 0 {
+				t.Fatalf("invalid leave accepted: %+v", req)
+			}
+			again = wire.AppendLeave(nil, fr.Opaque, string(req.Name), string(req.Key))
+		}
+	case wire.OpActive:
+		var req wire.ActiveRequest
+		if req, err = wire.ParseActive(fr.Body); err == nil {
+			again = wire.AppendActive(nil, fr.Opaque, req.Timeout, string(req.Name))
+		}
 	default:
 		return
 	}
@@ -123,6 +164,18 @@ func checkResponse(t *testing.T, fr wire.Frame) {
 			return
 		}
 		again = wire.AppendStatsResponse(nil, fr.Opaque, stats)
+	case fr.Opcode == wire.OpHit || fr.Opcode == wire.OpTotal:
+		v, err := wire.ParseUint64(fr.Body)
+		if err != nil {
+			return
+		}
+		again = wire.AppendUint64(nil, fr.Opcode, fr.Opaque, v)
+	case fr.Opcode == wire.OpVisit || fr.Opcode == wire.OpLeave:
+		v, flag, err := wire.ParseUint32Flag(fr.Body)
+		if err != nil {
+			return
+		}
+		again = wire.AppendUint32Flag(nil, fr.Opcode, fr.Opaque, v, flag)
 	case fr.Opcode == wire.OpDump && len(fr.Body) > 0:
 		e, err := wire.ParseDumpEntry(fr.Body)
 		if err != nil {

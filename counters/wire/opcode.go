@@ -19,6 +19,11 @@ var opSpecs = [256]opSpec{
 	OpRelease: {true, "release", 4 + 2 + MaxNameLen},
 	OpStats:   {true, "stats", 0},
 	OpDump:    {true, "dump", 0},
+	OpHit:     {true, "hit", 2 + MaxNameLen},
+	OpTotal:   {true, "total", 2 + MaxNameLen},
+	OpVisit:   {true, "visit", 4 + 2 + MaxNameLen + 2 + MaxKeyLen},
+	OpLeave:   {true, "leave", 2 + MaxNameLen + 2 + MaxKeyLen},
+	OpActive:  {true, "active", 4 + 2 + MaxNameLen},
 }
 
 // knownOps lists the known opcodes in ascending order.

@@ -12,6 +12,7 @@ var statusMessages = map[Status]string{
 	StatusNotAcquired:    "Not acquired",
 	StatusUnknownCommand: "Unknown command",
 	StatusOutOfMemory:    "OutOfMemory",
+	StatusStoreFailure:   "Store unavailable",
 }
 
 // Message returns the text an error response with this status carries as

@@ -1,6 +1,9 @@
 // Package wire is the codec of the yrmcds counter protocol: the 12-byte
 // header, opcodes, statuses and the body of every request and response,
-// plus a Reader that frames a byte stream with bounded memory.
+// plus a Reader that frames a byte stream with bounded memory. It also
+// encodes vkcounter's extension opcodes for access counters (Hit, Total)
+// and participant counters (Visit, Leave, Active), which use the same
+// header.
 //
 // It has no server state, so clients, servers and load generators share it.
 // Requests and responses are built with the Append functions, which append
@@ -72,6 +75,9 @@ var (
 	errEmptyName    = fmt.Errorf("%w: name length is 0", ErrInvalid)
 	errNameTooLong  = fmt.Errorf("%w: name length exceeds the body", ErrInvalid)
 	errNameTooLarge = fmt.Errorf("%w: name longer than %d bytes", ErrInvalid, MaxNameLen)
+	errEmptyKey     = fmt.Errorf("%w: key length is 0", ErrInvalid)
+	errKeyTooLong   = fmt.Errorf("%w: key length exceeds the body", ErrInvalid)
+	errKeyTooLarge  = fmt.Errorf("%w: key longer than %d bytes", ErrInvalid, MaxKeyLen)
 )
 
 // CheckName returns an error wrapping ErrInvalid unless name can be sent as a
@@ -86,20 +92,40 @@ func CheckName(name string) error {
 	return nil
 }
 
+// CheckKey returns an error wrapping ErrInvalid unless key can be sent as a
+// participant key: 1 to MaxKeyLen arbitrary bytes.
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return errEmptyKey
+	case len(key) > MaxKeyLen:
+		return errKeyTooLarge
+	}
+	return nil
+}
+
 // parseName decodes a 2-byte name length and the name from the start of b.
 // Bytes after the name are ignored.
 func parseName(b []byte) ([]byte, error) {
+	name, _, err := cutField(b, errEmptyName, errNameTooLong)
+	return name, err
+}
+
+// cutField decodes a 2-byte length and that many bytes from the start of b
+// and returns them and the bytes after them. A zero length gives errEmpty;
+// a length beyond b gives errBeyond.
+func cutField(b []byte, errEmpty, errBeyond error) (field, rest []byte, err error) {
 	if len(b) < 2 {
-		return nil, errShortBody
+		return nil, nil, errShortBody
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	switch {
 	case n == 0:
-		return nil, errEmptyName
+		return nil, nil, errEmpty
 	case n > len(b)-2:
-		return nil, errNameTooLong
+		return nil, nil, errBeyond
 	}
-	return b[2 : 2+n], nil
+	return b[2 : 2+n], b[2+n:], nil
 }
 
 // appendName appends a 2-byte length and name to dst. It panics if name is
@@ -110,4 +136,14 @@ func appendName(dst []byte, name string) []byte {
 	}
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
 	return append(dst, name...)
+}
+
+// appendKey appends a 2-byte length and key to dst. It panics if key is
+// longer than MaxKeyLen, which CheckKey rules out.
+func appendKey(dst []byte, key string) []byte {
+	if len(key) > MaxKeyLen {
+		panic("wire: participant key longer than MaxKeyLen")
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(key)))
+	return append(dst, key...)
 }
