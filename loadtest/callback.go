@@ -1,0 +1,728 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// Defaults of CallbackOptions.
+const (
+	DefaultTexts        = 300
+	DefaultPerText      = 10
+	DefaultConcurrency  = 10
+	DefaultTimeout      = 10 * time.Second
+	DefaultReplyTimeout = 10 * time.Second
+	DefaultMaxAttempts  = 5
+	DefaultGroupID      = 1
+)
+
+const (
+	// chatPeerBase is the peer_id of group chat 0; VK numbers chats from
+	// 2000000001.
+	chatPeerBase = 2000000000
+	// userBase is the id of the first simulated user.
+	userBase = 100000000
+	// chatEvery makes every chatEvery-th conversation a group chat.
+	chatEvery = 10
+	// pollEvery is how often the fake VK API is read for new replies.
+	pollEvery = 10 * time.Millisecond
+	// settle is how long the run keeps listening for late (duplicate)
+	// replies once every event has one.
+	settle = 300 * time.Millisecond
+	// maxBackoff caps the pause before posting a failed event again.
+	maxBackoff = time.Second
+	// apiVersion is the API version the simulated events are in.
+	apiVersion = "5.199"
+)
+
+// CallbackOptions configure RunCallback. Zero fields mean the documented
+// defaults.
+type CallbackOptions struct {
+	// URL is the bot's webhook, e.g. http://127.0.0.1:8080/callback.
+	URL string
+	// VK is the fake VK API the bot sends its replies to.
+	VK *vktest.Server
+	// GroupID (default 1) and Secret are the community as the bot knows it.
+	GroupID int
+	Secret  string
+
+	// Texts distinct texts are each sent PerText times (defaults 300 and
+	// 10: the seed's first scenario; its second is 3000 × 1). Events go
+	// round-robin over the texts.
+	Texts, PerText int
+	// Peers is how many conversations the events come from; zero means one
+	// per event, so that every reply is attributed beyond doubt. Every
+	// tenth conversation is a group chat.
+	Peers int
+	// Concurrency is the number of requests in flight (default 10).
+	Concurrency int
+	// Rate is new events per second; zero means as fast as the bot answers.
+	Rate float64
+	// Duration stops posting after that long; zero means once every event
+	// is posted. Posting also stops before the bot's window runs out, as
+	// older events would then leave the window and change the answers.
+	Duration time.Duration
+	// RetryFraction is the share of events that are posted a second time
+	// once answered "ok", with the same event_id and X-Retry-Counter: 1, as
+	// VK does when an "ok" is lost. They must be counted once.
+	RetryFraction float64
+
+	// Expired, when positive, stores that many occurrences of every text,
+	// older than the window, in the bot's Redis before the run, as the
+	// seed's fill_redis_expired.php: the run then measures the requests
+	// that trim them. It needs Redis and FreqPrefix.
+	Expired int
+	// Redis is the bot's Redis and FreqPrefix the prefix of its counting
+	// keys (the bot's KEY_PREFIX followed by "f:").
+	Redis      redis.Scripter
+	FreqPrefix string
+	// Normalize must be the bot's NORMALIZE setting, for Expired.
+	Normalize bool
+	// Window is the bot's window. Zero means ask the bot (GET /stats beside
+	// the webhook), or assume 24h if it does not say.
+	Window time.Duration
+
+	// Wait is how long to wait for the bot to answer before the run; zero
+	// means it must answer at once.
+	Wait time.Duration
+	// Timeout bounds each webhook request (default 10s).
+	Timeout time.Duration
+	// ReplyTimeout bounds the wait for replies after the last event
+	// (default 10s).
+	ReplyTimeout time.Duration
+	// MaxAttempts is how many times an event is posted before it counts
+	// as not counted (default 5). Failed attempts are posted again with
+	// X-Retry-Counter, as VK re-delivers.
+	MaxAttempts int
+	// AllowRemote permits a webhook outside the loopback range.
+	AllowRemote bool
+	// Progress, if not nil, receives the live progress line.
+	Progress io.Writer
+}
+
+func (o *CallbackOptions) setDefaults() {
+	if o.GroupID == 0 {
+		o.GroupID = DefaultGroupID
+	}
+	if o.Texts == 0 {
+		o.Texts = DefaultTexts
+	}
+	if o.PerText == 0 {
+		o.PerText = DefaultPerText
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.ReplyTimeout == 0 {
+		o.ReplyTimeout = DefaultReplyTimeout
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+}
+
+func (o *CallbackOptions) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.VK == nil {
+		bad("no fake VK API")
+	}
+	if o.GroupID < 0 {
+		bad("group id %d: must be positive", o.GroupID)
+	}
+	if o.Texts < 0 || o.PerText < 0 || o.Peers < 0 {
+		bad("texts %d, per text %d, peers %d: must not be negative", o.Texts, o.PerText, o.Peers)
+	}
+	if int64(o.Texts)*int64(o.PerText) > 1<<26 {
+		bad("%d × %d events: at most %d per run", o.Texts, o.PerText, 1<<26)
+	}
+	if o.Concurrency < 0 || o.Rate < 0 || o.Duration < 0 || o.Wait < 0 || o.Timeout < 0 || o.ReplyTimeout < 0 || o.MaxAttempts < 0 {
+		bad("concurrency, rate, durations and attempts must not be negative")
+	}
+	if o.RetryFraction < 0 || o.RetryFraction > 1 {
+		bad("retry fraction %g: must be between 0 and 1", o.RetryFraction)
+	}
+	if o.Window < 0 || o.Window%time.Second != 0 {
+		bad("window %v: must be whole seconds", o.Window)
+	}
+	if o.Expired < 0 {
+		bad("expired %d: must not be negative", o.Expired)
+	}
+	if o.Expired > 0 && (o.Redis == nil || o.FreqPrefix == "") {
+		bad("expired occurrences need the bot's Redis and key prefix")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("loadtest: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// An event is one simulated message_new and what became of it. Each is
+// handled by one worker; the checker reads them after the workers end.
+type event struct {
+	id    string
+	seq   int
+	text  int // index of the text
+	peer  int
+	from  int
+	msgID int // message id; 0 in group chats
+	cmid  int // conversation_message_id
+	rid   int64
+
+	start time.Time // first attempt
+	acked time.Time // first "ok"
+	state eventState
+
+	sends []vktest.Send // replies attributed to this event, in arrival order
+}
+
+type eventState int
+
+const (
+	notSent     eventState = iota
+	counted                // answered "ok"
+	failed                 // every attempt failed
+	interrupted            // the run was interrupted while posting it
+)
+
+// replyKey identifies a reply as VK deduplicates it.
+type replyKey struct {
+	peer int
+	rid  int64
+}
+
+// callbackRun is one run of RunCallback.
+type callbackRun struct {
+	o      CallbackOptions
+	client *http.Client
+	runID  string
+	texts  []string
+	window time.Duration
+	events []*event
+	byKey  map[replyKey]*event
+	start  time.Time
+
+	webhook *series
+	posted  atomic.Int64 // events done (counted or not)
+	reqs    atomic.Int64
+	reposts atomic.Int64
+	replies atomic.Int64
+
+	mu     sync.Mutex // guards errors
+	errors map[string]int64
+}
+
+// RunCallback posts message_new events to a bot's webhook and checks every
+// reply the bot sends to the fake VK API: one per event, to the event's
+// peer, with the random_id derived from the message, carrying the number
+// of earlier occurrences of its text. For each text the numbers must be
+// exactly 0 … n−1 (n its events counted), and in that order when the
+// text's events were not in flight together.
+//
+// Setup failures (bad options, a target outside the loopback, a bot that
+// does not answer) are errors; wrong answers are in the Report.
+func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	u, err := checkURL(o.URL, o.AllowRemote)
+	if err != nil {
+		return nil, err
+	}
+	r := &callbackRun{
+		o:      o,
+		client: newHTTPClient(o.Concurrency, o.Timeout),
+		byKey:  map[replyKey]*event{},
+		errors: map[string]int64{},
+	}
+	defer r.client.CloseIdleConnections()
+	if err := r.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	r.window = o.Window
+	if r.window == 0 {
+		r.window = r.askWindow(ctx, u.Scheme+"://"+u.Host+"/stats")
+	}
+	if r.runID, err = newRunID(); err != nil {
+		return nil, err
+	}
+	r.plan()
+
+	rep := &Report{Tool: "callback", Scenario: r.describe(), Target: o.URL, Check: newCheck(callbackKinds)}
+	if o.Expired > 0 {
+		begin := time.Now()
+		if err := r.prefill(ctx); err != nil {
+			return nil, err
+		}
+		rep.Prefill = time.Since(begin)
+	}
+
+	baseline := len(o.VK.SendsFrom(0))
+	r.start = time.Now()
+	rep.Started = r.start
+	r.webhook = newSeries("webhook", r.start)
+	collected := make(chan []vktest.Send, 1)
+	stopCollect := make(chan struct{})
+	go func() { collected <- r.collect(baseline, stopCollect) }()
+
+	prog := startProgress(o.Progress, func() string {
+		h := r.webhook.snapshot()
+		return statusLine("events", r.posted.Load(), int64(len(r.events)), time.Since(r.start), r.errorCount(), h.Quantile(0.99)) +
+			fmt.Sprintf("  replies %d", r.replies.Load())
+	})
+	rep.Stopped = r.post(ctx)
+	rep.Elapsed = time.Since(r.start)
+	close(stopCollect)
+	sends := <-collected
+	prog.Stop()
+
+	rep.Requests = r.reqs.Load()
+	rep.Reposts = r.reposts.Load()
+	rep.ErrorKinds = r.errors
+	rep.Errors = r.errorCount()
+	for _, e := range r.events {
+		if e.state != notSent {
+			rep.Events++
+		}
+	}
+	reply := newSeries("reply", r.start)
+	r.check(sends, &rep.Check, reply)
+	rep.charts = []chartSeries{r.webhook.chart(), reply.chart()}
+	rep.Latency = []Latency{rep.charts[0].Hist.Summary("webhook"), rep.charts[1].Hist.Summary("webhook→reply")}
+	return rep, nil
+}
+
+func newHTTPClient(conns int, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		},
+	}
+}
+
+func newRunID() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("loadtest: run id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func (r *callbackRun) describe() string {
+	o := r.o
+	s := fmt.Sprintf("%d texts × %d, concurrency %d, ", o.Texts, o.PerText, o.Concurrency)
+	if o.Rate > 0 {
+		s += fmt.Sprintf("%g events/s", o.Rate)
+	} else {
+		s += "as fast as possible"
+	}
+	if o.Duration > 0 {
+		s += ", at most " + o.Duration.String()
+	}
+	if o.RetryFraction > 0 {
+		s += fmt.Sprintf(", %g%% re-posted", 100*o.RetryFraction)
+	}
+	if o.Expired > 0 {
+		s += fmt.Sprintf(", each text prefilled with %d expired occurrences", o.Expired)
+	}
+	if o.Peers > 0 {
+		s += fmt.Sprintf(", %d conversations", o.Peers)
+	}
+	return s + ", window " + r.window.String()
+}
+
+// waitReady posts a confirmation event until the bot answers it, for up to
+// o.Wait. A 403 (wrong group or secret) fails at once.
+func (r *callbackRun) waitReady(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"type": "confirmation", "group_id": r.o.GroupID, "secret": r.o.Secret})
+	deadline := time.Now().Add(r.o.Wait)
+	for {
+		status, answer, err := r.do(ctx, body, 0)
+		switch {
+		case err == nil && status == http.StatusOK:
+			return nil
+		case err == nil:
+			return fmt.Errorf("loadtest: the bot answered a confirmation for group %d with %d %q: check the group id and secret", r.o.GroupID, status, answer)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("loadtest: the bot at %s does not answer: %w", r.o.URL, err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// askWindow reads window_seconds from the bot's /stats, or returns
+// freq.DefaultWindow.
+func (r *callbackRun) askWindow(ctx context.Context, statsURL string) time.Duration {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statsURL, nil)
+	if err != nil {
+		return freq.DefaultWindow
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return freq.DefaultWindow
+	}
+	defer resp.Body.Close()
+	var stats struct {
+		WindowSeconds int64 `json:"window_seconds"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&stats) != nil || stats.WindowSeconds <= 0 {
+		return freq.DefaultWindow
+	}
+	return time.Duration(stats.WindowSeconds) * time.Second
+}
+
+// plan builds every event: texts round-robin, each event from its own
+// conversation (or Peers of them), numbered in its conversation, with the
+// random_id the bot must derive from it.
+func (r *callbackRun) plan() {
+	o := r.o
+	r.texts = make([]string, o.Texts)
+	for i := range r.texts {
+		r.texts[i] = fmt.Sprintf("нагрузка %s %d", r.runID, i)
+	}
+	n := o.Texts * o.PerText
+	r.events = make([]*event, n)
+	cmids := map[int]int{}
+	for seq := range n {
+		conv := seq
+		if o.Peers > 0 {
+			conv = seq % o.Peers
+		}
+		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: userBase + conv}
+		e.peer, e.msgID = e.from, seq+1
+		if conv%chatEvery == chatEvery-1 {
+			e.peer, e.msgID = chatPeerBase+1+conv/chatEvery, 0
+		}
+		for { // a (peer, random_id) must name one event: skip a colliding number
+			cmids[e.peer]++
+			e.cmid = cmids[e.peer]
+			e.rid = int64(bot.RandomID(r.message(e)))
+			if r.byKey[replyKey{e.peer, e.rid}] == nil {
+				break
+			}
+		}
+		r.byKey[replyKey{e.peer, e.rid}] = e
+		r.events[seq] = e
+	}
+}
+
+// message is e as the bot decodes it.
+func (r *callbackRun) message(e *event) callback.Message {
+	return callback.Message{
+		GroupID: r.o.GroupID, EventID: e.id, ID: e.msgID, ConversationMessageID: e.cmid,
+		PeerID: e.peer, FromID: e.from, Text: r.texts[e.text],
+	}
+}
+
+// body is e as VK posts it (API 5.199).
+func (r *callbackRun) body(e *event) []byte {
+	type message struct {
+		Date        int64  `json:"date"`
+		FromID      int    `json:"from_id"`
+		ID          int    `json:"id"`
+		Out         int    `json:"out"`
+		Attachments []any  `json:"attachments"`
+		CMID        int    `json:"conversation_message_id"`
+		Text        string `json:"text"`
+		PeerID      int    `json:"peer_id"`
+		RandomID    int    `json:"random_id"`
+	}
+	type clientInfo struct {
+		ButtonActions []string `json:"button_actions"`
+		Keyboard      bool     `json:"keyboard"`
+		LangID        int      `json:"lang_id"`
+	}
+	v := struct {
+		GroupID int    `json:"group_id"`
+		Type    string `json:"type"`
+		EventID string `json:"event_id"`
+		V       string `json:"v"`
+		Object  struct {
+			Message    message    `json:"message"`
+			ClientInfo clientInfo `json:"client_info"`
+		} `json:"object"`
+		Secret string `json:"secret"`
+	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.id, V: apiVersion, Secret: r.o.Secret}
+	v.Object.Message = message{
+		Date: time.Now().Unix(), FromID: e.from, ID: e.msgID, Attachments: []any{},
+		CMID: e.cmid, Text: r.texts[e.text], PeerID: e.peer,
+	}
+	v.Object.ClientInfo = clientInfo{ButtonActions: []string{"text"}, Keyboard: true}
+	b, _ := json.Marshal(v) // cannot fail: plain values only
+	return b
+}
+
+// prefill stores o.Expired occurrences of every text at distinct seconds
+// ending one second beyond the window, through the bot's own counting
+// script and key layout.
+func (r *callbackRun) prefill(ctx context.Context) error {
+	store := freq.New(r.o.Redis, freq.Options{Window: r.window, Prefix: r.o.FreqPrefix})
+	if err := store.Load(ctx); err != nil {
+		return fmt.Errorf("loadtest: prefill: %w", err)
+	}
+	first := time.Now().Add(-r.window - time.Duration(r.o.Expired+1)*time.Second)
+	jobs := make(chan int)
+	errc := make(chan error, r.o.Concurrency)
+	var wg sync.WaitGroup
+	for range r.o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				id := bot.Identity(callback.Message{GroupID: r.o.GroupID, Text: r.texts[i]}, r.o.Normalize)
+				for k := range r.o.Expired {
+					if _, err := store.CountAt(ctx, id, "", first.Add(time.Duration(k)*time.Second)); err != nil {
+						errc <- fmt.Errorf("loadtest: prefill: %w", err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range r.texts {
+		select {
+		case jobs <- i:
+		case err = <-errc:
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	return err
+}
+
+// post posts every event from o.Concurrency workers, at o.Rate, until all
+// are posted or the time is up, and says why it stopped. Requests in flight
+// when the time is up still finish.
+func (r *callbackRun) post(ctx context.Context) string {
+	limit, stopped := r.o.Duration, "duration"
+	// Keep every text's events inside the window, with a margin for
+	// clock steps and the time a request spends in the bot.
+	if w := r.window - max(2*time.Second, r.window/10); w > 0 && (limit == 0 || w < limit) {
+		limit, stopped = w, "window"
+	}
+	if limit == 0 {
+		limit = 1<<63 - 1
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+
+	jobs := make(chan *event)
+	var wg sync.WaitGroup
+	for range r.o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range jobs {
+				r.postEvent(ctx, e)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(jobs)
+	for i, e := range r.events {
+		var due <-chan time.Time
+		if r.o.Rate > 0 {
+			if wait := time.Until(r.start.Add(time.Duration(float64(i) / r.o.Rate * 1e9))); wait > 0 {
+				due = time.After(wait)
+			}
+		}
+		if due != nil {
+			select {
+			case <-due:
+			case <-timer.C:
+				return stopped
+			case <-ctx.Done():
+				return "interrupted"
+			}
+		}
+		select {
+		case jobs <- e:
+		case <-timer.C:
+			return stopped
+		case <-ctx.Done():
+			return "interrupted"
+		}
+	}
+	return "done"
+}
+
+// postEvent posts e until it is answered "ok", then re-posts it if it is
+// one of the RetryFraction.
+func (r *callbackRun) postEvent(ctx context.Context, e *event) {
+	defer r.posted.Add(1)
+	e.start = time.Now()
+	body := r.body(e)
+	e.state = r.deliver(ctx, body, 0)
+	if e.state != counted {
+		return
+	}
+	e.acked = time.Now()
+	// Bresenham: re-post exactly floor(n·f) of the first n events, spread evenly.
+	f := r.o.RetryFraction
+	if int(float64(e.seq+1)*f) > int(float64(e.seq)*f) {
+		r.reposts.Add(1)
+		r.deliver(ctx, body, 1)
+	}
+}
+
+// deliver posts body until the bot answers "ok", at most MaxAttempts
+// times, each retry with the next X-Retry-Counter.
+func (r *callbackRun) deliver(ctx context.Context, body []byte, retry int) eventState {
+	backoff := 50 * time.Millisecond
+	for attempt := range r.o.MaxAttempts {
+		begin := time.Now()
+		status, answer, err := r.do(ctx, body, retry+attempt)
+		r.webhook.record(begin, time.Since(begin))
+		r.reqs.Add(1)
+		switch {
+		case err == nil && status == http.StatusOK && answer == "ok":
+			return counted
+		case ctx.Err() != nil:
+			return interrupted
+		case err != nil:
+			r.addError("network")
+		case status == http.StatusOK:
+			r.addError(fmt.Sprintf("answer %.20q", answer))
+		default:
+			r.addError("HTTP " + strconv.Itoa(status))
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return interrupted
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+	return failed
+}
+
+// do posts body once and returns the status and the start of the answer.
+func (r *callbackRun) do(ctx context.Context, body []byte, retry int) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.o.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if retry > 0 {
+		req.Header.Set(callback.HeaderRetryCounter, strconv.Itoa(retry))
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 256))
+	io.Copy(io.Discard, resp.Body) // let the connection be reused
+	return resp.StatusCode, string(answer), err
+}
+
+func (r *callbackRun) addError(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors[kind]++
+}
+
+func (r *callbackRun) errorCount() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, v := range r.errors {
+		n += v
+	}
+	return n
+}
+
+// collect reads the sends the fake VK API accepts after the first baseline
+// until stop is closed, then until every counted event has a reply or
+// ReplyTimeout passes, then for a short while more to catch late
+// duplicates. It returns them in arrival order.
+func (r *callbackRun) collect(baseline int, stop <-chan struct{}) []vktest.Send {
+	var sends []vktest.Send
+	answered := map[replyKey]bool{}
+	poll := func() int {
+		fresh := r.o.VK.SendsFrom(baseline + len(sends))
+		for _, s := range fresh {
+			answered[replyKey{s.PeerID, s.RandomID}] = true
+		}
+		sends = append(sends, fresh...)
+		r.replies.Store(int64(len(sends)))
+		return len(fresh)
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-tick.C:
+			poll()
+		case <-stop:
+			running = false
+		}
+	}
+	// Posting is over: every event's state is final and visible here.
+	var waiting []*event
+	for _, e := range r.events {
+		if e.state == counted {
+			waiting = append(waiting, e)
+		}
+	}
+	deadline := time.Now().Add(r.o.ReplyTimeout)
+	var quietSince time.Time
+	for time.Now().Before(deadline) {
+		if poll() > 0 {
+			quietSince = time.Time{}
+		}
+		for len(waiting) > 0 && answered[replyKey{waiting[0].peer, waiting[0].rid}] {
+			waiting = waiting[1:]
+		}
+		if len(waiting) == 0 {
+			if quietSince.IsZero() {
+				quietSince = time.Now()
+			} else if time.Since(quietSince) >= settle {
+				break
+			}
+		}
+		<-tick.C
+	}
+	poll()
+	return sends
+}

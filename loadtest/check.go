@@ -1,0 +1,171 @@
+package loadtest
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// check attributes every send to the event it answers and counts what is
+// wrong into c; the delay from posting each event to its first reply goes
+// to reply.
+//
+// A send answers the event with its (peer_id, random_id). Failing that, a
+// send whose random_id is an event's went to the wrong peer; a send to a
+// conversation that sent exactly one event is that event's reply with
+// another random_id; anything else is unexpected.
+func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
+	var sent []*event
+	byRID := map[int64]*event{}
+	perPeer := map[int]int{}
+	for _, e := range r.events {
+		if e.state == notSent {
+			continue
+		}
+		sent = append(sent, e)
+		if byRID[e.rid] == nil {
+			byRID[e.rid] = e
+		}
+		perPeer[e.peer]++
+	}
+	byPeer := map[int]*event{}
+	for _, e := range sent {
+		if perPeer[e.peer] == 1 {
+			byPeer[e.peer] = e
+		}
+	}
+	misrouted := map[*event]bool{}
+	for _, s := range sends {
+		if e := r.byKey[replyKey{s.PeerID, s.RandomID}]; e != nil && e.state != notSent {
+			e.sends = append(e.sends, s)
+		} else if e := byRID[s.RandomID]; e != nil {
+			misrouted[e] = true
+			c.add(Problem{Kind: WrongPeer, Subject: e.subject(), Want: "peer " + strconv.Itoa(e.peer), Got: fmt.Sprintf("peer %d (%q)", s.PeerID, s.Message)})
+		} else if e := byPeer[s.PeerID]; e != nil {
+			e.sends = append(e.sends, s)
+		} else {
+			c.add(Problem{Kind: Unexpected, Subject: fmt.Sprintf("reply %q to peer %d with random_id %d", s.Message, s.PeerID, s.RandomID)})
+		}
+	}
+
+	numbers := map[*event]int64{} // the number each answered event got
+	for _, e := range sent {
+		if e.state == failed {
+			c.add(Problem{Kind: NotCounted, Subject: e.subject(), Want: `"ok"`, Got: fmt.Sprintf("no ok in %d attempts", r.o.MaxAttempts)})
+		}
+		if len(e.sends) == 0 {
+			if e.state == counted && !misrouted[e] {
+				c.add(Problem{Kind: Missing, Subject: e.subject(), Want: fmt.Sprintf("a reply to peer %d with random_id %d", e.peer, e.rid), Got: "none"})
+			}
+			continue
+		}
+		c.Checked++
+		first := e.sends[0]
+		reply.record(e.start, first.At.Sub(e.start))
+		c.Resent += int64(r.checkDeliveries(e, c))
+		n, err := strconv.ParseInt(first.Message, 10, 64)
+		if err != nil {
+			c.add(Problem{Kind: WrongNumber, Subject: e.subject(), Want: "a number", Got: strconv.Quote(first.Message)})
+			continue
+		}
+		numbers[e] = n
+	}
+
+	byText := make([][]*event, len(r.texts))
+	for _, e := range sent {
+		byText[e.text] = append(byText[e.text], e)
+	}
+	for _, events := range byText {
+		checkText(events, numbers, c)
+	}
+}
+
+// checkDeliveries checks the sends attributed to e: one random_id (the one
+// derived from the message; several are a duplicate delivery), and one
+// number per random_id. It returns how
+// many sends repeated an earlier random_id, which VK drops.
+func (r *callbackRun) checkDeliveries(e *event, c *Check) (resent int) {
+	var rids []int64
+	message := map[int64]string{}
+	for _, s := range e.sends {
+		m, seen := message[s.RandomID]
+		switch {
+		case !seen:
+			rids = append(rids, s.RandomID)
+			message[s.RandomID] = s.Message
+		case m != s.Message:
+			resent++
+			c.add(Problem{Kind: WrongNumber, Subject: e.subject(), Want: fmt.Sprintf("%q again for random_id %d", m, s.RandomID), Got: strconv.Quote(s.Message)})
+		default:
+			resent++
+		}
+	}
+	if len(rids) > 1 {
+		got := make([]string, len(rids))
+		for i, rid := range rids {
+			got[i] = fmt.Sprintf("%q (random_id %d)", message[rid], rid)
+		}
+		c.add(Problem{Kind: Duplicate, Subject: e.subject(), Want: "one delivery", Got: fmt.Sprintf("%d: %s", len(rids), strings.Join(got, ", "))})
+	}
+	if len(rids) == 1 && rids[0] != e.rid {
+		c.add(Problem{Kind: UnstableRandomID, Subject: e.subject(), Want: strconv.FormatInt(e.rid, 10), Got: strconv.FormatInt(rids[0], 10)})
+	}
+	return resent
+}
+
+// checkText checks the numbers the events of one text got. Counted in
+// Redis one after another, they must be 0 … n−1, each once. When each event
+// was answered "ok" before the next was posted, the order is known too:
+// the k-th event must get k. Events not answered "ok" may or may not have
+// been counted, so with them only the range and uniqueness are checked.
+func checkText(events []*event, numbers map[*event]int64, c *Check) {
+	slices.SortFunc(events, func(a, b *event) int { return a.start.Compare(b.start) })
+	sequential := true
+	for i, e := range events {
+		if e.state != counted {
+			sequential = false
+		} else if i > 0 && events[i-1].acked.After(e.start) {
+			sequential = false
+		}
+	}
+	if sequential {
+		for k, e := range events {
+			if n, ok := numbers[e]; ok && n != int64(k) {
+				c.add(Problem{Kind: WrongNumber, Subject: e.subject(), Want: strconv.Itoa(k), Got: strconv.FormatInt(n, 10)})
+			}
+		}
+		return
+	}
+	answered := slices.Clone(events)
+	slices.SortStableFunc(answered, func(a, b *event) int { return cmp.Compare(firstAt(a), firstAt(b)) })
+	limit := int64(len(events))
+	taken := map[int64]bool{}
+	for _, e := range answered {
+		n, ok := numbers[e]
+		if !ok {
+			continue
+		}
+		if n < 0 || n >= limit || taken[n] {
+			c.add(Problem{Kind: WrongNumber, Subject: e.subject(), Want: fmt.Sprintf("each of 0…%d once", limit-1), Got: strconv.FormatInt(n, 10)})
+			continue
+		}
+		taken[n] = true
+	}
+}
+
+// firstAt is when e's first reply arrived, in nanoseconds, or the largest
+// time for an event without one.
+func firstAt(e *event) int64 {
+	if len(e.sends) == 0 {
+		return 1<<63 - 1
+	}
+	return e.sends[0].At.UnixNano()
+}
+
+func (e *event) subject() string {
+	return fmt.Sprintf("event %s (text %d, peer %d)", e.id, e.text, e.peer)
+}

@@ -1,0 +1,438 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// An Op is one unit of counter work, repeated by every connection.
+type Op string
+
+// The counter workloads.
+const (
+	// OpAcquire acquires one resource of one of the shared names and
+	// releases it: two requests, the pair of the counter benchmarks.
+	OpAcquire Op = "acquire"
+	// OpGet reads a counter the connection holds, so the value is known:
+	// connection i holds i+1 resources of its own counter (acquired by
+	// its first get unit).
+	OpGet Op = "get"
+	// OpNoop is a Noop.
+	OpNoop Op = "noop"
+)
+
+// Defaults of CountersOptions.
+const (
+	DefaultNames    = 1000
+	DefaultRequests = 100000
+	// DefaultCounterTimeout bounds dialing and the wait for each response.
+	DefaultCounterTimeout = 5 * time.Second
+)
+
+// acquireMaximum is the maximum sent with every shared Acquire: far above
+// what the connections can hold at once, so each one succeeds.
+const acquireMaximum = 1 << 30
+
+// ParseOps parses a comma-separated list of workloads, such as
+// "acquire,get".
+func ParseOps(s string) ([]Op, error) {
+	var ops []Op
+	for _, f := range strings.Split(s, ",") {
+		switch op := Op(strings.TrimSpace(f)); op {
+		case OpAcquire, OpGet, OpNoop:
+			ops = append(ops, op)
+		default:
+			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get or noop)", f)
+		}
+	}
+	return ops, nil
+}
+
+// CountersOptions configure RunCounters. Zero fields mean the documented
+// defaults.
+type CountersOptions struct {
+	// Addr is the counter server, host:port.
+	Addr string
+	// Ops are the workloads; each connection cycles through them
+	// (default acquire).
+	Ops []Op
+	// Conns connections (default 1) each keep up to Depth requests in
+	// flight (default 1).
+	Conns, Depth int
+	// Names is how many shared counter names OpAcquire cycles through
+	// (default 1000).
+	Names int
+	// Requests is how many requests to send in all (default 100000).
+	Requests int64
+	// Duration stops sending after that long; zero means no limit.
+	Duration time.Duration
+	// Timeout bounds dialing and the wait for each response (default 5s).
+	Timeout time.Duration
+	// AllowRemote permits a server outside the loopback range.
+	AllowRemote bool
+	// Progress, if not nil, receives the live progress line.
+	Progress io.Writer
+}
+
+func (o *CountersOptions) setDefaults() {
+	if len(o.Ops) == 0 {
+		o.Ops = []Op{OpAcquire}
+	}
+	if o.Conns == 0 {
+		o.Conns = 1
+	}
+	if o.Depth == 0 {
+		o.Depth = 1
+	}
+	if o.Names == 0 {
+		o.Names = DefaultNames
+	}
+	if o.Requests == 0 {
+		o.Requests = DefaultRequests
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultCounterTimeout
+	}
+}
+
+func (o *CountersOptions) validate() error {
+	if o.Conns < 0 || o.Depth < 0 || o.Names < 0 || o.Requests < 0 || o.Duration < 0 || o.Timeout < 0 {
+		return errors.New("loadtest: connections, depth, names, requests and durations must not be negative")
+	}
+	if o.Conns > 10000 || o.Depth > 100000 {
+		return fmt.Errorf("loadtest: %d connections × depth %d: at most 10000 connections and depth 100000", o.Conns, o.Depth)
+	}
+	for _, op := range o.Ops {
+		if _, err := ParseOps(string(op)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// An expect is a request in flight and the one response that may answer
+// it: that opcode and opaque, status OK, and exactly that body.
+type expect struct {
+	op      wire.Opcode
+	opaque  uint32
+	want    [8]byte
+	wantLen uint8
+	sent    time.Time
+	name    string // the counter, for problem reports
+	end     int    // where the request ends in the buffer it was built in
+}
+
+func (e *expect) body() []byte { return e.want[:e.wantLen] }
+
+// countersRun is one run of RunCounters.
+type countersRun struct {
+	o      CountersOptions
+	runID  string
+	names  []string
+	start  time.Time
+	budget atomic.Int64 // requests left to send
+	done   atomic.Int64 // responses checked
+
+	mu    sync.Mutex // guards check
+	check Check
+}
+
+// RunCounters drives a counter server with the workloads of o over
+// o.Conns connections, each pipelining up to o.Depth requests, and checks
+// every response: its magic, opcode, opaque, status and body. It stops
+// after o.Requests requests or o.Duration.
+//
+// Setup failures (bad options, a target outside the loopback, a server
+// that cannot be reached) are errors; wrong answers are in the Report.
+func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
+	o.setDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := checkAddr(o.Addr, o.AllowRemote); err != nil {
+		return nil, err
+	}
+	runID, err := newRunID()
+	if err != nil {
+		return nil, err
+	}
+	r := &countersRun{o: o, runID: runID, check: newCheck(counterKinds)}
+	r.names = make([]string, o.Names)
+	for i := range r.names {
+		r.names[i] = fmt.Sprintf("lt%s:%d", runID, i)
+	}
+	r.budget.Store(o.Requests)
+
+	conns := make([]*counterConn, o.Conns)
+	for i := range conns {
+		d := net.Dialer{Timeout: o.Timeout}
+		nc, err := d.DialContext(ctx, "tcp", o.Addr)
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.nc.Close()
+			}
+			return nil, fmt.Errorf("loadtest: connect to the counter server: %w", err)
+		}
+		conns[i] = &counterConn{r: r, id: i, nc: nc}
+	}
+	r.start = time.Now()
+	for _, c := range conns {
+		c.series = map[wire.Opcode]*series{}
+		for _, op := range []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop} {
+			c.series[op] = newSeries(op.String(), r.start)
+		}
+	}
+
+	sendCtx, cancel := context.WithCancel(ctx)
+	if o.Duration > 0 {
+		sendCtx, cancel = context.WithTimeout(ctx, o.Duration)
+	}
+	defer cancel()
+	prog := startProgress(o.Progress, func() string {
+		var h Histogram
+		for _, c := range conns {
+			for _, s := range c.series {
+				snap := s.snapshot()
+				h.Merge(&snap)
+			}
+		}
+		r.mu.Lock()
+		wrong := r.check.Wrong()
+		r.mu.Unlock()
+		return statusLine("requests", r.done.Load(), o.Requests, time.Since(r.start), wrong, h.Quantile(0.99))
+	})
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.run(sendCtx)
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(r.start)
+	stopped := "done"
+	switch {
+	case r.budget.Load() > 0 && ctx.Err() != nil:
+		stopped = "interrupted"
+	case r.budget.Load() > 0 && sendCtx.Err() != nil:
+		stopped = "duration"
+	case r.budget.Load() > 0:
+		stopped = "connections failed"
+	}
+	prog.Stop()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+
+	rep := &Report{
+		Tool:     "counters",
+		Scenario: fmt.Sprintf("%s over %d connections × depth %d, %d shared names", joinOps(o.Ops), o.Conns, o.Depth, o.Names),
+		Target:   o.Addr, Started: r.start, Elapsed: elapsed, Stopped: stopped,
+		Requests: r.done.Load(), Check: r.check,
+	}
+	rep.Check.Checked = rep.Requests
+	rep.Errors = rep.Check.Wrong()
+	for _, op := range []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop} {
+		var parts []chartSeries
+		for _, c := range conns {
+			parts = append(parts, c.series[op].chart())
+		}
+		if ch := mergeCharts(op.String(), parts); ch.Hist.Count() > 0 {
+			rep.charts = append(rep.charts, ch)
+			rep.Latency = append(rep.Latency, ch.Hist.Summary(op.String()))
+		}
+	}
+	return rep, nil
+}
+
+func joinOps(ops []Op) string {
+	s := make([]string, len(ops))
+	for i, op := range ops {
+		s[i] = string(op)
+	}
+	return strings.Join(s, "+")
+}
+
+func (r *countersRun) add(p Problem) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.check.add(p)
+}
+
+// A counterConn is one connection: a writer goroutine keeps up to Depth
+// requests in flight, and the reader checks their responses in order.
+type counterConn struct {
+	r      *countersRun
+	id     int
+	nc     net.Conn
+	series map[wire.Opcode]*series // per connection, so recording never contends
+
+	opaque uint32
+	units  int  // workload units generated
+	holds  bool // the connection holds its own counter, for OpGet
+}
+
+// ownName is the counter this connection holds for OpGet.
+func (c *counterConn) ownName() string { return fmt.Sprintf("lt%s:conn%d", c.r.runID, c.id) }
+
+// next appends the requests of the next workload unit to dst, and their
+// expectations to exps. It returns false when the request budget is spent.
+func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
+	op := c.r.o.Ops[c.units%len(c.r.o.Ops)]
+	need := int64(1)
+	if op == OpAcquire || (op == OpGet && !c.holds) {
+		need = 2
+	}
+	if c.r.budget.Add(-need) < 0 {
+		return dst, exps, false
+	}
+	// add expects the response to the request whose encoding follows, and
+	// returns its opaque; done marks where that encoding ended.
+	add := func(op wire.Opcode, name string, want []byte) uint32 {
+		c.opaque++
+		e := expect{op: op, opaque: c.opaque, name: name}
+		e.wantLen = uint8(copy(e.want[:], want))
+		exps = append(exps, e)
+		return c.opaque
+	}
+	done := func() { exps[len(exps)-1].end = len(dst) }
+	switch op {
+	case OpAcquire:
+		name := c.r.names[(c.units*c.r.o.Conns+c.id)%len(c.r.names)]
+		dst = wire.AppendAcquire(dst, add(wire.OpAcquire, name, u32(1)), name, 1, acquireMaximum)
+		done()
+		dst = wire.AppendRelease(dst, add(wire.OpRelease, name, nil), name, 1)
+		done()
+	case OpGet:
+		name, held := c.ownName(), uint32(c.id+1)
+		if !c.holds {
+			dst = wire.AppendAcquire(dst, add(wire.OpAcquire, name, u32(held)), name, held, held)
+			done()
+			c.holds = true
+		}
+		dst = wire.AppendGet(dst, add(wire.OpGet, name, u32(held)), name)
+		done()
+	case OpNoop:
+		dst = wire.AppendNoop(dst, add(wire.OpNoop, "", nil))
+		done()
+	}
+	c.units++
+	return dst, exps, true
+}
+
+func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+// run sends and checks until the budget is spent or ctx ends, then waits
+// for the responses still due.
+func (c *counterConn) run(ctx context.Context) {
+	slots := make(chan struct{}, c.r.o.Depth) // one per request in flight
+	queue := make(chan expect, c.r.o.Depth)   // never blocks: slots bound it
+	broken := make(chan struct{})
+	go c.write(ctx, slots, queue, broken)
+	c.read(slots, queue, broken)
+}
+
+// write generates requests, keeping at most Depth unanswered: it buffers
+// them and flushes whenever the window is full or the work is done.
+func (c *counterConn) write(ctx context.Context, slots chan<- struct{}, queue chan<- expect, broken <-chan struct{}) {
+	defer close(queue)
+	w := bufio.NewWriterSize(c.nc, 32<<10)
+	defer w.Flush()
+	var buf []byte
+	var exps []expect
+	for {
+		var more bool
+		buf, exps, more = c.next(buf[:0], exps[:0])
+		if !more {
+			return
+		}
+		start := 0
+		for i := range exps {
+			select {
+			case slots <- struct{}{}:
+			default:
+				// The window is full: send what is buffered, then wait
+				// for a response to free a slot.
+				if w.Flush() != nil {
+					return
+				}
+				select {
+				case slots <- struct{}{}:
+				case <-broken:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+			exps[i].sent = time.Now()
+			queue <- exps[i]
+			if _, err := w.Write(buf[start:exps[i].end]); err != nil {
+				return
+			}
+			start = exps[i].end
+		}
+		select {
+		case <-ctx.Done():
+			return
+		default:
+		}
+	}
+}
+
+// read checks the response to each request in flight, in order. On the
+// first response that breaks the stream it closes the connection and
+// reports the requests left unanswered.
+func (c *counterConn) read(slots <-chan struct{}, queue <-chan expect, broken chan<- struct{}) {
+	rd := wire.NewResponseReader(c.nc)
+	fail := func(p Problem) {
+		close(broken)
+		c.nc.Close()
+		unanswered := 0
+		for range queue {
+			unanswered++
+		}
+		p.Got += fmt.Sprintf(" (%d more requests unanswered)", unanswered)
+		c.r.add(p)
+	}
+	for e := range queue {
+		c.nc.SetReadDeadline(time.Now().Add(c.r.o.Timeout))
+		f, err := rd.Read()
+		if err != nil {
+			fail(Problem{Kind: Broken, Subject: c.subject(&e), Want: "a response", Got: err.Error()})
+			return
+		}
+		c.series[e.op].record(e.sent, time.Since(e.sent))
+		c.r.done.Add(1)
+		<-slots
+		switch {
+		case f.Opcode != e.op || f.Opaque != e.opaque:
+			fail(Problem{Kind: OutOfStep, Subject: c.subject(&e), Want: fmt.Sprintf("opcode %s opaque %d", e.op, e.opaque), Got: fmt.Sprintf("opcode %s opaque %d", f.Opcode, f.Opaque)})
+			return
+		case f.Status != wire.StatusOK:
+			c.r.add(Problem{Kind: WrongStatus, Subject: c.subject(&e), Want: "OK", Got: fmt.Sprintf("%#02x %q", byte(f.Status), f.Body)})
+		case !bytes.Equal(f.Body, e.body()):
+			c.r.add(Problem{Kind: WrongBody, Subject: c.subject(&e), Want: fmt.Sprintf("% x", e.body()), Got: fmt.Sprintf("% x", f.Body)})
+		}
+	}
+}
+
+func (c *counterConn) subject(e *expect) string {
+	s := fmt.Sprintf("connection %d, %s opaque %d", c.id, e.op, e.opaque)
+	if e.name != "" {
+		s += fmt.Sprintf(" of %q", e.name)
+	}
+	return s
+}
