@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, args, getenv, stdout, stderr)
 	case "cnt":
 		return runCnt(ctx, args, stdout, stderr)
+	case "loadtest":
+		return runLoadtest(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, "usage: vkcounter [serve|cnt|loadtest] [flags]; vkcounter serve -help lists every setting")
 		return 0

@@ -1,0 +1,496 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/loadtest"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// Exit codes of `vkcounter loadtest`.
+const (
+	loadtestOK    = 0
+	loadtestWrong = 1 // the run found wrong answers, or could not run
+	loadtestUsage = 2
+)
+
+const loadtestHelp = `Usage:
+  vkcounter loadtest callback [flags]   post VK Callback API events to a bot and check every reply
+  vkcounter loadtest counters [flags]   drive a counter port and check every response
+
+Both print a live progress line on stderr, then a summary (or -json) on
+stdout, and exit 1 if any answer was wrong. Targets must be on the
+loopback unless -allow-remote is given. "vkcounter loadtest TOOL -help"
+lists a tool's flags.
+`
+
+const callbackHelp = `Usage: vkcounter loadtest callback (-url URL | -spawn) [flags]
+
+Posts message_new events to a bot's webhook and checks the replies the bot
+sends to a fake VK API run by this command: one per event, to the right
+peer, with the random_id derived from the message, and for each text the
+numbers 0 … M-1 (in order when the text's events were not in flight
+together).
+
+With -url, start the bot with the VK_API_URL and community this command
+prints (it waits -wait for the bot to answer); fix the fake API's address
+with -vk-addr to start the bot first. With -spawn, this command starts the
+bot itself (vkcounter serve) wired to its fake VK API and to -redis, or to
+an in-memory Redis of its own.
+
+The seed's scenarios: -texts 300 -per-text 10 and -texts 3000 -per-text 1;
+expired: -texts 3000 -per-text 1 -expired 1 (needs -redis, or -spawn).
+
+Flags:
+`
+
+const countersHelp = `Usage: vkcounter loadtest counters (-addr HOST:PORT | -spawn) [flags]
+
+Sends counter protocol requests over -conns connections, each with up to
+-depth requests in flight, and checks every response: magic, opcode,
+opaque, status and body. Workloads (-op, comma-separated, cycled):
+  acquire   acquire 1 of one of -names shared counters, then release it
+  get       get a counter this connection holds (the value is known)
+  noop      noop
+
+Flags:
+`
+
+// outputFlags are the flags both tools share.
+type outputFlags struct {
+	json        bool
+	report      string
+	allowRemote bool
+	spawn       bool
+	bin         string
+}
+
+func (f *outputFlags) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
+	fs.StringVar(&f.report, "report", "", "also write a self-contained HTML report (latency over time, histogram) to `FILE`")
+	fs.BoolVar(&f.allowRemote, "allow-remote", false, "allow targets outside the loopback range")
+	fs.BoolVar(&f.spawn, "spawn", false, "start the service (vkcounter serve) for the run and stop it after")
+	fs.StringVar(&f.bin, "bin", "", "the vkcounter binary -spawn starts (default: this program)")
+}
+
+// runLoadtest is `vkcounter loadtest`: it runs one load tool and returns
+// the exit code.
+func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, loadtestHelp)
+		return loadtestUsage
+	}
+	switch args[0] {
+	case "callback":
+		return loadtestCallback(ctx, args[1:], stdout, stderr)
+	case "counters":
+		return loadtestCounters(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, loadtestHelp)
+		return loadtestOK
+	}
+	fmt.Fprintf(stderr, "vkcounter loadtest: unknown tool %q (callback, counters)\n", args[0])
+	return loadtestUsage
+}
+
+// parseFlags parses args into fs, printing help on -help; ok is false when
+// the command should exit with code.
+func parseFlags(fs *flag.FlagSet, args []string, help string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, help)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return loadtestOK, false
+		}
+		return loadtestUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "vkcounter loadtest %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return loadtestUsage, false
+	}
+	return 0, true
+}
+
+func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("callback", flag.ContinueOnError)
+	var out outputFlags
+	out.bind(fs)
+	var o loadtest.CallbackOptions
+	webhook := fs.String("url", "", "the bot's webhook `URL`, e.g. http://127.0.0.1:8080/callback")
+	vkAddr := fs.String("vk-addr", "127.0.0.1:0", "listen address of the fake VK API")
+	fs.IntVar(&o.GroupID, "group", loadtest.DefaultGroupID, "community id the bot serves")
+	fs.StringVar(&o.Secret, "secret", "loadtest", "the community's Callback API secret")
+	fs.IntVar(&o.Texts, "texts", loadtest.DefaultTexts, "distinct texts")
+	fs.IntVar(&o.PerText, "per-text", loadtest.DefaultPerText, "events per text")
+	fs.IntVar(&o.Peers, "peers", 0, "conversations sending the events (0 = one per event, every reply attributed beyond doubt)")
+	fs.IntVar(&o.Concurrency, "concurrency", loadtest.DefaultConcurrency, "requests in flight")
+	fs.Float64Var(&o.Rate, "rate", 0, "events per second (0 = as fast as possible)")
+	fs.DurationVar(&o.Duration, "duration", 0, "stop posting after this long (0 = when every event is posted)")
+	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0, "share of events posted again with the same event_id and X-Retry-Counter")
+	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run")
+	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired (and the Redis -spawn gives the bot)")
+	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
+	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
+	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats; with -spawn, 24h)")
+	fs.BoolVar(&o.Normalize, "normalize", false, "the bot's NORMALIZE")
+	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run")
+	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultTimeout, "time limit of one webhook request")
+	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", loadtest.DefaultReplyTimeout, "how long to wait for the replies after the last event")
+	if code, ok := parseFlags(fs, args, callbackHelp, stderr); !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "vkcounter loadtest callback:", err)
+		return loadtestWrong
+	}
+	o.AllowRemote, o.Progress = out.allowRemote, stderr
+	switch {
+	case (*webhook == "") == !out.spawn:
+		fmt.Fprintln(stderr, "vkcounter loadtest callback: give -url or -spawn (one of them)")
+		return loadtestUsage
+	case *redisURL != "" && *redisCluster != "":
+		fmt.Fprintln(stderr, "vkcounter loadtest callback: give -redis or -redis-cluster, not both")
+		return loadtestUsage
+	}
+	if err := checkRedisTargets(*redisURL, *redisCluster, out.allowRemote); err != nil {
+		return fail(err)
+	}
+
+	vk, err := vktest.Start(vktest.Options{Addr: *vkAddr})
+	if err != nil {
+		return fail(err)
+	}
+	defer vk.Close()
+
+	if out.spawn && *redisURL == "" && *redisCluster == "" {
+		mini := miniredis.NewMiniRedis()
+		mini.ClockTTL(true)
+		if err := mini.StartAddr("127.0.0.1:0"); err != nil {
+			return fail(fmt.Errorf("start an in-memory Redis: %w", err))
+		}
+		defer mini.Close()
+		*redisURL = "redis://" + mini.Addr()
+	}
+	env := map[string]string{
+		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "loadtest", "VK_GROUP_ID": strconv.Itoa(o.GroupID),
+		"VK_SECRET": o.Secret, "VK_RATE": "1000000",
+	}
+	if *redisURL != "" {
+		env["REDIS_URL"] = *redisURL
+	}
+	if *redisCluster != "" {
+		env["REDIS_CLUSTER"] = *redisCluster
+	}
+	if out.spawn {
+		if o.Window == 0 {
+			o.Window = 24 * time.Hour
+		}
+		env["WINDOW"], env["KEY_PREFIX"], env["NORMALIZE"] = o.Window.String(), *keyPrefix, strconv.FormatBool(o.Normalize)
+		env["VK_CONFIRMATION"], env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "loadtest", "", "127.0.0.1:0", "off"
+		c, err := spawnServe(ctx, out.bin, env)
+		if err != nil {
+			return fail(err)
+		}
+		defer c.stop(stderr)
+		*webhook = "http://" + c.httpAddr + "/callback"
+	} else {
+		fmt.Fprintf(stderr, "fake VK API at %s; start the bot with:\n  %s vkcounter serve\n", vk.MethodURL(), envLine(env))
+	}
+	o.URL, o.VK = *webhook, vk
+
+	if o.Expired > 0 {
+		rdb, err := openRedis(*redisURL, *redisCluster)
+		if err != nil {
+			return fail(err)
+		}
+		defer rdb.Close()
+		// The bot's counting keys: serve gives freq KEY_PREFIX + "f:".
+		o.Redis, o.FreqPrefix = rdb, *keyPrefix+"f:"
+	}
+	rep, err := loadtest.RunCallback(ctx, o)
+	if err != nil {
+		return fail(err)
+	}
+	return finish(rep, out, stdout, stderr)
+}
+
+func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("counters", flag.ContinueOnError)
+	var out outputFlags
+	out.bind(fs)
+	var o loadtest.CountersOptions
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:11215", "the counter server, `HOST:PORT`")
+	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop")
+	fs.IntVar(&o.Conns, "conns", 1, "connections")
+	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
+	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")
+	fs.Int64Var(&o.Requests, "requests", loadtest.DefaultRequests, "requests to send in all")
+	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0 = after -requests)")
+	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultCounterTimeout, "time limit for connecting and for each response")
+	if code, ok := parseFlags(fs, args, countersHelp, stderr); !ok {
+		return code
+	}
+	var err error
+	if o.Ops, err = loadtest.ParseOps(*ops); err != nil {
+		fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
+		return loadtestUsage
+	}
+	o.AllowRemote, o.Progress = out.allowRemote, stderr
+	if out.spawn {
+		c, err := spawnServe(ctx, out.bin, map[string]string{
+			"HTTP_ADDR": "127.0.0.1:0", "COUNTER_ADDR": "127.0.0.1:0", "REDIS_URL": "", "REDIS_CLUSTER": "",
+			"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_GROUPS": "", "VK_SECRET": "",
+		})
+		if err != nil {
+			fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
+			return loadtestWrong
+		}
+		defer c.stop(stderr)
+		if c.counterAddr == "" || c.counterAddr == CounterOff {
+			fmt.Fprintln(stderr, "vkcounter loadtest counters: the spawned service does not say where its counter port is")
+			return loadtestWrong
+		}
+		o.Addr = c.counterAddr
+	}
+	rep, err := loadtest.RunCounters(ctx, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
+		return loadtestWrong
+	}
+	return finish(rep, out, stdout, stderr)
+}
+
+// finish prints the report and writes the HTML page, and returns the exit
+// code: 1 if any answer was wrong.
+func finish(rep *loadtest.Report, out outputFlags, stdout, stderr io.Writer) int {
+	var err error
+	if out.json {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err == nil && out.report != "" {
+		err = writeHTMLReport(rep, out.report)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "vkcounter loadtest:", err)
+		return loadtestWrong
+	}
+	if !rep.OK() {
+		return loadtestWrong
+	}
+	return loadtestOK
+}
+
+func writeHTMLReport(rep *loadtest.Report, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteHTML(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// envLine prints env as shell assignments, sorted.
+func envLine(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + shellQuote(env[k]))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for sh when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/,@%+=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkRedisTargets refuses Redis servers outside the loopback.
+func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
+	if redisURL != "" {
+		u, err := url.Parse(redisURL)
+		if err != nil {
+			return fmt.Errorf("-redis %q: %w", redisURL, err)
+		}
+		if err := loadtest.CheckHost(u.Hostname(), allowRemote); err != nil {
+			return err
+		}
+	}
+	for _, addr := range strings.Split(cluster, ",") {
+		if addr == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(strings.TrimSpace(addr))
+		if err != nil {
+			return fmt.Errorf("-redis-cluster %q: %w", addr, err)
+		}
+		if err := loadtest.CheckHost(host, allowRemote); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func openRedis(redisURL, cluster string) (redis.UniversalClient, error) {
+	switch {
+	case cluster != "":
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cluster, ",")}), nil
+	case redisURL != "":
+		opt, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("-redis: %w", err)
+		}
+		return redis.NewClient(opt), nil
+	}
+	return nil, errors.New("-expired needs the bot's Redis: give -redis or -redis-cluster (or use -spawn)")
+}
+
+// spawnTimeout bounds the start of a spawned service, and stopTimeout its
+// shutdown after SIGTERM (it drains its replies first).
+const (
+	spawnTimeout = 15 * time.Second
+	stopTimeout  = 20 * time.Second
+	// childLogTail is how much of a spawned service's log is kept, to show
+	// when it fails.
+	childLogTail = 16 << 10
+)
+
+// A child is a spawned `vkcounter serve`.
+type child struct {
+	cmd         *exec.Cmd
+	httpAddr    string
+	counterAddr string
+	exited      chan struct{} // closed once the process has exited
+	err         error         // Wait's result, set before exited is closed
+
+	mu  sync.Mutex // guards log
+	log []byte     // the tail of its stderr
+}
+
+// spawnServe starts bin (default: this program) as `serve` with env added
+// to this process's environment, and waits until it logs that it is
+// serving.
+func spawnServe(ctx context.Context, bin string, env map[string]string) (*child, error) {
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("spawn: %w", err)
+		}
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
+	}
+	cmd.Env = append(cmd.Env, "LOG_LEVEL=info", "LOG_FORMAT=json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("spawn: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", bin, err)
+	}
+	c := &child{cmd: cmd, exited: make(chan struct{})}
+	ready := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			c.keep(sc.Bytes())
+			var line struct {
+				Message  string `json:"message"`
+				HTTP     string `json:"http"`
+				Counters string `json:"counters"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "vkcounter serving" {
+				select {
+				case ready <- [2]string{line.HTTP, line.Counters}:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	select {
+	case addrs := <-ready:
+		c.httpAddr, c.counterAddr = addrs[0], addrs[1]
+		return c, nil
+	case <-c.exited:
+		return nil, fmt.Errorf("spawn: the service exited (%v) before serving:\n%s", c.err, c.tail())
+	case <-time.After(spawnTimeout):
+		err = fmt.Errorf("spawn: the service did not start serving within %v:\n%s", spawnTimeout, c.tail())
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	cmd.Process.Kill()
+	<-c.exited
+	return nil, err
+}
+
+func (c *child) keep(line []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(append(c.log, line...), '\n')
+	if over := len(c.log) - childLogTail; over > 0 {
+		c.log = c.log[over:]
+	}
+}
+
+func (c *child) tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.log)
+}
+
+// stop sends SIGTERM and waits for the service to drain and exit, killing
+// it after stopTimeout. A failed exit is reported with the log's tail.
+func (c *child) stop(stderr io.Writer) {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(stopTimeout):
+		c.cmd.Process.Kill()
+		<-c.exited
+	}
+	if c.err != nil {
+		fmt.Fprintf(stderr, "vkcounter loadtest: the spawned service exited with %v:\n%s", c.err, c.tail())
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// loadReport is the part of `loadtest … -json` the tests read.
+type loadReport struct {
+	Scenario string           `json:"scenario"`
+	Stopped  string           `json:"stopped"`
+	Requests int64            `json:"requests"`
+	Events   int64            `json:"events"`
+	Reposts  int64            `json:"reposts"`
+	Errors   int64            `json:"errors"`
+	Prefill  float64          `json:"prefill_s"`
+	OK       bool             `json:"ok"`
+	Latency  []map[string]any `json:"latency"`
+	Check    struct {
+		Checked  int64            `json:"checked"`
+		Problems map[string]int64 `json:"problems"`
+		Listed   []any            `json:"listed"`
+	} `json:"check"`
+}
+
+// runLoad runs `vkcounter loadtest args…` in process and decodes its JSON
+// summary.
+func runLoad(t *testing.T, args ...string) (int, loadReport, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"loadtest"}, args...), os.Getenv, &stdout, &stderr)
+	var rep loadReport
+	if stdout.Len() > 0 {
+		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+			t.Fatalf("exit %d, stdout is not the JSON summary: %v\n%s\nstderr:\n%s", code, err, stdout.String(), stderr.String())
+		}
+	}
+	return code, rep, stderr.String()
+}
+
+func wrongAnswers(rep loadReport) int64 {
+	var n int64
+	for _, v := range rep.Check.Problems {
+		n += v
+	}
+	return n
+}
+
+// TestLoadtestCallbackAgainstProgram runs the callback load tool against
+// the whole program (in process) on miniredis and a real Redis: events of
+// many texts in flight together, re-posted events, and texts prefilled with
+// expired occurrences; every answer must be right. A run that is told a
+// shorter window than the program's prefills occurrences the program still
+// counts, and the tool must say the answers are wrong.
+func TestLoadtestCallbackAgainstProgram(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vkAddr := freePort(t)
+		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "WINDOW": "1h"})
+		base := []string{"callback", "-url", a.url("/callback"), "-vk-addr", vkAddr, "-group", strconv.Itoa(testGroup),
+			"-secret", testSecret, "-redis", tg.URL, "-key-prefix", a.prefix, "-json"}
+
+		code, rep, stderr := runLoad(t, append(base, "-texts", "40", "-per-text", "8", "-concurrency", "8",
+			"-retry-fraction", "0.1", "-expired", "2")...)
+		if code != 0 || !rep.OK || wrongAnswers(rep) != 0 {
+			t.Fatalf("exit %d, problems %v %v\n%s", code, rep.Check.Problems, rep.Check.Listed, stderr)
+		}
+		if rep.Events != 320 || rep.Reposts != 32 || rep.Check.Checked != 320 || rep.Errors != 0 || rep.Prefill <= 0 {
+			t.Errorf("events %d reposts %d checked %d errors %d prefill %gs; want 320 32 320 0 >0",
+				rep.Events, rep.Reposts, rep.Check.Checked, rep.Errors, rep.Prefill)
+		}
+		if !strings.Contains(rep.Scenario, "window 1h0m0s") {
+			t.Errorf("scenario %q: the window was not read from the program's /stats", rep.Scenario)
+		}
+		if !strings.Contains(stderr, "VK_API_URL=http://"+vkAddr+"/method/") {
+			t.Errorf("no line to start the bot with in:\n%s", stderr)
+		}
+
+		code, rep, _ = runLoad(t, append(base, "-texts", "5", "-per-text", "2", "-concurrency", "1", "-expired", "2", "-window", "30m")...)
+		if code != 1 || rep.OK || rep.Check.Problems["wrong_number"] != 10 {
+			t.Errorf("prefilled inside the program's window: exit %d, problems %v; want exit 1 and all 10 numbers wrong",
+				code, rep.Check.Problems)
+		}
+	}, singleServers...)
+}
+
+// TestLoadtestSpawn starts the built program with -spawn: a callback run
+// with expired occurrences on the tool's own Redis, and counter runs.
+func TestLoadtestSpawn(t *testing.T) {
+	bin := staticBinary(t)
+	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-texts", "30", "-per-text", "4",
+		"-expired", "1", "-retry-fraction", "0.25", "-window", "2m", "-json")
+	if code != 0 || !rep.OK || rep.Events != 120 || rep.Check.Checked != 120 {
+		t.Fatalf("callback: exit %d, events %d checked %d problems %v %v\n%s",
+			code, rep.Events, rep.Check.Checked, rep.Check.Problems, rep.Check.Listed, stderr)
+	}
+	report := filepath.Join(t.TempDir(), "counters.html")
+	code, rep, stderr = runLoad(t, "counters", "-spawn", "-bin", bin, "-op", "acquire,get,noop", "-conns", "3",
+		"-depth", "8", "-requests", "3000", "-json", "-report", report)
+	if code != 0 || !rep.OK || rep.Requests != 3000 || rep.Check.Checked != 3000 || len(rep.Latency) != 4 {
+		t.Fatalf("counters: exit %d, requests %d checked %d latency %v problems %v %v\n%s",
+			code, rep.Requests, rep.Check.Checked, rep.Latency, rep.Check.Problems, rep.Check.Listed, stderr)
+	}
+	if page, err := os.ReadFile(report); err != nil || !bytes.Contains(page, []byte("<svg")) {
+		t.Errorf("HTML report: %v, %d bytes", err, len(page))
+	}
+}
+
+func TestLoadtestUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no tool", nil, 2, "Usage"},
+		{"unknown tool", []string{"nope"}, 2, "unknown tool"},
+		{"neither url nor spawn", []string{"callback"}, 2, "-url or -spawn"},
+		{"both url and spawn", []string{"callback", "-url", "http://127.0.0.1:1/", "-spawn"}, 2, "-url or -spawn"},
+		{"stray argument", []string{"counters", "extra"}, 2, "unexpected argument"},
+		{"unknown workload", []string{"counters", "-op", "burn"}, 2, "burn"},
+		{"remote webhook", []string{"callback", "-url", "http://10.1.2.3/callback"}, 1, "loopback"},
+		{"remote redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, 1, "loopback"},
+		{"remote counters", []string{"counters", "-addr", "10.1.2.3:11215"}, 1, "loopback"},
+		{"expired without redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-expired", "1"}, 1, "-redis"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runLoadtest(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tc.code, tc.want)
+			}
+		})
+	}
+}
