@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -211,6 +213,116 @@ func (c *Client) Stats(ctx context.Context) ([]wire.Stat, error) {
 	err := c.call(ctx, wire.OpStats, wire.AppendStats,
 		func(body []byte) (err error) { stats, err = wire.ParseStats(body); return err })
 	return stats, err
+}
+
+// Hit adds one to the named access counter and returns its new total.
+func (c *Client) Hit(ctx context.Context, name string) (int64, error) {
+	if err := wire.CheckName(name); err != nil {
+		return 0, fmt.Errorf("counters: hit: %w", err)
+	}
+	var v int64
+	err := c.call(ctx, wire.OpHit,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendHit(dst, opaque, name) },
+		func(body []byte) (err error) { v, err = parseTotal(body); return err })
+	return v, err
+}
+
+// Total returns the total of the named access counter; a counter never hit
+// gives wire.StatusNotFound.
+func (c *Client) Total(ctx context.Context, name string) (int64, error) {
+	if err := wire.CheckName(name); err != nil {
+		return 0, fmt.Errorf("counters: total: %w", err)
+	}
+	var v int64
+	err := c.call(ctx, wire.OpTotal,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendTotal(dst, opaque, name) },
+		func(body []byte) (err error) { v, err = parseTotal(body); return err })
+	return v, err
+}
+
+// parseTotal decodes a total, which the stores keep within int64.
+func parseTotal(body []byte) (int64, error) {
+	v, err := wire.ParseUint64(body)
+	if err == nil && v > math.MaxInt64 {
+		err = fmt.Errorf("%w: total %d beyond int64", wire.ErrMalformed, v)
+	}
+	return int64(v), err
+}
+
+// Visit records key as seen now under the named participant counter and
+// returns the number of keys active within timeout and whether key was not
+// active before. The timeout travels in whole seconds (a fraction is
+// dropped); 0 means the server's default (300 s for the stores of package
+// participant).
+func (c *Client) Visit(ctx context.Context, name, key string, timeout time.Duration) (active int, isNew bool, err error) {
+	secs, err := checkVisit(name, key, timeout)
+	if err != nil {
+		return 0, false, fmt.Errorf("counters: visit: %w", err)
+	}
+	err = c.call(ctx, wire.OpVisit,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendVisit(dst, opaque, secs, name, key) },
+		func(body []byte) error {
+			n, flag, err := wire.ParseUint32Flag(body)
+			active, isNew = int(n), flag
+			return err
+		})
+	return active, isNew, err
+}
+
+// Leave forgets key under the named participant counter and returns the
+// number of keys left and whether key was there.
+func (c *Client) Leave(ctx context.Context, name, key string) (active int, removed bool, err error) {
+	if err := checkLeave(name, key); err != nil {
+		return 0, false, fmt.Errorf("counters: leave: %w", err)
+	}
+	err = c.call(ctx, wire.OpLeave,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendLeave(dst, opaque, name, key) },
+		func(body []byte) error {
+			n, flag, err := wire.ParseUint32Flag(body)
+			active, removed = int(n), flag
+			return err
+		})
+	return active, removed, err
+}
+
+// Active returns the number of keys of the named participant counter seen
+// within timeout (whole seconds, 0 for the server's default).
+func (c *Client) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
+	if err := wire.CheckName(name); err != nil {
+		return 0, fmt.Errorf("counters: active: %w", err)
+	}
+	secs, err := timeoutSeconds(timeout)
+	if err != nil {
+		return 0, fmt.Errorf("counters: active: %w", err)
+	}
+	var v uint32
+	err = c.call(ctx, wire.OpActive,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendActive(dst, opaque, secs, name) },
+		func(body []byte) (err error) { v, err = wire.ParseUint32(body); return err })
+	return int(v), err
+}
+
+func checkLeave(name, key string) error {
+	if err := wire.CheckName(name); err != nil {
+		return err
+	}
+	return wire.CheckKey(key)
+}
+
+func checkVisit(name, key string, timeout time.Duration) (uint32, error) {
+	if err := checkLeave(name, key); err != nil {
+		return 0, err
+	}
+	return timeoutSeconds(timeout)
+}
+
+// timeoutSeconds converts a participant timeout to its 4-byte field: 0
+// (the default) or 1 s to participant.MaxTimeout.
+func timeoutSeconds(timeout time.Duration) (uint32, error) {
+	if timeout != 0 && (timeout < time.Second || timeout > participant.MaxTimeout) {
+		return 0, fmt.Errorf("%w: timeout %v, want 0 (default) or 1s to %v", wire.ErrInvalid, timeout, participant.MaxTimeout)
+	}
+	return uint32(timeout / time.Second), nil
 }
 
 // Dump calls fn for every counter on the server, in the server's order. If

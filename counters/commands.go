@@ -2,7 +2,10 @@ package counters
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -22,13 +25,24 @@ var handlers = [256]handler{
 	wire.OpAcquire: (*conn).acquire,
 	wire.OpRelease: (*conn).release,
 	wire.OpDump:    (*conn).dump,
+	wire.OpHit:     (*conn).hit,
+	wire.OpTotal:   (*conn).total,
+	wire.OpVisit:   (*conn).visit,
+	wire.OpLeave:   (*conn).leave,
+	wire.OpActive:  (*conn).active,
 }
 
 // errUnknownCommand is the outcome of an opcode without a handler.
 var errUnknownCommand = errors.New("unknown command")
 
+// errStoreFailed wraps the error of an access or participant store call
+// that failed for a reason other than its arguments: the store is
+// unreachable, broken or slower than Stores.Timeout.
+var errStoreFailed = errors.New("counter store failed")
+
 // statuses maps the errors of the codec and the stores to protocol
-// statuses: the one place where they are classified.
+// statuses: the one place where they are classified. HTTPHandler maps
+// these statuses on to HTTP ones.
 var statuses = []struct {
 	err error
 	st  wire.Status
@@ -39,7 +53,16 @@ var statuses = []struct {
 	{resource.ErrNotAvailable, wire.StatusNotAvailable},
 	{resource.ErrNotAcquired, wire.StatusNotAcquired},
 	{resource.ErrNoMemory, wire.StatusOutOfMemory},
+	{access.ErrInvalidName, wire.StatusInvalid},
+	{access.ErrNotFound, wire.StatusNotFound},
+	// A total at math.MaxInt64 cannot take another hit, as a resource
+	// counter at its maximum cannot take another acquire.
+	{access.ErrOverflow, wire.StatusNotAvailable},
+	{participant.ErrInvalidName, wire.StatusInvalid},
+	{participant.ErrInvalidKey, wire.StatusInvalid},
+	{participant.ErrInvalidTimeout, wire.StatusInvalid},
 	{errUnknownCommand, wire.StatusUnknownCommand},
+	{errStoreFailed, wire.StatusStoreFailure},
 }
 
 // statusOf returns the status answering err, or false if err is not a
@@ -51,4 +74,14 @@ func statusOf(err error) (wire.Status, bool) {
 		}
 	}
 	return 0, false
+}
+
+// storeError classifies the error of a store call: an error the statuses
+// table knows (bad arguments, not found) is returned as it is, anything
+// else is wrapped in errStoreFailed.
+func storeError(err error) error {
+	if _, ok := statusOf(err); ok {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errStoreFailed, err)
 }

@@ -117,6 +117,9 @@ func (c *conn) dispatch(f wire.Frame) error {
 	if !ok {
 		return err
 	}
+	if st == wire.StatusStoreFailure {
+		c.s.log.Error().Err(err).Stringer("op", f.Opcode).Msg("counter store failed")
+	}
 	if st != wire.StatusInvalid && st != wire.StatusUnknownCommand {
 		c.s.commands[f.Opcode].Add(1)
 	}

@@ -16,7 +16,7 @@ import (
 // The queueing methods do not validate their arguments, so invalid
 // requests can be sent on purpose; the server answers them with
 // wire.StatusInvalid. They panic only for a name longer than
-// wire.MaxNameLen. Stats and Dump are not pipelined: use the Client's
+// wire.MaxNameLen or a key longer than wire.MaxKeyLen. Stats and Dump are not pipelined: use the Client's
 // methods. A Pipeline is not safe for concurrent use.
 type Pipeline struct {
 	c       *Client
@@ -35,9 +35,15 @@ type pending struct {
 type Result struct {
 	Op     wire.Opcode
 	Status wire.Status
-	// Value is the 4-byte answer of a successful Get (the consumption) or
-	// Acquire (the resources acquired).
+	// Value is the 4-byte answer of a successful Get (the consumption),
+	// Acquire (the resources acquired), Visit, Leave or Active (the active
+	// count).
 	Value uint32
+	// Total is the answer of a successful Hit or Total.
+	Total uint64
+	// Flag is the flag of a successful Visit (the key is new) or Leave
+	// (the key was removed).
+	Flag bool
 	// Message is the body of an error response.
 	Message string
 	// Latency is the time from the start of the pipeline's write to the
@@ -85,6 +91,32 @@ func (p *Pipeline) Release(name string, resources uint32) {
 	p.buf = wire.AppendRelease(p.buf, p.queue(wire.OpRelease), name, resources)
 }
 
+// Hit queues a Hit.
+func (p *Pipeline) Hit(name string) {
+	p.buf = wire.AppendHit(p.buf, p.queue(wire.OpHit), name)
+}
+
+// Total queues a Total.
+func (p *Pipeline) Total(name string) {
+	p.buf = wire.AppendTotal(p.buf, p.queue(wire.OpTotal), name)
+}
+
+// Visit queues a Visit; timeout is in seconds, 0 for the server's default.
+func (p *Pipeline) Visit(name, key string, timeout uint32) {
+	p.buf = wire.AppendVisit(p.buf, p.queue(wire.OpVisit), timeout, name, key)
+}
+
+// Leave queues a Leave.
+func (p *Pipeline) Leave(name, key string) {
+	p.buf = wire.AppendLeave(p.buf, p.queue(wire.OpLeave), name, key)
+}
+
+// Active queues an Active; timeout is in seconds, 0 for the server's
+// default.
+func (p *Pipeline) Active(name string, timeout uint32) {
+	p.buf = wire.AppendActive(p.buf, p.queue(wire.OpActive), timeout, name)
+}
+
 // Exec sends the queued requests and returns their results in order; the
 // results are valid until the next Exec. The Pipeline is then empty and can
 // be reused. Error statuses are reported in the results, not as an error:
@@ -127,8 +159,12 @@ func (p *Pipeline) read(q pending) (Result, error) {
 		return r, nil
 	case err != nil:
 		return r, err
-	case q.op == wire.OpGet || q.op == wire.OpAcquire:
+	case q.op == wire.OpGet || q.op == wire.OpAcquire || q.op == wire.OpActive:
 		r.Value, err = wire.ParseUint32(f.Body)
+	case q.op == wire.OpHit || q.op == wire.OpTotal:
+		r.Total, err = wire.ParseUint64(f.Body)
+	case q.op == wire.OpVisit || q.op == wire.OpLeave:
+		r.Value, r.Flag, err = wire.ParseUint32Flag(f.Body)
 	}
 	return r, err
 }

@@ -3,10 +3,15 @@
 //
 // Server hosts the resource counters (acquire/release, package resource) and
 // speaks the protocol of package wire byte for byte, so existing yrmcds
-// counter clients (libyrmcds, yc-cnt) work unchanged. Client is a Go client
-// for it, with pipelining for load generators.
+// counter clients (libyrmcds, yc-cnt) work unchanged. On the same port it
+// answers the extension opcodes of the access counters (Hit, Total; package
+// access) and participant counters (Visit, Leave, Active; package
+// participant), whose stores it is given in Stores. HTTPHandler serves those
+// same stores as JSON over HTTP. Client is a Go client for the port, with
+// pipelining for load generators.
 //
-// The port has no authentication: bind it to loopback or a private network.
+// The port and the HTTP API have no authentication: bind them to loopback
+// or a private network.
 //
 // A server:
 //
@@ -17,6 +22,7 @@
 package counters
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +33,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -39,6 +47,8 @@ const (
 	MinStatsInterval = resource.MinInterval
 	// DefaultWriteTimeout is the default ServerOptions.WriteTimeout.
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultStoreTimeout is the default Stores.Timeout.
+	DefaultStoreTimeout = 2 * time.Second
 
 	// maxAcceptBackoff bounds the pause after a failed Accept.
 	maxAcceptBackoff = time.Second
@@ -58,6 +68,39 @@ type Observer interface {
 	// OnConn is called with +1 when a connection is served and -1 when it
 	// ends. Connections refused by MaxConnections are not reported.
 	OnConn(delta int)
+}
+
+// Stores are the access and participant counters that the extension
+// opcodes and the HTTP API serve. Zero fields mean the documented defaults.
+type Stores struct {
+	// Access holds the access counters (Hit, Total). Nil means a new
+	// access.Memory of the server's own.
+	Access access.Store
+	// Participants holds the participant counters (Visit, Leave, Active).
+	// Nil means a new participant.Memory of the server's own.
+	Participants participant.Store
+	// Timeout bounds each store call, so a slow store (Redis, a locked
+	// file) holds a request for at most that long; the request then fails
+	// with wire.StatusStoreFailure (HTTP 503). Default DefaultStoreTimeout.
+	Timeout time.Duration
+}
+
+// withDefaults returns s with its defaults filled in, or an error if s is
+// invalid. The participant memory store reads the time from clock.
+func (s Stores) withDefaults(clock func() time.Time) (Stores, error) {
+	if s.Timeout < 0 {
+		return s, fmt.Errorf("counters: store timeout %v: must not be negative", s.Timeout)
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultStoreTimeout
+	}
+	if s.Access == nil {
+		s.Access = access.NewMemory()
+	}
+	if s.Participants == nil {
+		s.Participants = participant.NewMemory(clock)
+	}
+	return s, nil
 }
 
 // ServerOptions configure a Server. Zero fields mean the documented
@@ -93,14 +136,22 @@ type ServerOptions struct {
 	Clock func() time.Time
 	// Observer, when not nil, is told about every request and connection.
 	Observer Observer
+	// Stores hold the counters of the extension opcodes; see Stores for
+	// the defaults.
+	Stores Stores
 }
 
 // A Server serves the counter protocol. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts  ServerOptions
-	log   zerolog.Logger
-	table *resource.Table
+	opts   ServerOptions
+	log    zerolog.Logger
+	table  *resource.Table
+	stores Stores
+
+	// ctx is cancelled by Close, ending store calls in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu sync.Mutex
 	// closed, listeners and conns are guarded by mu.
@@ -137,6 +188,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	stores, err := opts.Stores.withDefaults(opts.Clock)
+	if err != nil {
+		return nil, err
+	}
 	table, err := resource.New(resource.Options{
 		Buckets:   opts.Buckets,
 		Interval:  opts.StatsInterval,
@@ -150,10 +205,12 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		table:     table,
+		stores:    stores,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.table.GC()
 	s.wg.Add(1)
 	go s.gcLoop()
@@ -273,8 +330,9 @@ func (s *Server) forget(c *conn) {
 }
 
 // Close stops the server: it closes every listener and every connection
-// (releasing what each held), stops the GC loop and waits for all of the
-// server's goroutines. Close is idempotent.
+// (releasing what each held), cancels store calls in flight, stops the GC
+// loop and waits for all of the server's goroutines. It does not close the
+// stores. Close is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -290,6 +348,7 @@ func (s *Server) Close() error {
 		c.nc.Close()
 	}
 	s.mu.Unlock()
+	s.cancel()
 	s.wg.Wait()
 	return nil
 }
@@ -319,4 +378,10 @@ func (s *Server) Stats() []wire.Stat {
 		wire.Stat{Name: "rejected_connections", Value: u(s.rejected.Load())},
 		wire.Stat{Name: "stats_interval", Value: i(int64(s.table.Interval() / time.Second))},
 	)
+}
+
+// storeContext returns the context of one store call, ended by the store
+// timeout or by Close.
+func (s *Server) storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.stores.Timeout)
 }

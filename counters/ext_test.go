@@ -1,0 +1,541 @@
+package counters_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// Hex of the fixtures' names and keys: "vk.messages" =
+// 766b2e6d65737361676573 (11 bytes), "vk.users" = 766b2e7573657273 (8),
+// "42" = 3432, "43" = 3433. Error bodies: "Not found" =
+// 4e6f7420666f756e64, "Invalid arguments" =
+// 496e76616c696420617267756d656e7473, "Store unavailable" =
+// 53746f726520756e617661696c61626c65.
+const (
+	hexNotFound = "4e6f7420666f756e64"
+	hexInvalid  = "496e76616c696420617267756d656e7473"
+	hexStore    = "53746f726520756e617661696c61626c65"
+)
+
+// TestExtensionFixtures sends byte-exact extension requests and checks
+// byte-exact answers, in one session on one connection, against the
+// default in-memory stores.
+func TestExtensionFixtures(t *testing.T) {
+	clock := newFakeClock(day)
+	s := newServer(t, counters.ServerOptions{Clock: clock.Now})
+	c := pipe(t, s)
+	steps := []struct {
+		name      string
+		req, resp string
+		then      func()
+	}{
+		{name: "total never hit: not found", req: "90 21 00 00 0000000d 00000001 000b 766b2e6d65737361676573",
+			resp: "91 21 01 00 00000009 00000001 " + hexNotFound},
+		{name: "hit creates at 1", req: "90 20 00 00 0000000d 00000002 000b 766b2e6d65737361676573",
+			resp: "91 20 00 00 00000008 00000002 0000000000000001"},
+		{name: "hit", req: "90 20 00 00 0000000d 00000003 000b 766b2e6d65737361676573",
+			resp: "91 20 00 00 00000008 00000003 0000000000000002"},
+		{name: "total", req: "90 21 00 00 0000000d 00000004 000b 766b2e6d65737361676573",
+			resp: "91 21 00 00 00000008 00000004 0000000000000002"},
+		{name: "hit empty name: invalid", req: "90 20 00 00 00000002 00000005 0000",
+			resp: "91 20 04 00 00000011 00000005 " + hexInvalid},
+		{name: "total empty name: invalid", req: "90 21 00 00 00000002 00000006 0000",
+			resp: "91 21 04 00 00000011 00000006 " + hexInvalid},
+		{name: "hit name over the store's 255 bytes: invalid", req: "90 20 00 00 00000102 00000007 0100 " + strings.Repeat("61", 256),
+			resp: "91 20 04 00 00000011 00000007 " + hexInvalid},
+		{name: "hit body shorter than the name: invalid", req: "90 20 00 00 00000003 00000008 0002 61",
+			resp: "91 20 04 00 00000011 00000008 " + hexInvalid},
+		{name: "visit new key", req: "90 30 00 00 00000012 00000009 0000012c 0008 766b2e7573657273 0002 3432",
+			resp: "91 30 00 00 00000005 00000009 00000001 01"},
+		{name: "visit again: not new", req: "90 30 00 00 00000012 0000000a 0000012c 0008 766b2e7573657273 0002 3432",
+			resp: "91 30 00 00 00000005 0000000a 00000001 00"},
+		{name: "visit another key, default timeout", req: "90 30 00 00 00000012 0000000b 00000000 0008 766b2e7573657273 0002 3433",
+			resp: "91 30 00 00 00000005 0000000b 00000002 01"},
+		{name: "visit empty key: invalid", req: "90 30 00 00 00000010 0000000c 00000000 0008 766b2e7573657273 0000",
+			resp: "91 30 04 00 00000011 0000000c " + hexInvalid},
+		{name: "visit empty name: invalid", req: "90 30 00 00 0000000a 0000000d 00000000 0000 0002 3432",
+			resp: "91 30 04 00 00000011 0000000d " + hexInvalid},
+		{name: "active", req: "90 32 00 00 0000000e 0000000e 00000000 0008 766b2e7573657273",
+			resp: "91 32 00 00 00000004 0000000e 00000002"},
+		{name: "leave", req: "90 31 00 00 0000000e 0000000f 0008 766b2e7573657273 0002 3432",
+			resp: "91 31 00 00 00000005 0000000f 00000001 01"},
+		{name: "leave again: nothing removed", req: "90 31 00 00 0000000e 00000010 0008 766b2e7573657273 0002 3432",
+			resp: "91 31 00 00 00000005 00000010 00000001 00"},
+		{name: "leave empty key: invalid", req: "90 31 00 00 0000000c 00000011 0008 766b2e7573657273 0000",
+			resp: "91 31 04 00 00000011 00000011 " + hexInvalid},
+		{name: "active empty name: invalid", req: "90 32 00 00 00000006 00000012 00000000 0000",
+			resp: "91 32 04 00 00000011 00000012 " + hexInvalid, then: func() { clock.Set(day + 301) }},
+		{name: "active after the default timeout", req: "90 32 00 00 0000000e 00000013 00000000 0008 766b2e7573657273",
+			resp: "91 32 00 00 00000004 00000013 00000000"},
+		{name: "active with a longer timeout", req: "90 32 00 00 0000000e 00000014 00000258 0008 766b2e7573657273",
+			resp: "91 32 00 00 00000004 00000014 00000001"},
+		{name: "the connection is still open", req: "90 00 00 00 00000000 00000015", resp: "91 00 00 00 00000000 00000015"},
+	}
+	for _, st := range steps {
+		want := unhex(t, st.resp)
+		got := exchange(t, c, unhex(t, st.req), len(want))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s:\ngot  % x\nwant % x", st.name, got, want)
+		}
+		if st.then != nil {
+			st.then()
+		}
+	}
+	m := statsMap(s)
+	for name, v := range map[string]string{
+		// Invalid requests are not counted, as for the resource opcodes.
+		"command:hit": "2", "command:total": "2", "command:visit": "3", "command:leave": "2", "command:active": "3",
+	} {
+		if m[name] != v {
+			t.Errorf("%s = %q, want %q", name, m[name], v)
+		}
+	}
+}
+
+// TestExtensionPipelined sends 100 extension requests in one write and
+// checks the 100 answers, in order, byte for byte. Round r hits "pages"
+// and reads its total, visits key r of "room", counts "room" and makes key
+// r-1 leave, so after round 0 two keys are active at each count.
+func TestExtensionPipelined(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{})
+	c := dial(t, listen(t, s))
+	var req, want []byte
+	for r := range 20 {
+		op := uint32(5 * r)
+		active := uint32(2)
+		if r == 0 {
+			active = 1
+		}
+		req = wire.AppendHit(req, op, "pages")
+		want = wire.AppendUint64(want, wire.OpHit, op, uint64(r+1))
+		req = wire.AppendTotal(req, op+1, "pages")
+		want = wire.AppendUint64(want, wire.OpTotal, op+1, uint64(r+1))
+		req = wire.AppendVisit(req, op+2, 60, "room", fmt.Sprint(r))
+		want = wire.AppendUint32Flag(want, wire.OpVisit, op+2, active, true)
+		req = wire.AppendActive(req, op+3, 60, "room")
+		want = wire.AppendUint32(want, wire.OpActive, op+3, active)
+		req = wire.AppendLeave(req, op+4, "room", fmt.Sprint(r-1))
+		want = wire.AppendUint32Flag(want, wire.OpLeave, op+4, 1, r > 0)
+	}
+	got := exchange(t, c, req, len(want))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("pipelined answers differ:\ngot  % x\nwant % x", got, want)
+	}
+}
+
+// fakeStore is an access and participant store whose calls go to fn,
+// which gets the call's context and its operation name.
+type fakeStore struct {
+	fn func(ctx context.Context, op string) error
+}
+
+func (f fakeStore) Hit(ctx context.Context, name string) (int64, error) {
+	return 1, f.fn(ctx, "hit")
+}
+
+func (f fakeStore) Total(ctx context.Context, name string) (int64, error) {
+	return 1, f.fn(ctx, "total")
+}
+
+func (f fakeStore) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
+	return 1, true, f.fn(ctx, "visit")
+}
+
+func (f fakeStore) Leave(ctx context.Context, name, key string) (int, bool, error) {
+	return 0, true, f.fn(ctx, "leave")
+}
+
+func (f fakeStore) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
+	return 1, f.fn(ctx, "active")
+}
+
+var (
+	_ access.Store      = fakeStore{}
+	_ participant.Store = fakeStore{}
+)
+
+func fakeStores(fn func(ctx context.Context, op string) error) counters.Stores {
+	f := fakeStore{fn: fn}
+	return counters.Stores{Access: f, Participants: f}
+}
+
+func TestStoreFailureKeepsTheConnection(t *testing.T) {
+	broken := errors.New("redis: connection refused")
+	o := &countingObserver{requests: make(map[string]int)}
+	s := newServer(t, counters.ServerOptions{Observer: o,
+		Stores: fakeStores(func(context.Context, string) error { return broken })})
+	c := pipe(t, s)
+	var req []byte
+	req = wire.AppendHit(req, 1, "a")
+	req = wire.AppendTotal(req, 2, "a")
+	req = wire.AppendVisit(req, 3, 0, "a", "k")
+	req = wire.AppendLeave(req, 4, "a", "k")
+	req = wire.AppendActive(req, 5, 0, "a")
+	req = wire.AppendNoop(req, 6)
+	want := "91 20 86 00 00000011 00000001 " + hexStore +
+		"91 21 86 00 00000011 00000002 " + hexStore +
+		"91 30 86 00 00000011 00000003 " + hexStore +
+		"91 31 86 00 00000011 00000004 " + hexStore +
+		"91 32 86 00 00000011 00000005 " + hexStore +
+		"91 00 00 00 00000000 00000006"
+	got := exchange(t, c, req, len(unhex(t, want)))
+	equalBytes(t, "answers", got, want)
+	o.mu.Lock()
+	n := o.requests["hit/Store unavailable"]
+	o.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("observer saw %v", o.requests)
+	}
+	// The arguments are checked before the store is asked.
+	got = exchange(t, c, wire.AppendHit(nil, 7, ""), 29)
+	equalBytes(t, "invalid before the store", got, "91 20 04 00 00000011 00000007 "+hexInvalid)
+}
+
+// TestRedisDownIsAStoreFailure: the Redis stores of a server whose Redis
+// has gone answer Store unavailable, and recover when it is back.
+func TestRedisDownIsAStoreFailure(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	prefix := redistest.Prefix(t)
+	s := newServer(t, counters.ServerOptions{Stores: counters.Stores{
+		Access:       access.NewRedis(tg.Client, prefix+"a:"),
+		Participants: participant.NewRedis(tg.Client, prefix+"p:"),
+		Timeout:      200 * time.Millisecond,
+	}})
+	c := client(t, listen(t, s))
+	cx := ctx(t)
+	if n, err := c.Hit(cx, "h"); n != 1 || err != nil {
+		t.Fatalf("Hit = %d, %v", n, err)
+	}
+	tg.Mini.Close()
+	if _, err := c.Hit(cx, "h"); !errors.Is(err, wire.StatusStoreFailure) {
+		t.Fatalf("Hit with Redis down: %v, want Store unavailable", err)
+	}
+	if _, _, err := c.Visit(cx, "v", "k", 0); !errors.Is(err, wire.StatusStoreFailure) {
+		t.Fatalf("Visit with Redis down: %v, want Store unavailable", err)
+	}
+	if err := tg.Mini.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Hit(cx, "h"); n != 2 || err != nil {
+		t.Fatalf("Hit after Redis came back = %d, %v: the same connection must work again", n, err)
+	}
+}
+
+// blocker is a store whose "slow" calls wait until released or their
+// context ends; it reports each call's start and end.
+type blocker struct {
+	started chan string
+	ended   chan error
+	release chan struct{}
+}
+
+func newBlocker() *blocker {
+	return &blocker{started: make(chan string, 10), ended: make(chan error, 10), release: make(chan struct{})}
+}
+
+func (b *blocker) call(ctx context.Context, op string) error {
+	b.started <- op
+	var err error
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	b.ended <- err
+	return err
+}
+
+// TestSlowStoreStallsOnlyItsConnection: while one connection's store call
+// hangs, another connection is served; the call ends at the store timeout
+// with Store unavailable.
+func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
+	b := newBlocker()
+	fast := access.NewMemory()
+	slow := fakeStore{fn: b.call}
+	s := newServer(t, counters.ServerOptions{Stores: counters.Stores{
+		Access: fast, Participants: slow, Timeout: 100 * time.Millisecond,
+	}})
+	addr := listen(t, s)
+	stalled, other := client(t, addr), client(t, addr)
+	done := make(chan error, 1)
+	go func() { _, _, err := stalled.Visit(context.Background(), "v", "k", 0); done <- err }()
+	if op := <-b.started; op != "visit" {
+		t.Fatalf("store call %q", op)
+	}
+	if n, err := other.Hit(ctx(t), "h"); n != 1 || err != nil {
+		t.Fatalf("another connection is not served while a store call hangs: %d, %v", n, err)
+	}
+	if err := <-done; !errors.Is(err, wire.StatusStoreFailure) {
+		t.Fatalf("hung Visit: %v, want Store unavailable", err)
+	}
+	if err := <-b.ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the store call ended with %v, want the store timeout", err)
+	}
+	if err := stalled.Noop(ctx(t)); err != nil {
+		t.Fatalf("the connection is unusable after a store timeout: %v", err)
+	}
+}
+
+// TestCloseCancelsStoreCalls: Close does not wait for a store call's
+// timeout; it cancels the call.
+func TestCloseCancelsStoreCalls(t *testing.T) {
+	b := newBlocker()
+	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.Stores{
+		Access: fakeStore{fn: b.call}, Timeout: time.Hour,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pipe(t, s)
+	go c.Write(wire.AppendHit(nil, 1, "h"))
+	<-b.started
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := <-b.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("store call ended with %v, want context.Canceled", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewServerRejectsNegativeStoreTimeout(t *testing.T) {
+	if s, err := counters.NewServer(counters.ServerOptions{Stores: counters.Stores{Timeout: -1}}); err == nil {
+		s.Close()
+		t.Fatal("NewServer accepted a negative store timeout")
+	}
+}
+
+func TestClientExtension(t *testing.T) {
+	clock := newFakeClock(day)
+	s := newServer(t, counters.ServerOptions{Clock: clock.Now})
+	c := client(t, listen(t, s))
+	cx := ctx(t)
+	if _, err := c.Total(cx, "views"); !errors.Is(err, wire.StatusNotFound) {
+		t.Fatalf("Total never hit: %v", err)
+	}
+	for want := int64(1); want <= 3; want++ {
+		if n, err := c.Hit(cx, "views"); n != want || err != nil {
+			t.Fatalf("Hit = %d, %v; want %d", n, err, want)
+		}
+	}
+	if n, err := c.Total(cx, "views"); n != 3 || err != nil {
+		t.Fatalf("Total = %d, %v", n, err)
+	}
+	type visit struct {
+		n    int
+		flag bool
+	}
+	check := func(what string, n int, flag bool, err error, want visit) {
+		t.Helper()
+		if err != nil || n != want.n || flag != want.flag {
+			t.Fatalf("%s = %d %v, %v; want %+v", what, n, flag, err, want)
+		}
+	}
+	n, isNew, err := c.Visit(cx, "room", "alice", time.Minute)
+	check("Visit alice", n, isNew, err, visit{1, true})
+	n, isNew, err = c.Visit(cx, "room", "bob", 90*time.Second+500*time.Millisecond)
+	check("Visit bob", n, isNew, err, visit{2, true})
+	n, isNew, err = c.Visit(cx, "room", "alice", time.Minute)
+	check("Visit alice again", n, isNew, err, visit{2, false})
+	n, removed, err := c.Leave(cx, "room", "bob")
+	check("Leave bob", n, removed, err, visit{1, true})
+	n, removed, err = c.Leave(cx, "room", "carol")
+	check("Leave carol, never there", n, removed, err, visit{1, false})
+	clock.Set(day + 61)
+	if n, err := c.Active(cx, "room", time.Minute); n != 0 || err != nil {
+		t.Fatalf("Active after a minute = %d, %v", n, err)
+	}
+	if n, err := c.Active(cx, "room", 0); n != 1 || err != nil {
+		t.Fatalf("Active with the default timeout = %d, %v", n, err)
+	}
+}
+
+func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{})
+	c := client(t, listen(t, s))
+	cx := ctx(t)
+	long := strings.Repeat("n", wire.MaxNameLen+1)
+	for name, err := range map[string]error{
+		"hit empty name":      func() error { _, err := c.Hit(cx, ""); return err }(),
+		"total long name":     func() error { _, err := c.Total(cx, long); return err }(),
+		"visit empty key":     func() error { _, _, err := c.Visit(cx, "n", "", 0); return err }(),
+		"visit empty name":    func() error { _, _, err := c.Visit(cx, "", "k", 0); return err }(),
+		"visit long key":      func() error { _, _, err := c.Visit(cx, "n", long, 0); return err }(),
+		"visit under 1s":      func() error { _, _, err := c.Visit(cx, "n", "k", time.Millisecond); return err }(),
+		"visit negative":      func() error { _, _, err := c.Visit(cx, "n", "k", -time.Second); return err }(),
+		"visit over 2^32 s":   func() error { _, _, err := c.Visit(cx, "n", "k", participant.MaxTimeout+time.Second); return err }(),
+		"leave empty key":     func() error { _, _, err := c.Leave(cx, "n", ""); return err }(),
+		"active empty name":   func() error { _, err := c.Active(cx, "", 0); return err }(),
+		"active bad timeout":  func() error { _, err := c.Active(cx, "n", -1); return err }(),
+		"leave empty name":    func() error { _, _, err := c.Leave(cx, "", "k"); return err }(),
+		"total empty name":    func() error { _, err := c.Total(cx, ""); return err }(),
+		"visit 1ns over zero": func() error { _, _, err := c.Visit(cx, "n", "k", 1); return err }(),
+	} {
+		if !errors.Is(err, wire.ErrInvalid) {
+			t.Errorf("%s: %v, want wire.ErrInvalid", name, err)
+		}
+	}
+	for _, op := range []string{"hit", "total", "visit", "leave", "active"} {
+		if v := statsMap(s)["command:"+op]; v != "0" {
+			t.Errorf("an invalid %s reached the server: command:%s = %s", op, op, v)
+		}
+	}
+	if err := c.Noop(cx); err != nil {
+		t.Fatalf("the client is unusable after refusing arguments: %v", err)
+	}
+}
+
+func TestClientMalformedExtensionAnswers(t *testing.T) {
+	hit := func(c *counters.Client) error { _, err := c.Hit(ctx(t), "n"); return err }
+	visit := func(c *counters.Client) error { _, _, err := c.Visit(ctx(t), "n", "k", 0); return err }
+	for _, tc := range []struct {
+		name   string
+		answer func(h wire.Header) []byte
+		call   func(c *counters.Client) error
+	}{
+		{"total beyond int64", func(h wire.Header) []byte { return wire.AppendUint64(nil, h.Opcode, h.Opaque, 1<<63) }, hit},
+		{"4-byte total", func(h wire.Header) []byte { return wire.AppendUint32(nil, h.Opcode, h.Opaque, 1) }, hit},
+		{"flag byte 2", func(h wire.Header) []byte {
+			return append(wire.AppendUint32(nil, h.Opcode, h.Opaque, 1)[:wire.HeaderSize+4], 2)
+		}, visit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeServer(t, func(h wire.Header) []byte {
+				b := tc.answer(h)
+				// Fix up the body length for the hand-made flag answer.
+				copy(b[4:8], wire.AppendHeader(nil, wire.Header{BodyLen: uint32(len(b) - wire.HeaderSize)})[4:8])
+				return b
+			})
+			if err := tc.call(c); !errors.Is(err, wire.ErrMalformed) || errors.As(err, new(*wire.StatusError)) {
+				t.Fatalf("%v, want a malformed-answer connection error", err)
+			}
+		})
+	}
+}
+
+func TestPipelineExtension(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{})
+	c := client(t, listen(t, s))
+	p := c.Pipeline()
+	p.Total("t")
+	p.Hit("t")
+	p.Hit("t")
+	p.Total("t")
+	p.Visit("r", "k1", 0)
+	p.Visit("r", "k2", 30)
+	p.Visit("r", "k1", 30)
+	p.Active("r", 30)
+	p.Leave("r", "k1")
+	p.Leave("r", "k1")
+	p.Visit("r", "", 0)
+	p.Hit("")
+	res, err := p.Exec(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []counters.Result{
+		{Op: wire.OpTotal, Status: wire.StatusNotFound, Message: "Not found"},
+		{Op: wire.OpHit, Total: 1},
+		{Op: wire.OpHit, Total: 2},
+		{Op: wire.OpTotal, Total: 2},
+		{Op: wire.OpVisit, Value: 1, Flag: true},
+		{Op: wire.OpVisit, Value: 2, Flag: true},
+		{Op: wire.OpVisit, Value: 2},
+		{Op: wire.OpActive, Value: 2},
+		{Op: wire.OpLeave, Value: 1, Flag: true},
+		{Op: wire.OpLeave, Value: 1},
+		{Op: wire.OpVisit, Status: wire.StatusInvalid, Message: "Invalid arguments"},
+		{Op: wire.OpHit, Status: wire.StatusInvalid, Message: "Invalid arguments"},
+	}
+	if len(res) != len(want) {
+		t.Fatalf("%d results, want %d", len(res), len(want))
+	}
+	for i, w := range want {
+		r := res[i]
+		r.Latency = 0
+		if r != w {
+			t.Errorf("result %d = %+v, want %+v", i, r, w)
+		}
+	}
+}
+
+// TestRedisStoresSharedByServers: two servers (two instances of the
+// service) on one Redis serve the same access and participant counters.
+func TestRedisStoresSharedByServers(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		t.Cleanup(func() { delKeys(t, tg, prefix) })
+		stores := counters.Stores{
+			Access:       access.NewRedis(tg.Client, prefix+"a:"),
+			Participants: participant.NewRedis(tg.Client, prefix+"p:"),
+		}
+		a := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		b := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		cx := ctx(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, c := range []*counters.Client{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := c.Pipeline()
+				for range 50 {
+					p.Hit("shared")
+				}
+				res, err := p.Exec(cx)
+				for _, r := range res {
+					if err == nil {
+						err = r.Err()
+					}
+				}
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := b.Total(cx, "shared"); n != 100 || err != nil {
+			t.Fatalf("Total = %d, %v; want 100 hits from both servers", n, err)
+		}
+		if _, isNew, err := a.Visit(cx, "users", "7", 0); !isNew || err != nil {
+			t.Fatalf("Visit on a: new %v, %v", isNew, err)
+		}
+		if n, isNew, err := b.Visit(cx, "users", "7", 0); n != 1 || isNew || err != nil {
+			t.Fatalf("Visit of the same key on b = %d, new %v, %v; want 1, not new", n, isNew, err)
+		}
+		if n, removed, err := b.Leave(cx, "users", "7"); n != 0 || !removed || err != nil {
+			t.Fatalf("Leave on b = %d, %v, %v", n, removed, err)
+		}
+		if n, err := a.Active(cx, "users", 0); n != 0 || err != nil {
+			t.Fatalf("Active on a = %d, %v", n, err)
+		}
+	})
+}
+
+// delKeys deletes the keys under prefix one by one (they may live in
+// different cluster slots): access counters do not expire.
+func delKeys(t testing.TB, tg *redistest.Target, prefix string) {
+	t.Helper()
+	for _, k := range redistest.Keys(t, tg.Client, prefix) {
+		if err := tg.Client.Del(context.Background(), k).Err(); err != nil {
+			t.Errorf("del %s: %v", k, err)
+		}
+	}
+}

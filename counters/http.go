@@ -1,0 +1,312 @@
+package counters
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// HTTPPrefix is the path prefix HTTPHandler serves; mount it there:
+//
+//	mux.Handle(counters.HTTPPrefix, h)
+const HTTPPrefix = "/counters/"
+
+// maxHTTPBody is the largest request body HTTPHandler reads: a key of
+// participant.MaxKeyLen bytes, each escaped as \uXXXX, fits with room.
+const maxHTTPBody = 16 << 10
+
+// httpCodes maps the statuses that statusOf gives store errors to HTTP
+// statuses, so that the errors are classified once, in statuses.
+var httpCodes = map[wire.Status]int{
+	wire.StatusInvalid:      http.StatusBadRequest,
+	wire.StatusNotFound:     http.StatusNotFound,
+	wire.StatusNotAvailable: http.StatusConflict,
+	wire.StatusStoreFailure: http.StatusServiceUnavailable,
+}
+
+// An HTTPHandler serves the access and participant counters as JSON:
+//
+//	POST /counters/access/{name}                    hit:    {"name":…,"total":…}
+//	GET  /counters/access/{name}                    total:  {"name":…,"total":…}, 404 if never hit
+//	POST /counters/participants/{name}/visit        {"key":…,"timeout":s} → {"name":…,"key":…,"active":…,"new":…}
+//	POST /counters/participants/{name}/leave        {"key":…} → {"name":…,"key":…,"active":…,"removed":…}
+//	GET  /counters/participants/{name}?timeout=s    {"name":…,"active":…}
+//
+// A timeout is in whole seconds; 0 or none means the store's default. The
+// name is one path segment (escape a "/" in it as %2F). Every error is a
+// JSON object {"error": "…"}: 400 for a bad name, key, timeout or body, 404
+// for a total never hit or an unknown path, 405 for a wrong method, 413 for
+// a body over 16 KiB, 503 (with Retry-After) when the store fails or is
+// slower than Stores.Timeout.
+//
+// It is safe for concurrent use.
+type HTTPHandler struct {
+	stores Stores
+	log    zerolog.Logger
+	mux    *http.ServeMux
+}
+
+var _ http.Handler = (*HTTPHandler)(nil)
+
+// NewHTTPHandler returns a handler serving stores (with the defaults of
+// Stores for zero fields; pass the Server's stores to serve the same
+// counters). Store failures are logged to log.
+func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
+	stores, err := stores.withDefaults(time.Now)
+	if err != nil {
+		return nil, err
+	}
+	h := &HTTPHandler{stores: stores, log: log, mux: http.NewServeMux()}
+	emptyName := func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusBadRequest, "empty counter name")
+	}
+	h.mux.Handle(HTTPPrefix+"access/{$}", http.HandlerFunc(emptyName))
+	h.mux.Handle(HTTPPrefix+"access/{name}", methods{http.MethodGet: h.total, http.MethodPost: h.hit})
+	h.mux.Handle(HTTPPrefix+"participants/{$}", http.HandlerFunc(emptyName))
+	h.mux.Handle(HTTPPrefix+"participants/{name}", methods{http.MethodGet: h.active})
+	h.mux.Handle(HTTPPrefix+"participants/{name}/visit", methods{http.MethodPost: h.visit})
+	h.mux.Handle(HTTPPrefix+"participants/{name}/leave", methods{http.MethodPost: h.leave})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "no such counter route: "+r.URL.Path)
+	})
+	return h, nil
+}
+
+// ServeHTTP serves one request.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// methods serves one path: each method with its handler (GET also answers
+// HEAD), the others with 405 and an Allow header.
+type methods map[string]http.HandlerFunc
+
+func (m methods) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	if f, ok := m[method]; ok {
+		f(w, r)
+		return
+	}
+	var allow []string
+	for k := range m {
+		allow = append(allow, k)
+		if k == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	slices.Sort(allow)
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
+}
+
+// accessReply is the answer of hit and total.
+type accessReply struct {
+	Name  string `json:"name"`
+	Total int64  `json:"total"`
+}
+
+func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := h.storeContext(r)
+	defer cancel()
+	total, err := h.stores.Access.Hit(ctx, name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, accessReply{Name: name, Total: total})
+}
+
+func (h *HTTPHandler) total(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := h.storeContext(r)
+	defer cancel()
+	total, err := h.stores.Access.Total(ctx, name)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, accessReply{Name: name, Total: total})
+}
+
+// visitRequest is the body of a visit.
+type visitRequest struct {
+	Key string `json:"key"`
+	// Timeout is in seconds; 0 means the store's default.
+	Timeout int64 `json:"timeout"`
+}
+
+// visitReply is the answer of a visit.
+type visitReply struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"`
+	Active int    `json:"active"`
+	New    bool   `json:"new"`
+}
+
+func (h *HTTPHandler) visit(w http.ResponseWriter, r *http.Request) {
+	var req visitRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	timeout, err := timeoutParam(req.Timeout)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	name := r.PathValue("name")
+	ctx, cancel := h.storeContext(r)
+	defer cancel()
+	n, isNew, err := h.stores.Participants.Visit(ctx, name, req.Key, timeout)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, visitReply{Name: name, Key: req.Key, Active: n, New: isNew})
+}
+
+// leaveRequest is the body of a leave.
+type leaveRequest struct {
+	Key string `json:"key"`
+}
+
+// leaveReply is the answer of a leave.
+type leaveReply struct {
+	Name    string `json:"name"`
+	Key     string `json:"key"`
+	Active  int    `json:"active"`
+	Removed bool   `json:"removed"`
+}
+
+func (h *HTTPHandler) leave(w http.ResponseWriter, r *http.Request) {
+	var req leaveRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	name := r.PathValue("name")
+	ctx, cancel := h.storeContext(r)
+	defer cancel()
+	n, removed, err := h.stores.Participants.Leave(ctx, name, req.Key)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, leaveReply{Name: name, Key: req.Key, Active: n, Removed: removed})
+}
+
+// activeReply is the answer of active.
+type activeReply struct {
+	Name   string `json:"name"`
+	Active int    `json:"active"`
+}
+
+func (h *HTTPHandler) active(w http.ResponseWriter, r *http.Request) {
+	var secs int64
+	if q := r.URL.Query(); q.Has("timeout") {
+		var err error
+		if secs, err = strconv.ParseInt(q.Get("timeout"), 10, 64); err != nil {
+			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want whole seconds", q.Get("timeout")))
+			return
+		}
+	}
+	timeout, err := timeoutParam(secs)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	name := r.PathValue("name")
+	ctx, cancel := h.storeContext(r)
+	defer cancel()
+	n, err := h.stores.Participants.Active(ctx, name, timeout)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, activeReply{Name: name, Active: n})
+}
+
+// timeoutParam converts a timeout in seconds to a duration, refusing one
+// that no store accepts before it can overflow the conversion.
+func timeoutParam(secs int64) (time.Duration, error) {
+	if secs < 0 || secs > int64(participant.MaxTimeout/time.Second) {
+		return 0, fmt.Errorf("%w: %d seconds, want 0 (default) to %d", participant.ErrInvalidTimeout, secs, int64(participant.MaxTimeout/time.Second))
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+// storeContext returns the context of one store call: the request's, ended
+// by the store timeout at the latest.
+func (h *HTTPHandler) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), h.stores.Timeout)
+}
+
+// fail answers the error of a store call (or of its arguments) with the
+// HTTP status of its protocol status.
+func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	err = storeError(err)
+	st, _ := statusOf(err) // storeError leaves only known errors
+	code, ok := httpCodes[st]
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	msg := err.Error()
+	if st == wire.StatusStoreFailure {
+		// The cause (a Redis address, a file path) is for the log, not
+		// for the client. A client that went away is no store failure.
+		if r.Context().Err() == nil {
+			h.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("counter store failed")
+		}
+		msg = st.Message()
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSONError(w, code, msg)
+}
+
+// decodeBody decodes the JSON object of r's body into v, or answers 400
+// (malformed, unknown field, trailing data) or 413 and returns false.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("data after the JSON object")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", tooBig.Limit))
+		return false
+	case errors.Is(err, io.EOF):
+		writeJSONError(w, http.StatusBadRequest, `empty body: want a JSON object like {"key":"…"}`)
+		return false
+	case err != nil:
+		writeJSONError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, struct {
+		Error string `json:"error"`
+	}{msg})
+}
