@@ -19,8 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
 // The benchmarks measure the server as a separate process, as a real
@@ -39,28 +44,69 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runBenchServer is the child: it prints its address, then answers each
-// "cpu" line on stdin with its CPU time in nanoseconds, and exits when
-// stdin closes.
+// runBenchServer is the child: it serves one port with in-memory stores
+// and, when redistest.EnvRedis names a Redis, a second one with Redis
+// stores; it prints both addresses ("-" for a missing one) on one line,
+// then answers each "cpu" line on stdin with its CPU time in nanoseconds,
+// and exits when stdin closes, deleting its Redis keys.
 func runBenchServer() int {
-	s, err := counters.NewServer(counters.ServerOptions{})
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
+	memAddr, closeMem, err := serveBench(counters.Stores{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return fail(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	defer closeMem()
+	redisAddr := "-"
+	if u := os.Getenv(redistest.EnvRedis); u != "" {
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			return fail(err)
+		}
+		rdb := redis.NewClient(opt)
+		defer rdb.Close()
+		prefix := fmt.Sprintf("test:bench-%d:", os.Getpid())
+		defer deleteBenchKeys(rdb, prefix)
+		addr, closeRedis, err := serveBench(counters.Stores{
+			Access:       access.NewRedis(rdb, prefix+"a:"),
+			Participants: participant.NewRedis(rdb, prefix+"p:"),
+		})
+		if err != nil {
+			return fail(err)
+		}
+		defer closeRedis()
+		redisAddr = addr
 	}
-	go s.Serve(ln)
-	fmt.Println(ln.Addr())
+	fmt.Println(memAddr, redisAddr)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		fmt.Println(cpuTime().Nanoseconds())
 	}
-	s.Close()
 	return 0
+}
+
+// serveBench serves a server with stores on a loopback port.
+func serveBench(stores counters.Stores) (addr string, stop func(), err error) {
+	s, err := counters.NewServer(counters.ServerOptions{Stores: stores})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Close()
+		return "", nil, err
+	}
+	go s.Serve(ln)
+	return ln.Addr().String(), func() { s.Close() }, nil
+}
+
+// deleteBenchKeys deletes the benchmark's keys one by one; the access
+// counters would never expire.
+func deleteBenchKeys(rdb *redis.Client, prefix string) {
+	ctx := context.Background()
+	it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		rdb.Del(ctx, it.Val())
+	}
 }
 
 // cpuTime returns the user plus system CPU time of this process.
@@ -79,7 +125,8 @@ type benchServer struct {
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Scanner
-	addr string
+	// addr serves in-memory stores; redisAddr, when not "-", Redis ones.
+	addr, redisAddr string
 }
 
 var benchSrv benchServer
@@ -111,7 +158,9 @@ func (s *benchServer) start() error {
 			s.err = fmt.Errorf("bench server printed no address: %v", s.out.Err())
 			return
 		}
-		s.addr = s.out.Text()
+		if _, err := fmt.Sscan(s.out.Text(), &s.addr, &s.redisAddr); err != nil {
+			s.err = fmt.Errorf("bench server printed %q: %v", s.out.Text(), err)
+		}
 	})
 	return s.err
 }
@@ -144,22 +193,33 @@ var benchNames = func() []string {
 	return names
 }()
 
-// benchmarkServer drives b.N requests over conns connections, each keeping
-// depth requests in flight (sent in one write, then all answers read).
-// With pairs, the requests are Acquire+Release pairs on 1000 names, every
-// request counted; otherwise Noops. It reports requests/s, latency
-// percentiles, and the CPU seconds per million requests of the server
-// process and of the load generator.
-func benchmarkServer(b *testing.B, conns, depth int, pairs bool) {
-	if err := benchSrv.start(); err != nil {
-		b.Fatal(err)
-	}
+// A workload is what benchmarkServer sends.
+type workload int
+
+const (
+	// noops are Noop requests.
+	noops workload = iota
+	// acquireRelease are Acquire+Release pairs on the 1000 benchNames.
+	acquireRelease
+	// hits are Hits on the 1000 benchNames.
+	hits
+	// visits are Visits of the 1000 benchNames as keys of one participant
+	// counter, with the default timeout.
+	visits
+)
+
+// benchmarkServer drives b.N requests of workload w to the server at addr
+// over conns connections, each keeping depth requests in flight (sent in
+// one write, then all answers read); every request is counted. It reports
+// requests/s, latency percentiles, and the CPU seconds per million
+// requests of the server process and of the load generator.
+func benchmarkServer(b *testing.B, addr string, conns, depth int, w workload) {
 	clients := make([]*counters.Client, conns)
 	for i := range clients {
-		clients[i] = client(b, benchSrv.addr)
+		clients[i] = client(b, addr)
 	}
 	step := depth // requests per Exec
-	if pairs && step%2 == 1 {
+	if w == acquireRelease && step%2 == 1 {
 		step++ // depth 1: an Acquire, then its Release in the next Exec
 	}
 	var remaining atomic.Int64
@@ -183,13 +243,22 @@ func benchmarkServer(b *testing.B, conns, depth int, pairs bool) {
 			next := i * len(benchNames) / conns
 			for remaining.Add(-int64(step)) > -int64(step) {
 				for k := 0; k < step; {
-					if !pairs {
+					name := benchNames[next%len(benchNames)]
+					next++
+					switch w {
+					case noops:
 						p.Noop()
 						k++
 						continue
+					case hits:
+						p.Hit(name)
+						k++
+						continue
+					case visits:
+						p.Visit("bench-room", name, 0)
+						k++
+						continue
 					}
-					name := benchNames[next%len(benchNames)]
-					next++
 					p.Acquire(name, 1, 0xFFFFFFFF)
 					if depth == 1 {
 						if err := execBench(p, &lats[i]); err != nil {
@@ -231,6 +300,22 @@ func benchmarkServer(b *testing.B, conns, depth int, pairs bool) {
 	b.ReportMetric((srvAfter-srvBefore).Seconds()/elapsed.Seconds(), "srv-cores")
 }
 
+// benchAddr starts the child server and returns the address serving store
+// ("memory" or "redis"), skipping when there is no Redis.
+func benchAddr(b *testing.B, store string) string {
+	b.Helper()
+	if err := benchSrv.start(); err != nil {
+		b.Fatal(err)
+	}
+	if store == "memory" {
+		return benchSrv.addr
+	}
+	if benchSrv.redisAddr == "-" {
+		b.Skipf("%s not set: no Redis-backed server", redistest.EnvRedis)
+	}
+	return benchSrv.redisAddr
+}
+
 // execBench runs the pipeline, requires every answer to be a success and
 // records the latencies.
 func execBench(p *counters.Pipeline, lats *[]time.Duration) error {
@@ -250,13 +335,30 @@ func execBench(p *counters.Pipeline, lats *[]time.Duration) error {
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, tc := range []struct{ conns, depth int }{{1, 1}, {50, 1}, {4, 32}} {
 		b.Run(fmt.Sprintf("conns=%d/depth=%d", tc.conns, tc.depth), func(b *testing.B) {
-			benchmarkServer(b, tc.conns, tc.depth, true)
+			benchmarkServer(b, benchAddr(b, "memory"), tc.conns, tc.depth, acquireRelease)
 		})
 	}
 }
 
 func BenchmarkNoop(b *testing.B) {
-	b.Run("conns=4/depth=32", func(b *testing.B) { benchmarkServer(b, 4, 32, false) })
+	b.Run("conns=4/depth=32", func(b *testing.B) { benchmarkServer(b, benchAddr(b, "memory"), 4, 32, noops) })
+}
+
+// BenchmarkHit and BenchmarkVisit measure the extension opcodes over the
+// port, with the in-memory stores and with the Redis stores on the Redis
+// of redistest.EnvRedis.
+func BenchmarkHit(b *testing.B) { benchmarkStores(b, hits) }
+
+func BenchmarkVisit(b *testing.B) { benchmarkStores(b, visits) }
+
+func benchmarkStores(b *testing.B, w workload) {
+	for _, store := range []string{"memory", "redis"} {
+		for _, tc := range []struct{ conns, depth int }{{1, 1}, {50, 1}, {4, 32}} {
+			b.Run(fmt.Sprintf("store=%s/conns=%d/depth=%d", store, tc.conns, tc.depth), func(b *testing.B) {
+				benchmarkServer(b, benchAddr(b, store), tc.conns, tc.depth, w)
+			})
+		}
+	}
 }
 
 // TestBenchServerChild checks the benchmark harness itself: the child
@@ -284,5 +386,16 @@ func TestBenchServerChild(t *testing.T) {
 	}
 	if !strings.Contains(benchSrv.addr, "127.0.0.1:") {
 		t.Fatalf("child listens on %s", benchSrv.addr)
+	}
+	if os.Getenv(redistest.EnvRedis) == "" {
+		return
+	}
+	// The Redis-backed port serves the extension opcodes.
+	r := client(t, benchSrv.redisAddr)
+	if _, err := r.Hit(ctx(t), "child-check"); err != nil {
+		t.Fatalf("Hit on the Redis-backed port: %v", err)
+	}
+	if _, _, err := r.Visit(ctx(t), "child-check", "k", time.Second); err != nil {
+		t.Fatalf("Visit on the Redis-backed port: %v", err)
 	}
 }
