@@ -31,7 +31,24 @@ const (
 	OpGet Op = "get"
 	// OpNoop is a Noop.
 	OpNoop Op = "noop"
+	// OpHit hits the connection's own access counter, so every total is
+	// known: 1, 2, 3, …
+	OpHit Op = "hit"
+	// OpVisit visits the connection's own participant counter with keys
+	// k0 … k(visitKeys−1) in turn, so every answer (active, new) is known.
+	OpVisit Op = "visit"
 )
+
+// visitKeys is how many participant keys each connection cycles through,
+// and visitTimeout the timeout its visits carry, far longer than any run.
+const (
+	visitKeys    = 100
+	visitTimeout = 3600
+)
+
+// opcodes are the opcodes the workloads send, in the order the report
+// lists them.
+var opcodes = []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop, wire.OpHit, wire.OpVisit}
 
 // Defaults of CountersOptions.
 const (
@@ -51,10 +68,10 @@ func ParseOps(s string) ([]Op, error) {
 	var ops []Op
 	for _, f := range strings.Split(s, ",") {
 		switch op := Op(strings.TrimSpace(f)); op {
-		case OpAcquire, OpGet, OpNoop:
+		case OpAcquire, OpGet, OpNoop, OpHit, OpVisit:
 			ops = append(ops, op)
 		default:
-			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get or noop)", f)
+			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get, noop, hit or visit)", f)
 		}
 	}
 	return ops, nil
@@ -74,7 +91,8 @@ type CountersOptions struct {
 	// Names is how many shared counter names OpAcquire cycles through
 	// (default 1000).
 	Names int
-	// Requests is how many requests to send in all (default 100000).
+	// Requests is how many requests to send in all (default 100000); one
+	// fewer when the last one would split an acquire+release pair.
 	Requests int64
 	// Duration stops sending after that long; zero means no limit.
 	Duration time.Duration
@@ -125,24 +143,54 @@ func (o *CountersOptions) validate() error {
 // An expect is a request in flight and the one response that may answer
 // it: that opcode and opaque, status OK, and exactly that body.
 type expect struct {
-	op      wire.Opcode
-	opaque  uint32
-	want    [8]byte
-	wantLen uint8
-	sent    time.Time
-	name    string // the counter, for problem reports
-	end     int    // where the request ends in the buffer it was built in
+	op     wire.Opcode
+	opaque uint32
+	want   body
+	sent   time.Time
+	name   string // the counter, for problem reports
+	end    int    // where the request ends in the buffer it was built in
 }
 
-func (e *expect) body() []byte { return e.want[:e.wantLen] }
+// A body is an expected response body; all of them fit 8 bytes, so
+// expecting one allocates nothing.
+type body struct {
+	b [8]byte
+	n uint8
+}
+
+func (b *body) bytes() []byte { return b.b[:b.n] }
+
+// u32 is the body of Get and Acquire, u64 of Hit, u32Flag of Visit.
+func u32(v uint32) (b body) {
+	binary.BigEndian.PutUint32(b.b[:], v)
+	b.n = 4
+	return b
+}
+
+func u64(v uint64) (b body) {
+	binary.BigEndian.PutUint64(b.b[:], v)
+	b.n = 8
+	return b
+}
+
+func u32Flag(v uint32, flag bool) body {
+	b := u32(v)
+	if flag {
+		b.b[4] = 1
+	}
+	b.n = 5
+	return b
+}
 
 // countersRun is one run of RunCounters.
 type countersRun struct {
 	o      CountersOptions
 	runID  string
-	names  []string
+	names  []string // shared counters of OpAcquire
+	keys   []string // participant keys of OpVisit
 	start  time.Time
 	budget atomic.Int64 // requests left to send
+	spent  atomic.Bool  // a connection found the budget spent
 	done   atomic.Int64 // responses checked
 
 	mu    sync.Mutex // guards check
@@ -173,6 +221,10 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	for i := range r.names {
 		r.names[i] = fmt.Sprintf("lt%s:%d", runID, i)
 	}
+	r.keys = make([]string, visitKeys)
+	for i := range r.keys {
+		r.keys[i] = fmt.Sprintf("k%d", i)
+	}
 	r.budget.Store(o.Requests)
 
 	conns := make([]*counterConn, o.Conns)
@@ -185,12 +237,12 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 			}
 			return nil, fmt.Errorf("loadtest: connect to the counter server: %w", err)
 		}
-		conns[i] = &counterConn{r: r, id: i, nc: nc}
+		conns[i] = &counterConn{r: r, id: i, nc: nc, own: fmt.Sprintf("lt%s:conn%d", runID, i)}
 	}
 	r.start = time.Now()
 	for _, c := range conns {
 		c.series = map[wire.Opcode]*series{}
-		for _, op := range []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop} {
+		for _, op := range opcodes {
 			c.series[op] = newSeries(op.String(), r.start)
 		}
 	}
@@ -225,11 +277,12 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	elapsed := time.Since(r.start)
 	stopped := "done"
 	switch {
-	case r.budget.Load() > 0 && ctx.Err() != nil:
+	case r.spent.Load():
+	case ctx.Err() != nil:
 		stopped = "interrupted"
-	case r.budget.Load() > 0 && sendCtx.Err() != nil:
+	case sendCtx.Err() != nil:
 		stopped = "duration"
-	case r.budget.Load() > 0:
+	default:
 		stopped = "connections failed"
 	}
 	prog.Stop()
@@ -245,7 +298,7 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	}
 	rep.Check.Checked = rep.Requests
 	rep.Errors = rep.Check.Wrong()
-	for _, op := range []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop} {
+	for _, op := range opcodes {
 		var parts []chartSeries
 		for _, c := range conns {
 			parts = append(parts, c.series[op].chart())
@@ -280,13 +333,14 @@ type counterConn struct {
 	nc     net.Conn
 	series map[wire.Opcode]*series // per connection, so recording never contends
 
+	own    string // the connection's own counter (of each kind)
 	opaque uint32
 	units  int  // workload units generated
 	holds  bool // the connection holds its own counter, for OpGet
+	hits   int  // hits sent
+	visits int  // visits sent
 }
 
-// ownName is the counter this connection holds for OpGet.
-func (c *counterConn) ownName() string { return fmt.Sprintf("lt%s:conn%d", c.r.runID, c.id) }
 
 // next appends the requests of the next workload unit to dst, and their
 // expectations to exps. It returns false when the request budget is spent.
@@ -297,15 +351,15 @@ func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
 		need = 2
 	}
 	if c.r.budget.Add(-need) < 0 {
+		c.r.budget.Add(need) // leave it to a connection whose next unit is smaller
+		c.r.spent.Store(true)
 		return dst, exps, false
 	}
 	// add expects the response to the request whose encoding follows, and
 	// returns its opaque; done marks where that encoding ended.
-	add := func(op wire.Opcode, name string, want []byte) uint32 {
+	add := func(op wire.Opcode, name string, want body) uint32 {
 		c.opaque++
-		e := expect{op: op, opaque: c.opaque, name: name}
-		e.wantLen = uint8(copy(e.want[:], want))
-		exps = append(exps, e)
+		exps = append(exps, expect{op: op, opaque: c.opaque, name: name, want: want})
 		return c.opaque
 	}
 	done := func() { exps[len(exps)-1].end = len(dst) }
@@ -314,10 +368,10 @@ func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
 		name := c.r.names[(c.units*c.r.o.Conns+c.id)%len(c.r.names)]
 		dst = wire.AppendAcquire(dst, add(wire.OpAcquire, name, u32(1)), name, 1, acquireMaximum)
 		done()
-		dst = wire.AppendRelease(dst, add(wire.OpRelease, name, nil), name, 1)
+		dst = wire.AppendRelease(dst, add(wire.OpRelease, name, body{}), name, 1)
 		done()
 	case OpGet:
-		name, held := c.ownName(), uint32(c.id+1)
+		name, held := c.own, uint32(c.id+1)
 		if !c.holds {
 			dst = wire.AppendAcquire(dst, add(wire.OpAcquire, name, u32(held)), name, held, held)
 			done()
@@ -326,14 +380,24 @@ func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
 		dst = wire.AppendGet(dst, add(wire.OpGet, name, u32(held)), name)
 		done()
 	case OpNoop:
-		dst = wire.AppendNoop(dst, add(wire.OpNoop, "", nil))
+		dst = wire.AppendNoop(dst, add(wire.OpNoop, "", body{}))
+		done()
+	case OpHit:
+		c.hits++
+		name := c.own
+		dst = wire.AppendHit(dst, add(wire.OpHit, name, u64(uint64(c.hits))), name)
+		done()
+	case OpVisit:
+		name, key := c.own, c.r.keys[c.visits%visitKeys]
+		isNew := c.visits < visitKeys
+		c.visits++
+		want := u32Flag(uint32(min(c.visits, visitKeys)), isNew)
+		dst = wire.AppendVisit(dst, add(wire.OpVisit, name, want), visitTimeout, name, key)
 		done()
 	}
 	c.units++
 	return dst, exps, true
 }
-
-func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 // run sends and checks until the budget is spent or ctx ends, then waits
 // for the responses still due.
@@ -423,8 +487,8 @@ func (c *counterConn) read(slots <-chan struct{}, queue <-chan expect, broken ch
 			return
 		case f.Status != wire.StatusOK:
 			c.r.add(Problem{Kind: WrongStatus, Subject: c.subject(&e), Want: "OK", Got: fmt.Sprintf("%#02x %q", byte(f.Status), f.Body)})
-		case !bytes.Equal(f.Body, e.body()):
-			c.r.add(Problem{Kind: WrongBody, Subject: c.subject(&e), Want: fmt.Sprintf("% x", e.body()), Got: fmt.Sprintf("% x", f.Body)})
+		case !bytes.Equal(f.Body, e.want.bytes()):
+			c.r.add(Problem{Kind: WrongBody, Subject: c.subject(&e), Want: fmt.Sprintf("% x", e.want.bytes()), Got: fmt.Sprintf("% x", f.Body)})
 		}
 	}
 }

@@ -96,6 +96,9 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	}
 	rank := int64(math.Ceil(q * float64(h.n)))
 	rank = min(max(rank, 1), h.n)
+	if rank == h.n {
+		return h.max
+	}
 	var seen int64
 	for i, c := range h.counts {
 		seen += c

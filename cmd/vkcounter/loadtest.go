@@ -71,6 +71,8 @@ opaque, status and body. Workloads (-op, comma-separated, cycled):
   acquire   acquire 1 of one of -names shared counters, then release it
   get       get a counter this connection holds (the value is known)
   noop      noop
+  hit       hit this connection's own access counter (totals 1, 2, 3, …)
+  visit     visit this connection's own participant counter with 100 keys in turn
 
 Flags:
 `
@@ -242,7 +244,7 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	out.bind(fs)
 	var o loadtest.CountersOptions
 	fs.StringVar(&o.Addr, "addr", "127.0.0.1:11215", "the counter server, `HOST:PORT`")
-	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop")
+	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit")
 	fs.IntVar(&o.Conns, "conns", 1, "connections")
 	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
 	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")

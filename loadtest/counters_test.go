@@ -1,0 +1,246 @@
+package loadtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/loadtest"
+)
+
+// startCounters serves the real counter server on a loopback port.
+func startCounters(t *testing.T) string {
+	t.Helper()
+	srv, err := counters.NewServer(counters.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; !errors.Is(err, counters.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func runCounters(t *testing.T, o loadtest.CountersOptions) *loadtest.Report {
+	t.Helper()
+	rep, err := loadtest.RunCounters(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestCountersAgainstServer(t *testing.T) {
+	addr := startCounters(t)
+	for _, tc := range []struct{ conns, depth int }{{1, 1}, {4, 32}, {3, 7}} {
+		t.Run(fmt.Sprintf("%d×%d", tc.conns, tc.depth), func(t *testing.T) {
+			rep := runCounters(t, loadtest.CountersOptions{
+				Addr: addr, Ops: []loadtest.Op{loadtest.OpAcquire, loadtest.OpGet, loadtest.OpNoop},
+				Conns: tc.conns, Depth: tc.depth, Names: 10, Requests: 2000,
+			})
+			if !rep.OK() || rep.Stopped != "done" || rep.Requests < 1999 || rep.Requests > 2000 || rep.Check.Checked != rep.Requests {
+				t.Fatalf("stopped %q after %d requests (%d checked); problems %v", rep.Stopped, rep.Requests, rep.Check.Checked, rep.Check.Listed)
+			}
+			var names []string
+			for _, l := range rep.Latency {
+				names = append(names, l.Name)
+			}
+			if got := strings.Join(names, ","); got != "acquire,release,get,noop" {
+				t.Errorf("latency series %s", got)
+			}
+		})
+	}
+}
+
+// fakeCounters is a counter server that answers like the real one, in
+// memory, except where fault changes the bytes of the i-th response (from
+// 0, over all connections) or drops it (nil).
+type fakeCounters struct {
+	fault func(i int, resp []byte) []byte
+
+	mu     sync.Mutex // guards the fields below
+	n      int
+	totals map[string]uint64
+	seen   map[string]map[string]bool
+}
+
+func startFake(t *testing.T, fault func(i int, resp []byte) []byte) string {
+	t.Helper()
+	f := &fakeCounters{fault: fault, totals: map[string]uint64{}, seen: map[string]map[string]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				f.serve(nc)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func (f *fakeCounters) serve(nc net.Conn) {
+	held := map[string]uint32{}
+	rd := wire.NewRequestReader(nc)
+	for {
+		fr, err := rd.Read()
+		if err != nil {
+			return
+		}
+		var resp []byte
+		switch fr.Opcode {
+		case wire.OpNoop:
+			resp = wire.AppendResponse(nil, fr.Opcode, wire.StatusOK, fr.Opaque, nil)
+		case wire.OpAcquire:
+			req, _ := wire.ParseAcquire(fr.Body)
+			held[string(req.Name)] += req.Resources
+			resp = wire.AppendUint32(nil, fr.Opcode, fr.Opaque, req.Resources)
+		case wire.OpRelease:
+			req, _ := wire.ParseRelease(fr.Body)
+			held[string(req.Name)] -= req.Resources
+			resp = wire.AppendResponse(nil, fr.Opcode, wire.StatusOK, fr.Opaque, nil)
+		case wire.OpGet:
+			name, _ := wire.ParseGet(fr.Body)
+			resp = wire.AppendUint32(nil, fr.Opcode, fr.Opaque, held[string(name)])
+		case wire.OpHit:
+			name, _ := wire.ParseHit(fr.Body)
+			f.mu.Lock()
+			f.totals[string(name)]++
+			resp = wire.AppendUint64(nil, fr.Opcode, fr.Opaque, f.totals[string(name)])
+			f.mu.Unlock()
+		case wire.OpVisit:
+			req, _ := wire.ParseVisit(fr.Body)
+			f.mu.Lock()
+			keys := f.seen[string(req.Name)]
+			if keys == nil {
+				keys = map[string]bool{}
+				f.seen[string(req.Name)] = keys
+			}
+			isNew := !keys[string(req.Key)]
+			keys[string(req.Key)] = true
+			resp = wire.AppendUint32Flag(nil, fr.Opcode, fr.Opaque, uint32(len(keys)), isNew)
+			f.mu.Unlock()
+		default:
+			resp = wire.AppendError(nil, fr.Opcode, wire.StatusUnknownCommand, fr.Opaque)
+		}
+		f.mu.Lock()
+		i := f.n
+		f.n++
+		f.mu.Unlock()
+		if f.fault != nil {
+			resp = f.fault(i, resp)
+		}
+		if resp != nil {
+			if _, err := nc.Write(resp); err != nil {
+				return
+			}
+		}
+	}
+}
+
+var allOps = []loadtest.Op{loadtest.OpAcquire, loadtest.OpGet, loadtest.OpNoop, loadtest.OpHit, loadtest.OpVisit}
+
+func TestCountersEveryWorkloadAgainstFake(t *testing.T) {
+	addr := startFake(t, nil)
+	rep := runCounters(t, loadtest.CountersOptions{Addr: addr, Ops: allOps, Conns: 2, Depth: 5, Requests: 1000})
+	if !rep.OK() || rep.Requests < 999 || len(rep.Latency) != 6 {
+		t.Fatalf("%d requests, latency %v, problems %v", rep.Requests, rep.Latency, rep.Check.Listed)
+	}
+}
+
+// TestCountersCheckerCatchesBrokenServer alters single responses of a
+// server that is otherwise right: each alteration must be reported as its
+// kind of problem, on the right request.
+func TestCountersCheckerCatchesBrokenServer(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(resp []byte) []byte
+		kind  loadtest.ProblemKind
+		got   string
+		on    bool // alter every response from the victim on, not just the victim
+	}{
+		{"wrong body", func(r []byte) []byte { r[len(r)-1] ^= 0xff; return r }, loadtest.WrongBody, "", false},
+		{"wrong status", func(r []byte) []byte {
+			h := wire.ParseHeader(r)
+			return wire.AppendError(nil, h.Opcode, wire.StatusNotAvailable, h.Opaque)
+		}, loadtest.WrongStatus, "Resource not available", false},
+		{"wrong opaque", func(r []byte) []byte { r[11]++; return r }, loadtest.OutOfStep, "opaque", false},
+		{"wrong opcode", func(r []byte) []byte { r[1] = byte(wire.OpStats); return r }, loadtest.OutOfStep, "stats", false},
+		{"bad magic", func(r []byte) []byte { r[0] = 0x90; return r }, loadtest.Broken, "bad magic", false},
+		{"no more answers", func([]byte) []byte { return nil }, loadtest.Broken, "timeout", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const victim = 5 // the first hit: after acquire, release, acquire (own), get, noop
+			addr := startFake(t, func(i int, r []byte) []byte {
+				if i == victim || tc.on && i > victim {
+					return tc.fault(r)
+				}
+				return r
+			})
+			rep := runCounters(t, loadtest.CountersOptions{Addr: addr, Ops: allOps, Depth: 3, Requests: 40, Timeout: 300 * time.Millisecond})
+			if rep.Check.Wrong() != 1 || rep.Check.Problems[tc.kind] != 1 {
+				t.Fatalf("problems %v, want one %s; listed %v", rep.Check.Problems, tc.kind, rep.Check.Listed)
+			}
+			p := rep.Check.Listed[0]
+			if !strings.Contains(p.Subject, "hit opaque 6") || !strings.Contains(p.Got, tc.got) {
+				t.Errorf("reported %v, want it about hit opaque 6 with %q", p, tc.got)
+			}
+			if tc.kind == loadtest.Broken || tc.kind == loadtest.OutOfStep {
+				if rep.Requests >= 40 || !strings.Contains(p.Got, "unanswered") {
+					t.Errorf("%d requests answered after the stream broke; problem %v", rep.Requests, p)
+				}
+			}
+		})
+	}
+}
+
+func TestCountersStopsAndRefuses(t *testing.T) {
+	addr := startCounters(t)
+	rep := runCounters(t, loadtest.CountersOptions{Addr: addr, Ops: []loadtest.Op{loadtest.OpNoop}, Requests: 1 << 40, Duration: 100 * time.Millisecond, Depth: 4})
+	if rep.Stopped != "duration" || !rep.OK() || rep.Requests == 0 {
+		t.Errorf("stopped %q after %d requests, problems %v", rep.Stopped, rep.Requests, rep.Check.Listed)
+	}
+	for _, o := range []loadtest.CountersOptions{
+		{Addr: "192.0.2.1:11215"},
+		{Addr: "example.com:11215"},
+		{Addr: addr, Conns: -1},
+		{Addr: addr, Ops: []loadtest.Op{"burn"}},
+	} {
+		if _, err := loadtest.RunCounters(context.Background(), o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+	if _, err := loadtest.ParseOps("acquire, hit,visit"); err != nil {
+		t.Error(err)
+	}
+}
