@@ -341,7 +341,6 @@ type counterConn struct {
 	visits int  // visits sent
 }
 
-
 // next appends the requests of the next workload unit to dst, and their
 // expectations to exps. It returns false when the request budget is spent.
 func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
