@@ -43,6 +43,27 @@ type Outbox interface {
 	Done(ctx context.Context, group int, ids ...string) error
 }
 
+// The counters the bot feeds through Options.Activity.
+const (
+	// MessagesCounter is the access counter hit once per message.
+	MessagesCounter = "vk.messages"
+	// UsersCounter is the participant counter each message's sender
+	// (from_id) visits.
+	UsersCounter = "vk.users"
+	// UsersTimeout is how long a sender stays active in UsersCounter.
+	UsersTimeout = 300 * time.Second
+)
+
+// Activity records what the bot sees beyond the replies' counts. It is met
+// by *counters.Client and by any struct embedding an access.Store and a
+// participant.Store (packages counters/access and counters/participant).
+type Activity interface {
+	// Hit adds one to the access counter name.
+	Hit(ctx context.Context, name string) (total int64, err error)
+	// Visit records key as seen now under the participant counter name.
+	Visit(ctx context.Context, name, key string, timeout time.Duration) (active int, isNew bool, err error)
+}
+
 // ErrClosed is returned by HandleMessage once Close has begun: the message
 // is not counted and VK should deliver it again (to another instance).
 var ErrClosed = errors.New("bot: shutting down")
@@ -79,7 +100,16 @@ type Options struct {
 	// outbox: delivered, dropped (Drop, Flood). age is the time since the
 	// reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
-	Logger      zerolog.Logger
+	// Activity, if set, is fed once per message counted for the first time
+	// (never for a re-delivery of an event already counted): a Hit of
+	// MessagesCounter and a Visit of UsersCounter by the sender. Its
+	// failures are logged and counted in Stats, never returned: the
+	// message is counted, and failing the webhook would make VK deliver it
+	// again.
+	Activity Activity
+	// ActivityTimeout bounds the Activity calls of one message (default 1s).
+	ActivityTimeout time.Duration
+	Logger          zerolog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -104,6 +134,9 @@ func (o *Options) setDefaults() {
 	if o.HaltPause <= 0 {
 		o.HaltPause = time.Minute
 	}
+	if o.ActivityTimeout <= 0 {
+		o.ActivityTimeout = time.Second
+	}
 }
 
 // A Bot counts messages and replies to them. It is safe for concurrent use.
@@ -127,7 +160,7 @@ type Bot struct {
 
 // counters are the bot's running totals, read by Stats.
 type counters struct {
-	received, duplicates, sent, retried, dropped, unsent atomic.Int64
+	received, duplicates, sent, retried, dropped, unsent, activityErrors atomic.Int64
 }
 
 var _ callback.MessageHandler = (*Bot)(nil)
@@ -182,6 +215,10 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		// counting, before storing; the same random_id makes VK deliver
 		// the reply once however often it is sent.
 		b.stats.duplicates.Add(1)
+	} else if b.opts.Activity != nil {
+		// Before storing the reply: if that fails, VK re-delivers the
+		// event as a duplicate, which must find the activity recorded.
+		b.recordActivity(ctx, m)
 	}
 	r := Reply{
 		GroupID:  m.GroupID,
@@ -195,6 +232,28 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}
 	return nil
+}
+
+// recordActivity feeds Options.Activity for m, logging its failures. The
+// calls outlive a cancelled request (the message is counted already) but
+// not ActivityTimeout.
+func (b *Bot) recordActivity(ctx context.Context, m callback.Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.ActivityTimeout)
+	defer cancel()
+	if _, err := b.opts.Activity.Hit(ctx, MessagesCounter); err != nil {
+		b.activityFailed(err, MessagesCounter, m)
+	}
+	if m.FromID == 0 {
+		return // an event without its sender
+	}
+	if _, _, err := b.opts.Activity.Visit(ctx, UsersCounter, strconv.Itoa(m.FromID), UsersTimeout); err != nil {
+		b.activityFailed(err, UsersCounter, m)
+	}
+}
+
+func (b *Bot) activityFailed(err error, counter string, m callback.Message) {
+	b.stats.activityErrors.Add(1)
+	b.log.Error().Err(err).Str("counter", counter).Str("event_id", m.EventID).Msg("activity counter not updated")
 }
 
 // Close stops accepting messages, waits for in-flight ones, and lets the
@@ -239,6 +298,8 @@ type Stats struct {
 	Retried    int64 `json:"retried"`    // send attempts that will be retried
 	Dropped    int64 `json:"dropped"`    // replies VK refused for good
 	Unsent     int64 `json:"unsent"`     // replies this process stopped holding at shutdown
+	// ActivityErrors counts failed Options.Activity calls.
+	ActivityErrors int64 `json:"activity_errors"`
 }
 
 // Stats returns the bot's running totals.
@@ -250,5 +311,7 @@ func (b *Bot) Stats() Stats {
 		Retried:    b.stats.retried.Load(),
 		Dropped:    b.stats.dropped.Load(),
 		Unsent:     b.stats.unsent.Load(),
+
+		ActivityErrors: b.stats.activityErrors.Load(),
 	}
 }
