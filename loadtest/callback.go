@@ -307,10 +307,12 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 			rep.Events++
 		}
 	}
-	reply := newSeries("reply", r.start)
+	reply := newSeries("webhook→reply", r.start)
 	r.check(sends, &rep.Check, reply)
 	rep.charts = []chartSeries{r.webhook.chart(), reply.chart()}
-	rep.Latency = []Latency{rep.charts[0].Hist.Summary("webhook"), rep.charts[1].Hist.Summary("webhook→reply")}
+	for _, c := range rep.charts {
+		rep.Latency = append(rep.Latency, c.Hist.Summary(c.Name))
+	}
 	return rep, nil
 }
 
@@ -356,18 +358,22 @@ func (r *callbackRun) describe() string {
 	return s + ", window " + r.window.String()
 }
 
-// waitReady posts a confirmation event until the bot answers it, for up to
-// o.Wait. A 403 (wrong group or secret) fails at once.
+// waitReady posts an event the bot must answer "ok" without counting it
+// (typing in a dialog) until it does, for up to o.Wait. Any other answer,
+// such as 403 for a wrong group or secret, fails at once.
 func (r *callbackRun) waitReady(ctx context.Context) error {
-	body, _ := json.Marshal(map[string]any{"type": "confirmation", "group_id": r.o.GroupID, "secret": r.o.Secret})
+	body, _ := json.Marshal(map[string]any{
+		"type": "message_typing_state", "group_id": r.o.GroupID, "event_id": "loadtest-probe", "v": apiVersion, "secret": r.o.Secret,
+		"object": map[string]any{"state": "typing", "from_id": userBase, "to_id": -r.o.GroupID},
+	})
 	deadline := time.Now().Add(r.o.Wait)
 	for {
 		status, answer, err := r.do(ctx, body, 0)
 		switch {
-		case err == nil && status == http.StatusOK:
+		case err == nil && status == http.StatusOK && answer == "ok":
 			return nil
 		case err == nil:
-			return fmt.Errorf("loadtest: the bot answered a confirmation for group %d with %d %q: check the group id and secret", r.o.GroupID, status, answer)
+			return fmt.Errorf("loadtest: the bot answered an event of group %d with %d %q, not ok: check the group id and secret", r.o.GroupID, status, answer)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case time.Now().After(deadline):

@@ -88,8 +88,8 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad event", http.StatusForbidden)
 		return
 	}
-	if ev.Type == "confirmation" {
-		w.Write([]byte("confirmed"))
+	if ev.Type != "message_new" {
+		w.Write([]byte("ok"))
 		return
 	}
 	om := ev.Object.Message

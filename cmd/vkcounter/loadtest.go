@@ -210,7 +210,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 			o.Window = 24 * time.Hour
 		}
 		env["WINDOW"], env["KEY_PREFIX"], env["NORMALIZE"] = o.Window.String(), *keyPrefix, strconv.FormatBool(o.Normalize)
-		env["VK_CONFIRMATION"], env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "loadtest", "", "127.0.0.1:0", "off"
+		env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "", "127.0.0.1:0", "off"
 		c, err := spawnServe(ctx, out.bin, env)
 		if err != nil {
 			return fail(err)
