@@ -32,6 +32,9 @@ const (
 	DefaultReplyTimeout = 10 * time.Second
 	DefaultMaxAttempts  = 5
 	DefaultGroupID      = 1
+	// MaxEvents bounds the events of one run (Texts × PerText): each is
+	// kept, with its replies, until the run is checked.
+	MaxEvents = 1 << 20
 )
 
 const (
@@ -154,8 +157,8 @@ func (o *CallbackOptions) validate() error {
 	if o.Texts < 0 || o.PerText < 0 || o.Peers < 0 {
 		bad("texts %d, per text %d, peers %d: must not be negative", o.Texts, o.PerText, o.Peers)
 	}
-	if int64(o.Texts)*int64(o.PerText) > 1<<26 {
-		bad("%d × %d events: at most %d per run", o.Texts, o.PerText, 1<<26)
+	if int64(o.Texts)*int64(o.PerText) > MaxEvents {
+		bad("%d × %d events: at most %d per run", o.Texts, o.PerText, MaxEvents)
 	}
 	if o.Concurrency < 0 || o.Rate < 0 || o.Duration < 0 || o.Wait < 0 || o.Timeout < 0 || o.ReplyTimeout < 0 || o.MaxAttempts < 0 {
 		bad("concurrency, rate, durations and attempts must not be negative")
