@@ -51,7 +51,7 @@ func TestCountersAgainstServer(t *testing.T) {
 	for _, tc := range []struct{ conns, depth int }{{1, 1}, {4, 32}, {3, 7}} {
 		t.Run(fmt.Sprintf("%d×%d", tc.conns, tc.depth), func(t *testing.T) {
 			rep := runCounters(t, loadtest.CountersOptions{
-				Addr: addr, Ops: []loadtest.Op{loadtest.OpAcquire, loadtest.OpGet, loadtest.OpNoop},
+				Addr: addr, Ops: allOps,
 				Conns: tc.conns, Depth: tc.depth, Names: 10, Requests: 2000,
 			})
 			if !rep.OK() || rep.Stopped != "done" || rep.Requests < 1999 || rep.Requests > 2000 || rep.Check.Checked != rep.Requests {
@@ -61,7 +61,7 @@ func TestCountersAgainstServer(t *testing.T) {
 			for _, l := range rep.Latency {
 				names = append(names, l.Name)
 			}
-			if got := strings.Join(names, ","); got != "acquire,release,get,noop" {
+			if got := strings.Join(names, ","); got != "acquire,release,get,noop,hit,visit" {
 				t.Errorf("latency series %s", got)
 			}
 		})
