@@ -54,9 +54,10 @@ const (
 	UsersTimeout = 300 * time.Second
 )
 
-// Activity records what the bot sees beyond the replies' counts. It is met
-// by *counters.Client and by any struct embedding an access.Store and a
-// participant.Store (packages counters/access and counters/participant).
+// Activity records what the bot sees beyond the replies' counts. Its
+// methods are those of the access and participant stores of package
+// counters (and of *counters.Client, which serves them over the counter
+// port), so a pair of stores adapts to it with two one-line methods.
 type Activity interface {
 	// Hit adds one to the access counter name.
 	Hit(ctx context.Context, name string) (total int64, err error)

@@ -29,6 +29,13 @@ Talks to a counter port like yc-cnt. Commands run in order on one connection:
   release NAME RESOURCES
   stats
   dump
+Access and participant counters (vkcounter's extension opcodes):
+  hit NAME                  prints the new total
+  total NAME                prints the total
+  visit NAME KEY TIMEOUT    prints the active count and 1 if KEY is new, else 0
+  leave NAME KEY            prints the active count and 1 if KEY was removed, else 0
+  active NAME TIMEOUT       prints the active count
+TIMEOUT is in seconds; 0 means the server's default (300).
 
 Resources acquired are released when the connection closes; with -hold the
 connection stays open, holding them, until the command is interrupted.
@@ -38,16 +45,21 @@ Flags:
 `
 
 // cntCommand is one parsed command: its name, the counter name and the
-// numbers it takes.
+// other arguments it takes.
 type cntCommand struct {
 	name      string
 	counter   string
 	resources uint32
 	maximum   uint32
+	key       string
+	timeout   time.Duration
 }
 
 // cntArity is the number of arguments of each command.
-var cntArity = map[string]int{"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0}
+var cntArity = map[string]int{
+	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
+	"hit": 1, "total": 1, "visit": 3, "leave": 2, "active": 2,
+}
 
 // runCnt is `vkcounter cnt`: it runs counter protocol commands against a
 // server, printing what yc-cnt prints, and returns the exit code.
@@ -119,12 +131,12 @@ func parseCnt(args []string) ([]cntCommand, error) {
 			return nil, fmt.Errorf("%s needs %d arguments", args[0], n)
 		}
 		cmd := cntCommand{name: args[0]}
+		if n > 0 {
+			cmd.counter = args[1]
+		}
 		var err error
 		switch cmd.name {
-		case "get":
-			cmd.counter = args[1]
 		case "acquire":
-			cmd.counter = args[1]
 			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
 				return nil, err
 			}
@@ -132,8 +144,18 @@ func parseCnt(args []string) ([]cntCommand, error) {
 				return nil, err
 			}
 		case "release":
-			cmd.counter = args[1]
 			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
+				return nil, err
+			}
+		case "visit":
+			cmd.key = args[2]
+			if cmd.timeout, err = parseTimeout(args[3]); err != nil {
+				return nil, err
+			}
+		case "leave":
+			cmd.key = args[2]
+		case "active":
+			if cmd.timeout, err = parseTimeout(args[2]); err != nil {
 				return nil, err
 			}
 		}
@@ -149,6 +171,21 @@ func parseUint32(what, s string) (uint32, error) {
 		return 0, fmt.Errorf("%s %q must be an unsigned 4-byte integer", what, s)
 	}
 	return uint32(v), nil
+}
+
+// parseTimeout parses a TIMEOUT argument: whole seconds, 0 for the
+// server's default.
+func parseTimeout(s string) (time.Duration, error) {
+	v, err := parseUint32("TIMEOUT", s)
+	return time.Duration(v) * time.Second, err
+}
+
+// flag01 prints a flag as yc-cnt prints numbers.
+func flag01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // runCntCommand runs one command and prints its answer as yc-cnt does.
@@ -189,6 +226,34 @@ func runCntCommand(ctx context.Context, c *counters.Client, cmd cntCommand, w io
 			_, err := fmt.Fprintln(w, e.Consumption, e.MaxConsumption, e.Name)
 			return err
 		})
+	case "hit", "total":
+		hitOrTotal := c.Total
+		if cmd.name == "hit" {
+			hitOrTotal = c.Hit
+		}
+		v, err := hitOrTotal(ctx, cmd.counter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "visit":
+		n, isNew, err := c.Visit(ctx, cmd.counter, cmd.key, cmd.timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, n, flag01(isNew))
+	case "leave":
+		n, removed, err := c.Leave(ctx, cmd.counter, cmd.key)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, n, flag01(removed))
+	case "active":
+		n, err := c.Active(ctx, cmd.counter, cmd.timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, n)
 	}
 	return nil
 }

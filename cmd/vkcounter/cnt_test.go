@@ -17,7 +17,13 @@ import (
 // address and a client of it.
 func cntServer(t *testing.T) (string, *counters.Client) {
 	t.Helper()
-	s, err := counters.NewServer(counters.ServerOptions{})
+	return cntServerWith(t, counters.ServerOptions{})
+}
+
+// cntServerWith is cntServer with options.
+func cntServerWith(t *testing.T, opts counters.ServerOptions) (string, *counters.Client) {
+	t.Helper()
+	s, err := counters.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +178,62 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: timed out", what)
 		}
 		time.Sleep(time.Millisecond) // polling interval, not ordering
+	}
+}
+
+func TestCntExtension(t *testing.T) {
+	addr, watcher := cntServer(t)
+	ctx := context.Background()
+	long := strings.Repeat("n", 256)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"total never hit", []string{"total", "pages"}, 2, "ERROR: 01 Not found\n", ""},
+		{"hit and total", []string{"hit", "pages", "hit", "pages", "total", "pages"}, 0, "1\n2\n2\n", ""},
+		{"visits", []string{"visit", "room", "u1", "300", "visit", "room", "u1", "300", "visit", "room", "u2", "0", "active", "room", "300"},
+			0, "1 1\n1 0\n2 1\n2\n", ""},
+		{"leaves", []string{"leave", "room", "u1", "leave", "room", "u1", "active", "room", "0"}, 0, "1 1\n1 0\n1\n", ""},
+		{"name over the store's limit", []string{"hit", long}, 2, "ERROR: 04 Invalid arguments\n", ""},
+		{"empty key refused locally", []string{"visit", "room", "", "0"}, 1, "", "invalid arguments"},
+		{"empty name refused locally", []string{"hit", ""}, 1, "", "invalid arguments"},
+		{"missing arguments", []string{"visit", "room", "k"}, 1, "", "visit needs 3 arguments"},
+		{"bad timeout", []string{"active", "room", "-1"}, 1, "", `TIMEOUT "-1" must be an unsigned 4-byte integer`},
+		{"timeout too big", []string{"visit", "room", "k", "4294967296"}, 1, "", "TIMEOUT"},
+		{"help lists them", []string{"-h"}, 0, "", "visit NAME KEY TIMEOUT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.name != "help lists them" {
+				args = append([]string{"-addr", addr}, args...)
+			}
+			code, stdout, stderr := cnt(t, ctx, args...)
+			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
+					code, stdout, stderr, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+	if n, err := watcher.Total(ctx, "pages"); n != 2 || err != nil {
+		t.Fatalf("Total after the commands = %d, %v", n, err)
+	}
+}
+
+// brokenStore fails every call, as a store whose Redis is down.
+type brokenStore struct{}
+
+var errBroken = errors.New("redis: connection refused")
+
+func (brokenStore) Hit(context.Context, string) (int64, error)   { return 0, errBroken }
+func (brokenStore) Total(context.Context, string) (int64, error) { return 0, errBroken }
+
+func TestCntStoreFailure(t *testing.T) {
+	addr, _ := cntServerWith(t, counters.ServerOptions{Stores: counters.Stores{Access: brokenStore{}}})
+	code, stdout, _ := cnt(t, context.Background(), "-addr", addr, "hit", "x", "noop")
+	if code != 2 || stdout != "ERROR: 86 Store unavailable\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vkcounter/vkcounter/counters/access"
 )
 
 // Config is everything `vkcounter serve` can be told. Each field is a flag
@@ -45,7 +47,23 @@ type Config struct {
 	CounterMaxConnections int
 	CounterBuckets        int
 	CounterStatsInterval  int
+
+	CountersStore      string
+	CountersDir        string
+	CountersFileLevels int
+	CountersTimeout    time.Duration
 }
+
+// The COUNTERS_STORE values: where access and participant counters live.
+const (
+	// StoreRedis keeps them in the bot's Redis (embedded or real), shared
+	// by every instance using it.
+	StoreRedis = "redis"
+	// StoreMemory keeps them in this process only.
+	StoreMemory = "memory"
+	// StoreFile keeps them in the BBS's files under COUNTERS_DIR.
+	StoreFile = "file"
+)
 
 // A setting binds one environment variable to one flag.
 type setting struct {
@@ -92,6 +110,10 @@ func settings(c *Config) []setting {
 		{"COUNTER_MAX_CONNECTIONS", "0", "most counter connections at once; 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
+		{"COUNTERS_STORE", StoreRedis, "where access and participant counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR)", str(&c.CountersStore)},
+		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
+		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL)", num(&c.CountersFileLevels)},
+		{"COUNTERS_TIMEOUT", "2s", "time limit of one access or participant store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 	}
 }
 
@@ -190,10 +212,35 @@ func (c *Config) validate() error {
 	if c.CounterMaxConnections < 0 || c.CounterBuckets <= 0 {
 		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))
 	}
+	errs = append(errs, c.validateCounters()...)
 	if _, err := c.Communities(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateCounters checks the COUNTERS_* settings.
+func (c *Config) validateCounters() []error {
+	var errs []error
+	switch c.CountersStore {
+	case StoreRedis, StoreMemory:
+		if c.CountersDir != "" {
+			errs = append(errs, fmt.Errorf("COUNTERS_DIR %q: only used with COUNTERS_STORE=file", c.CountersDir))
+		}
+	case StoreFile:
+		if c.CountersDir == "" {
+			errs = append(errs, errors.New("COUNTERS_DIR: required with COUNTERS_STORE=file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("COUNTERS_STORE %q: must be redis, memory or file", c.CountersStore))
+	}
+	if c.CountersFileLevels < 1 || c.CountersFileLevels > access.MaxLevels {
+		errs = append(errs, fmt.Errorf("COUNTERS_FILE_LEVELS %d: must be 1 to %d", c.CountersFileLevels, access.MaxLevels))
+	}
+	if c.CountersTimeout <= 0 {
+		errs = append(errs, errors.New("COUNTERS_TIMEOUT: must be positive"))
+	}
+	return errs
 }
 
 // A Community is one VK community the process serves.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/metrics"
 	"github.com/vkcounter/vkcounter/outbox"
@@ -37,6 +40,7 @@ type Main struct {
 	groups   []int // the communities served
 	bot      *bot.Bot
 	metrics  *metrics.Metrics
+	stores   counters.Stores // access and participant counters (COUNTERS_STORE)
 
 	httpLn     net.Listener
 	httpSrv    *http.Server
@@ -65,6 +69,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix + "f:"})
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
+	}
+	if err := m.openStores(); err != nil {
+		return err
 	}
 	communities, err := m.cfg.Communities()
 	if err != nil {
@@ -106,6 +113,47 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// openStores builds the access and participant stores of COUNTERS_STORE,
+// shared by the counter port, the HTTP API and the bot.
+func (m *Main) openStores() error {
+	m.stores = counters.Stores{Timeout: m.cfg.CountersTimeout}
+	switch m.cfg.CountersStore {
+	case StoreRedis:
+		m.stores.Access = access.NewRedis(m.rdb, m.cfg.KeyPrefix+"a:")
+		m.stores.Participants = participant.NewRedis(m.rdb, m.cfg.KeyPrefix+"p:")
+	case StoreMemory:
+		m.stores.Access = access.NewMemory()
+		m.stores.Participants = participant.NewMemory(nil)
+	case StoreFile:
+		a, err := access.NewFile(filepath.Join(m.cfg.CountersDir, "count"), m.cfg.CountersFileLevels)
+		if err != nil {
+			return fmt.Errorf("COUNTERS_DIR: %w", err)
+		}
+		p, err := participant.NewFile(filepath.Join(m.cfg.CountersDir, "bbs.cnt"), nil)
+		if err != nil {
+			return fmt.Errorf("COUNTERS_DIR: %w", err)
+		}
+		m.stores.Access, m.stores.Participants = a, p
+	default:
+		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
+	}
+	return nil
+}
+
+// activity feeds the bot's activity counters into the counter stores.
+type activity struct {
+	hits   access.Store
+	visits participant.Store
+}
+
+func (a activity) Hit(ctx context.Context, name string) (int64, error) { return a.hits.Hit(ctx, name) }
+
+func (a activity) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
+	return a.visits.Visit(ctx, name, key, timeout)
+}
+
+var _ bot.Activity = activity{}
+
 // CounterOff is the COUNTER_ADDR value that disables the counter port.
 const CounterOff = "off"
 
@@ -120,6 +168,7 @@ func (m *Main) serveCounters() error {
 		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Logger:         m.log,
 		Observer:       m.metrics,
+		Stores:         m.stores,
 	})
 	if err != nil {
 		return fmt.Errorf("counter server: %w", err)
@@ -234,6 +283,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		MaxBatch:     m.cfg.VKBatch,
 		RatePerToken: m.cfg.VKRate,
 		OnReplyDone:  m.metrics.ReplyDone,
+		Activity:     activity{m.stores.Access, m.stores.Participants},
 		Logger:       m.log,
 	})
 }
@@ -247,8 +297,13 @@ func (m *Main) routes(communities []Community) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	api, err := counters.NewHTTPHandler(m.stores, m.log)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	mux.Handle(counters.HTTPPrefix, api)
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", m.readyz)
@@ -316,6 +371,7 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 		"window_seconds": int64(m.cfg.Window / time.Second),
 		"redis":          m.redisKind(),
 		"bot":            m.bot.Stats(),
+		"counters":       m.counterStats(r.Context()),
 	}
 	if s, err := m.outboxStats(r.Context()); err == nil {
 		out["outbox"] = map[string]any{"length": s.Length, "oldest_seconds": s.Oldest.Seconds(), "redeliveries": m.outbox.Redeliveries()}
@@ -324,6 +380,27 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
+}
+
+// counterStats reads the counters the bot feeds, for /stats: a counter
+// never hit reads 0, a failed read gives its error.
+func (m *Main) counterStats(ctx context.Context) map[string]any {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CountersTimeout)
+	defer cancel()
+	out := map[string]any{"store": m.cfg.CountersStore}
+	total, err := m.stores.Access.Total(ctx, bot.MessagesCounter)
+	switch {
+	case err == nil, errors.Is(err, access.ErrNotFound):
+		out[bot.MessagesCounter] = map[string]any{"total": total}
+	default:
+		out[bot.MessagesCounter] = map[string]any{"error": err.Error()}
+	}
+	if n, err := m.stores.Participants.Active(ctx, bot.UsersCounter, bot.UsersTimeout); err == nil {
+		out[bot.UsersCounter] = map[string]any{"active": n, "timeout_seconds": int64(bot.UsersTimeout / time.Second)}
+	} else {
+		out[bot.UsersCounter] = map[string]any{"error": err.Error()}
+	}
+	return out
 }
 
 // HTTPAddr is the address the HTTP server listens on.
