@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -536,6 +538,81 @@ func delKeys(t testing.TB, tg *redistest.Target, prefix string) {
 	for _, k := range redistest.Keys(t, tg.Client, prefix) {
 		if err := tg.Client.Del(context.Background(), k).Err(); err != nil {
 			t.Errorf("del %s: %v", k, err)
+		}
+	}
+}
+
+// TestClientExtensionBytes: each client method, and a pipeline, sends the
+// fixture's bytes and decodes the fixture's answer.
+func TestClientExtensionBytes(t *testing.T) {
+	c1, c2 := net.Pipe()
+	t.Cleanup(func() { c1.Close(); c2.Close() })
+	c2.SetDeadline(time.Now().Add(testTimeout))
+	c := counters.NewClient(c1)
+	cx := ctx(t)
+	pairs := func(n int, flag bool, err error) (string, error) { return fmt.Sprint(n, " ", flag), err }
+	steps := []struct {
+		name, req, resp string
+		call            func() (string, error)
+		want            string
+		wantErr         error
+	}{
+		{"hit", "90 20 00 00 0000000d 00000001 000b 766b2e6d65737361676573",
+			"91 20 00 00 00000008 00000001 000000000000039e",
+			func() (string, error) { n, err := c.Hit(cx, "vk.messages"); return fmt.Sprint(n), err }, "926", nil},
+		{"total not found", "90 21 00 00 0000000d 00000002 000b 766b2e6d65737361676573",
+			"91 21 01 00 00000009 00000002 " + hexNotFound,
+			func() (string, error) { n, err := c.Total(cx, "vk.messages"); return fmt.Sprint(n), err }, "", wire.StatusNotFound},
+		{"visit", "90 30 00 00 00000012 00000003 0000012c 0008 766b2e7573657273 0002 3432",
+			"91 30 00 00 00000005 00000003 00000003 01",
+			func() (string, error) { return pairs(c.Visit(cx, "vk.users", "42", 300*time.Second)) }, "3 true", nil},
+		{"leave", "90 31 00 00 0000000e 00000004 0008 766b2e7573657273 0002 3432",
+			"91 31 00 00 00000005 00000004 00000002 00",
+			func() (string, error) { return pairs(c.Leave(cx, "vk.users", "42")) }, "2 false", nil},
+		{"active", "90 32 00 00 0000000e 00000005 00000000 0008 766b2e7573657273",
+			"91 32 00 00 00000004 00000005 00000007",
+			func() (string, error) { n, err := c.Active(cx, "vk.users", 0); return fmt.Sprint(n), err }, "7", nil},
+		{"store failure", "90 20 00 00 0000000d 00000006 000b 766b2e6d65737361676573",
+			"91 20 86 00 00000011 00000006 " + hexStore,
+			func() (string, error) { n, err := c.Hit(cx, "vk.messages"); return fmt.Sprint(n), err }, "", wire.StatusStoreFailure},
+		{"pipeline", "90 20 00 00 0000000d 00000007 000b 766b2e6d65737361676573" +
+			"90 30 00 00 00000012 00000008 0000012c 0008 766b2e7573657273 0002 3432",
+			"91 20 00 00 00000008 00000007 000000000000039f 91 30 00 00 00000005 00000008 00000003 00",
+			func() (string, error) {
+				p := c.Pipeline()
+				p.Hit("vk.messages")
+				p.Visit("vk.users", "42", 300)
+				res, err := p.Exec(cx)
+				if err != nil || len(res) != 2 {
+					return "", fmt.Errorf("%d results, %v", len(res), err)
+				}
+				return fmt.Sprint(res[0].Total, " ", res[1].Value, " ", res[1].Flag), nil
+			}, "927 3 false", nil},
+	}
+	for _, st := range steps {
+		req, resp := unhex(t, st.req), unhex(t, st.resp)
+		sent := make(chan []byte, 1)
+		go func() {
+			b := make([]byte, len(req))
+			if _, err := io.ReadFull(c2, b); err != nil {
+				sent <- nil
+				return
+			}
+			sent <- b
+			c2.Write(resp)
+		}()
+		got, err := st.call()
+		if b := <-sent; !bytes.Equal(b, req) {
+			t.Fatalf("%s: client sent\n% x\nwant\n% x", st.name, b, req)
+		}
+		if st.wantErr != nil {
+			if !errors.Is(err, st.wantErr) {
+				t.Fatalf("%s: error %v, want %v", st.name, err, st.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != st.want {
+			t.Fatalf("%s: got %q, %v; want %q", st.name, got, err, st.want)
 		}
 	}
 }

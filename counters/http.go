@@ -23,10 +23,6 @@ import (
 //	mux.Handle(counters.HTTPPrefix, h)
 const HTTPPrefix = "/counters/"
 
-// maxHTTPBody is the largest request body HTTPHandler reads: a key of
-// participant.MaxKeyLen bytes, each escaped as \uXXXX, fits with room.
-const maxHTTPBody = 16 << 10
-
 // httpCodes maps the statuses that statusOf gives store errors to HTTP
 // statuses, so that the errors are classified once, in statuses.
 var httpCodes = map[wire.Status]int{

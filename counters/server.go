@@ -50,6 +50,9 @@ const (
 	// DefaultStoreTimeout is the default Stores.Timeout.
 	DefaultStoreTimeout = 2 * time.Second
 
+	// maxHTTPBody is the largest request body HTTPHandler reads: a key of
+	// participant.MaxKeyLen bytes, each escaped as \uXXXX, fits with room.
+	maxHTTPBody = 16 << 10
 	// maxAcceptBackoff bounds the pause after a failed Accept.
 	maxAcceptBackoff = time.Second
 	// writeBufferSize is the per-connection response buffer.
