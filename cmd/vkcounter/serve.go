@@ -279,12 +279,13 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		groups = append(groups, g)
 	}
 	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
-		Normalize:    m.cfg.Normalize,
-		MaxBatch:     m.cfg.VKBatch,
-		RatePerToken: m.cfg.VKRate,
-		OnReplyDone:  m.metrics.ReplyDone,
-		Activity:     activity{m.stores.Access, m.stores.Participants},
-		Logger:       m.log,
+		Normalize:       m.cfg.Normalize,
+		MaxBatch:        m.cfg.VKBatch,
+		RatePerToken:    m.cfg.VKRate,
+		OnReplyDone:     m.metrics.ReplyDone,
+		Activity:        activity{m.stores.Access, m.stores.Participants},
+		ActivityTimeout: m.cfg.CountersTimeout,
+		Logger:          m.log,
 	})
 }
 
