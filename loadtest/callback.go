@@ -23,39 +23,6 @@ import (
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
-// Defaults of CallbackOptions.
-const (
-	DefaultTexts        = 300
-	DefaultPerText      = 10
-	DefaultConcurrency  = 10
-	DefaultTimeout      = 10 * time.Second
-	DefaultReplyTimeout = 10 * time.Second
-	DefaultMaxAttempts  = 5
-	DefaultGroupID      = 1
-	// MaxEvents bounds the events of one run (Texts × PerText): each is
-	// kept, with its replies, until the run is checked.
-	MaxEvents = 1 << 20
-)
-
-const (
-	// chatPeerBase is the peer_id of group chat 0; VK numbers chats from
-	// 2000000001.
-	chatPeerBase = 2000000000
-	// userBase is the id of the first simulated user.
-	userBase = 100000000
-	// chatEvery makes every chatEvery-th conversation a group chat.
-	chatEvery = 10
-	// pollEvery is how often the fake VK API is read for new replies.
-	pollEvery = 10 * time.Millisecond
-	// settle is how long the run keeps listening for late (duplicate)
-	// replies once every event has one.
-	settle = 300 * time.Millisecond
-	// maxBackoff caps the pause before posting a failed event again.
-	maxBackoff = time.Second
-	// apiVersion is the API version the simulated events are in.
-	apiVersion = "5.199"
-)
-
 // CallbackOptions configure RunCallback. Zero fields mean the documented
 // defaults.
 type CallbackOptions struct {

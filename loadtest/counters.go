@@ -39,28 +39,9 @@ const (
 	OpVisit Op = "visit"
 )
 
-// visitKeys is how many participant keys each connection cycles through,
-// and visitTimeout the timeout its visits carry, far longer than any run.
-const (
-	visitKeys    = 100
-	visitTimeout = 3600
-)
-
 // opcodes are the opcodes the workloads send, in the order the report
 // lists them.
 var opcodes = []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop, wire.OpHit, wire.OpVisit}
-
-// Defaults of CountersOptions.
-const (
-	DefaultNames    = 1000
-	DefaultRequests = 100000
-	// DefaultCounterTimeout bounds dialing and the wait for each response.
-	DefaultCounterTimeout = 5 * time.Second
-)
-
-// acquireMaximum is the maximum sent with every shared Acquire: far above
-// what the connections can hold at once, so each one succeeds.
-const acquireMaximum = 1 << 30
 
 // ParseOps parses a comma-separated list of workloads, such as
 // "acquire,get".

@@ -145,11 +145,6 @@ func (l Latency) MarshalJSON() ([]byte, error) {
 	}{l.Name, l.Count, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max)})
 }
 
-// maxSamples bounds the samples a series keeps for the latency-over-time
-// chart. When full, every other sample is dropped and from then on only
-// every stride-th is kept, so the kept ones stay spread evenly in time.
-const maxSamples = 20000
-
 // A sample is one timed operation: when it started, relative to the start
 // of the run, and how long it took.
 type sample struct {

@@ -8,9 +8,6 @@ import (
 	"time"
 )
 
-// progressEvery is how often the live progress line is rewritten.
-const progressEvery = 250 * time.Millisecond
-
 // A progress rewrites one status line on a terminal, with \r, until
 // stopped. Its line function is called from the progress goroutine.
 type progress struct {

@@ -57,10 +57,6 @@ var (
 	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken}
 )
 
-// maxListed is how many problems of each kind a Report lists; all are
-// counted.
-const maxListed = 20
-
 // A Problem is one wrong answer.
 type Problem struct {
 	Kind ProblemKind `json:"kind"`
@@ -135,8 +131,9 @@ type Report struct {
 	// Elapsed is how long requests were being sent; waiting for replies
 	// afterwards is not included.
 	Elapsed time.Duration `json:"-"`
-	// Stopped says why sending ended: "done", "duration", "window" or
-	// "interrupted".
+	// Stopped says why sending ended: "done" (every event or request
+	// sent), "duration", "window" (the bot's window would have run out),
+	// "interrupted" or "connections failed".
 	Stopped string `json:"stopped"`
 	// Requests counts every request sent, retries included.
 	Requests int64 `json:"requests"`

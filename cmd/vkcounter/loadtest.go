@@ -38,8 +38,8 @@ const loadtestHelp = `Usage:
   vkcounter loadtest counters [flags]   drive a counter port and check every response
 
 Both print a live progress line on stderr, then a summary (or -json) on
-stdout, and exit 1 if any answer was wrong. Targets must be on the
-loopback unless -allow-remote is given. "vkcounter loadtest TOOL -help"
+stdout, and exit 1 if any answer was wrong or the run could not be made.
+Targets must be on the loopback unless -allow-remote is given. "vkcounter loadtest TOOL -help"
 lists a tool's flags.
 `
 

@@ -1,0 +1,71 @@
+package loadtest
+
+import "time"
+
+// This file holds the defaults of the options and every limit and fixed
+// value of the load tools.
+
+// Defaults of CallbackOptions.
+const (
+	DefaultTexts        = 300
+	DefaultPerText      = 10
+	DefaultConcurrency  = 10
+	DefaultTimeout      = 10 * time.Second
+	DefaultReplyTimeout = 10 * time.Second
+	DefaultMaxAttempts  = 5
+	DefaultGroupID      = 1
+	// MaxEvents bounds the events of one run (Texts × PerText): each is
+	// kept, with its replies, until the run is checked.
+	MaxEvents = 1 << 20
+)
+
+// Defaults of CountersOptions.
+const (
+	DefaultNames    = 1000
+	DefaultRequests = 100000
+	// DefaultCounterTimeout bounds dialing and the wait for each response.
+	DefaultCounterTimeout = 5 * time.Second
+)
+
+// The simulated VK traffic and the collection of its replies.
+const (
+	// chatPeerBase is the peer_id of group chat 0; VK numbers chats from
+	// 2000000001.
+	chatPeerBase = 2000000000
+	// userBase is the id of the first simulated user.
+	userBase = 100000000
+	// chatEvery makes every chatEvery-th conversation a group chat.
+	chatEvery = 10
+	// pollEvery is how often the fake VK API is read for new replies.
+	pollEvery = 10 * time.Millisecond
+	// settle is how long the run keeps listening for late (duplicate)
+	// replies once every event has one.
+	settle = 300 * time.Millisecond
+	// maxBackoff caps the pause before posting a failed event again.
+	maxBackoff = time.Second
+	// apiVersion is the API version the simulated events are in.
+	apiVersion = "5.199"
+)
+
+// visitKeys is how many participant keys each connection cycles through,
+// and visitTimeout the timeout its visits carry, far longer than any run.
+const (
+	visitKeys    = 100
+	visitTimeout = 3600
+)
+
+// acquireMaximum is the maximum sent with every shared Acquire: far above
+// what the connections can hold at once, so each one succeeds.
+const acquireMaximum = 1 << 30
+
+// maxSamples bounds the samples a series keeps for the latency-over-time
+// chart. When full, every other sample is dropped and from then on only
+// every stride-th is kept, so the kept ones stay spread evenly in time.
+const maxSamples = 20000
+
+// progressEvery is how often the live progress line is rewritten.
+const progressEvery = 250 * time.Millisecond
+
+// maxListed is how many problems of each kind a Report lists; all are
+// counted.
+const maxListed = 20
