@@ -89,26 +89,20 @@ type CallbackOptions struct {
 }
 
 func (o *CallbackOptions) setDefaults() {
-	if o.GroupID == 0 {
-		o.GroupID = DefaultGroupID
-	}
-	if o.Texts == 0 {
-		o.Texts = DefaultTexts
-	}
-	if o.PerText == 0 {
-		o.PerText = DefaultPerText
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.ReplyTimeout == 0 {
-		o.ReplyTimeout = DefaultReplyTimeout
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+	setDefault(&o.GroupID, DefaultGroupID)
+	setDefault(&o.Texts, DefaultTexts)
+	setDefault(&o.PerText, DefaultPerText)
+	setDefault(&o.Concurrency, DefaultConcurrency)
+	setDefault(&o.Timeout, DefaultTimeout)
+	setDefault(&o.ReplyTimeout, DefaultReplyTimeout)
+	setDefault(&o.MaxAttempts, DefaultMaxAttempts)
+}
+
+// setDefault sets *v to def if it is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 

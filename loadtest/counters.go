@@ -89,21 +89,11 @@ func (o *CountersOptions) setDefaults() {
 	if len(o.Ops) == 0 {
 		o.Ops = []Op{OpAcquire}
 	}
-	if o.Conns == 0 {
-		o.Conns = 1
-	}
-	if o.Depth == 0 {
-		o.Depth = 1
-	}
-	if o.Names == 0 {
-		o.Names = DefaultNames
-	}
-	if o.Requests == 0 {
-		o.Requests = DefaultRequests
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultCounterTimeout
-	}
+	setDefault(&o.Conns, 1)
+	setDefault(&o.Depth, 1)
+	setDefault(&o.Names, DefaultNames)
+	setDefault(&o.Requests, DefaultRequests)
+	setDefault(&o.Timeout, DefaultCounterTimeout)
 }
 
 func (o *CountersOptions) validate() error {
