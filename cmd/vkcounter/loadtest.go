@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/loadtest"
@@ -54,11 +53,12 @@ together).
 With -url, start the bot with the VK_API_URL and community this command
 prints (it waits -wait for the bot to answer); fix the fake API's address
 with -vk-addr to start the bot first. With -spawn, this command starts the
-bot itself (vkcounter serve) wired to its fake VK API and to -redis, or to
-an in-memory Redis of its own.
+bot itself (vkcounter serve) wired to its fake VK API and to -redis (or
+-redis-cluster), or to the bot's embedded Redis when neither is given.
 
 The seed's scenarios: -texts 300 -per-text 10 and -texts 3000 -per-text 1;
-expired: -texts 3000 -per-text 1 -expired 1 (needs -redis, or -spawn).
+expired: -texts 3000 -per-text 1 -expired 1, which needs the bot's Redis
+(-redis or -redis-cluster, and -key-prefix).
 
 Flags:
 `
@@ -152,7 +152,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Duration, "duration", 0, "stop posting after this long (0 = when every event is posted)")
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0, "share of events posted again with the same event_id and X-Retry-Counter")
 	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run")
-	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired (and the Redis -spawn gives the bot)")
+	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
 	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats; with -spawn, 24h)")
@@ -186,23 +186,14 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	defer vk.Close()
 
-	if out.spawn && *redisURL == "" && *redisCluster == "" {
-		mini := miniredis.NewMiniRedis()
-		mini.ClockTTL(true)
-		if err := mini.StartAddr("127.0.0.1:0"); err != nil {
-			return fail(fmt.Errorf("start an in-memory Redis: %w", err))
-		}
-		defer mini.Close()
-		*redisURL = "redis://" + mini.Addr()
-	}
 	env := map[string]string{
 		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "loadtest", "VK_GROUP_ID": strconv.Itoa(o.GroupID),
 		"VK_SECRET": o.Secret, "VK_RATE": "1000000",
 	}
-	if *redisURL != "" {
+	if *redisURL != "" || out.spawn { // empty: the spawned bot's embedded Redis
 		env["REDIS_URL"] = *redisURL
 	}
-	if *redisCluster != "" {
+	if *redisCluster != "" || out.spawn {
 		env["REDIS_CLUSTER"] = *redisCluster
 	}
 	if out.spawn {
@@ -380,7 +371,7 @@ func openRedis(redisURL, cluster string) (redis.UniversalClient, error) {
 		}
 		return redis.NewClient(opt), nil
 	}
-	return nil, errors.New("-expired needs the bot's Redis: give -redis or -redis-cluster (or use -spawn)")
+	return nil, errors.New("-expired needs the bot's Redis: give -redis or -redis-cluster (with -spawn, the bot is then given it)")
 }
 
 // spawnTimeout bounds the start of a spawned service, and stopTimeout its

@@ -91,18 +91,24 @@ func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 	}, singleServers...)
 }
 
-// TestLoadtestSpawn starts the built program with -spawn: a callback run
-// with expired occurrences on the tool's own Redis, and counter runs.
+// TestLoadtestSpawn starts the built program with -spawn: callback runs on
+// its embedded Redis and, with expired occurrences, on a Redis given to it,
+// and a counter run.
 func TestLoadtestSpawn(t *testing.T) {
 	bin := staticBinary(t)
-	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-texts", "30", "-per-text", "4",
-		"-expired", "1", "-retry-fraction", "0.25", "-window", "2m", "-json")
-	if code != 0 || !rep.OK || rep.Events != 120 || rep.Check.Checked != 120 {
-		t.Fatalf("callback: exit %d, events %d checked %d problems %v %v\n%s",
-			code, rep.Events, rep.Check.Checked, rep.Check.Problems, rep.Check.Listed, stderr)
+	tg := redistest.Open(t, redistest.Mini)
+	for _, args := range [][]string{
+		{"-retry-fraction", "0.25"},
+		{"-expired", "1", "-redis", tg.URL, "-key-prefix", redistest.Prefix(t), "-window", "2m"},
+	} {
+		code, rep, stderr := runLoad(t, append([]string{"callback", "-spawn", "-bin", bin, "-texts", "30", "-per-text", "4", "-json"}, args...)...)
+		if code != 0 || !rep.OK || rep.Events != 120 || rep.Check.Checked != 120 {
+			t.Fatalf("callback %v: exit %d, events %d checked %d problems %v %v\n%s",
+				args, code, rep.Events, rep.Check.Checked, rep.Check.Problems, rep.Check.Listed, stderr)
+		}
 	}
 	report := filepath.Join(t.TempDir(), "counters.html")
-	code, rep, stderr = runLoad(t, "counters", "-spawn", "-bin", bin, "-op", "acquire,get,noop,hit,visit", "-conns", "3",
+	code, rep, stderr := runLoad(t, "counters", "-spawn", "-bin", bin, "-op", "acquire,get,noop,hit,visit", "-conns", "3",
 		"-depth", "8", "-requests", "3000", "-json", "-report", report)
 	if code != 0 || !rep.OK || rep.Requests < 2999 || rep.Requests > 3000 || rep.Check.Checked != rep.Requests || len(rep.Latency) != 6 {
 		t.Fatalf("counters: exit %d, requests %d checked %d latency %v problems %v %v\n%s",
