@@ -62,4 +62,12 @@ func (c *conn) active(f wire.Frame) error {
 func seconds(s uint32) time.Duration { return time.Duration(s) * time.Second }
 
 // count32 fits an active count into its 4-byte field.
-func count32(n int) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
+func count32(n int) uint32 {
+	switch {
+	case n < 0:
+		return 0
+	case uint64(n) > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(n)
+}
