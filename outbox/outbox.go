@@ -64,9 +64,10 @@ type Outbox struct {
 	log      zerolog.Logger
 	redelivs atomic.Int64
 
-	mu        sync.Mutex // guards lastClaim and held
+	mu        sync.Mutex // guards lastClaim, held and lostRead
 	lastClaim map[int]time.Time
 	held      map[string]struct{} // ids handed out by Take and not yet Done
+	lostRead  map[int]bool        // a read of the community failed: its answer may be lost
 }
 
 var _ bot.Outbox = (*Outbox)(nil)
@@ -86,7 +87,7 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 		host, _ := os.Hostname()
 		opts.Consumer = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
 	}
-	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, held: map[string]struct{}{}}
+	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, held: map[string]struct{}{}, lostRead: map[int]bool{}}
 }
 
 // key is the stream of a community; the hash tag keeps it in one slot.
@@ -133,6 +134,21 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 // waiting up to wait for new ones (0: do not wait). An empty result with a
 // nil error means there is nothing to send now.
 func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
+	out, err := o.take(ctx, group, n, wait)
+	if err != nil {
+		// Redis may have handed entries to this consumer (a read, or a
+		// claim) with the answer lost on the way: look for them next time.
+		o.mu.Lock()
+		o.lostRead[group] = true
+		o.mu.Unlock()
+	}
+	return out, err
+}
+
+func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
+	if out, err := o.recoverLostRead(ctx, group, n); len(out) > 0 || err != nil {
+		return out, err
+	}
 	if out, err := o.reclaim(ctx, group, n); len(out) > 0 || err != nil {
 		return out, err
 	}
@@ -155,11 +171,47 @@ func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read: %w", err)
 	}
+	return o.decode(ctx, group, messages(streams)), nil
+}
+
+func messages(streams []redis.XStream) []redis.XMessage {
 	var msgs []redis.XMessage
 	for _, s := range streams {
 		msgs = append(msgs, s.Messages...)
 	}
-	return o.decode(ctx, group, msgs), nil
+	return msgs
+}
+
+// recoverLostRead runs after a failed Take: Redis may have handed entries
+// to this consumer while the answer was lost on the way (a connection cut
+// mid-reply). They are pending under this consumer's name, so no other read
+// returns them; this one reads the consumer's own pending entries and hands
+// out those it does not hold, instead of leaving them for ClaimAfter.
+func (o *Outbox) recoverLostRead(ctx context.Context, group, n int) ([]bot.Reply, error) {
+	o.mu.Lock()
+	lost, held := o.lostRead[group], len(o.held)
+	o.mu.Unlock()
+	if !lost {
+		return nil, nil
+	}
+	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
+		Streams: []string{o.key(group), "0"}, Count: int64(n + held), Block: -1}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			return nil, nil // the read below recreates it
+		}
+		return nil, fmt.Errorf("outbox: read own pending: %w", err)
+	}
+	o.mu.Lock()
+	var found []redis.XMessage
+	for _, m := range messages(streams) {
+		if _, mine := o.held[m.ID]; !mine && len(found) < n {
+			found = append(found, m)
+		}
+	}
+	o.lostRead[group] = len(found) == n // more may be left
+	o.mu.Unlock()
+	return o.decode(ctx, group, found), nil
 }
 
 // reclaim takes over entries idle longer than ClaimAfter, at most every

@@ -176,3 +176,36 @@ func TestStatsOldest(t *testing.T) {
 		}
 	})
 }
+
+// TestLostReadAnswerIsRecovered: Redis handed entries to this consumer but
+// the answer never arrived (the connection was cut); the next Take finds
+// them among the consumer's own pending entries at once.
+func TestLostReadAnswerIsRecovered(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		via := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+		defer via.Close()
+		o := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "a"})
+		if err := o.Init(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		o.Add(ctx, reply(1))
+		// What a lost answer leaves behind: the entry pending under "a",
+		// delivered by a read whose reply the consumer never saw.
+		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
+			Streams: []string{prefix + "{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Cut()
+		if _, err := o.Take(ctx, group, 10, 0); err == nil {
+			t.Fatal("Take succeeded through a cut connection")
+		}
+		proxy.Restore()
+		got, err := o.Take(ctx, group, 10, 0)
+		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
+			t.Fatalf("Take after the failed read = %+v, %v; want the entry pending under this consumer", got, err)
+		}
+	}, redistest.Mini, redistest.Real)
+}
