@@ -67,6 +67,7 @@ type Problem struct {
 	Got     string `json:"got,omitempty"`
 }
 
+// String describes p on one line: kind, subject, what was due and what came.
 func (p Problem) String() string {
 	s := string(p.Kind) + ": " + p.Subject
 	if p.Want != "" || p.Got != "" {
