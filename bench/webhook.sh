@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench/webhook.sh — the bot's figures for BENCHMARKS.md, each next to its
+# reference measured in the same run on the same machine: a fresh Redis
+# server (nothing on disk) on a spare loopback port; redis-benchmark running
+# the counting script (the ceiling) before and after; the in-process webhook
+# benchmark; the load tool against the real program over HTTP (as fast as
+# possible, the seed's two scenarios with a 60 s window, the expired
+# scenario); and the reply backlog drain under VK's 20 requests/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+port=26390
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+redis-server --bind 127.0.0.1 --port $port --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
+pids+=($!)
+for _ in $(seq 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+url=redis://127.0.0.1:$port/0
+go build -o "$work/vkcounter" ./cmd/vkcounter
+
+ceiling() {
+  local sha k=bench:{6b86b273ff34fce19d6b804eff5a3f57}
+  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/window.lua)")
+  # A new event id each call (__rand_int__), as every webhook request is a new event.
+  redis-benchmark -p $port -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 $k:l $k:n $k:e:__rand_int__ 86400 86460 3600000 "" 2>/dev/null |
+    tr '\r' '\n' | grep 'requests per second' | tail -1
+}
+cleanup() { redis-cli -p $port --scan --pattern 'bench:*' | xargs -r -n 1000 redis-cli -p $port DEL >/dev/null; }
+load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
+  local name=$1; shift
+  echo "== loadtest: $name"
+  "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
+    grep -E 'stopped:|errors:|latency|webhook|answers checked|result:' || true
+}
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# The Redis server's CPU (user + system seconds, its own INFO), to divide by the calls made.
+redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
+per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}'; }
+c0=$(redis_cpu)
+echo "== ceiling before: redis-benchmark EVALSHA window.lua, 50 clients"; ceiling
+echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
+echo "== in-process webhook (handler, script, outbox, vk.messages hit, vk.users visit, sender), 50 goroutines"
+c0=$(redis_cpu)
+VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./cmd/vkcounter/ | grep Benchmark
+echo "   Redis CPU per webhook request: $(per_call "$c0") µs"
+load "as fast as possible, HTTP, 50 in flight" -texts 1000 -per-text 100 -concurrency 50 -duration 20s -reply-timeout 60s
+c0=$(redis_cpu)
+echo "== ceiling after"; ceiling
+echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
+load "seed scenario 300 texts x 10, window 60s, one at a time" -window 60s -texts 300 -per-text 10 -concurrency 1
+load "seed scenario 3000 texts x 1, window 60s, one at a time" -window 60s -texts 3000 -per-text 1 -concurrency 1
+load "expired: 3000 texts x 1 old occurrence" -window 60s -texts 3000 -per-text 1 -expired 1 -concurrency 1
+load "expired: 300 texts x 10 old occurrences" -window 60s -texts 300 -per-text 1 -expired 10 -concurrency 1
+echo "== reply backlog: 5000 replies, one token, fake VK enforcing 20 requests/s"
+VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench BacklogDrain -benchtime 1x ./cmd/vkcounter/ | grep Benchmark
