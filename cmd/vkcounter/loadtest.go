@@ -219,8 +219,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 			return fail(err)
 		}
 		defer rdb.Close()
-		// The bot's counting keys: serve gives freq KEY_PREFIX + "f:".
-		o.Redis, o.FreqPrefix = rdb, *keyPrefix+"f:"
+		o.Redis, o.FreqPrefix = rdb, keyPrefixes(*keyPrefix).freq // the bot's counting keys
 	}
 	rep, err := loadtest.RunCallback(ctx, o)
 	if err != nil {

@@ -49,6 +49,15 @@ type Main struct {
 	wg         sync.WaitGroup // serving goroutines
 }
 
+// prefixes are the Redis key prefixes of each part of the service.
+type prefixes struct{ freq, outbox, access, participants string }
+
+// keyPrefixes derives every part's prefix from KEY_PREFIX; the load tool
+// uses it too, to find the bot's keys.
+func keyPrefixes(keyPrefix string) prefixes {
+	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:"}
+}
+
 // NewMain returns a Main for cfg; nothing is opened until Run.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
 	return &Main{cfg: cfg, log: log, metrics: metrics.New()}
@@ -66,7 +75,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
-	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix + "f:"})
+	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: keyPrefixes(m.cfg.KeyPrefix).freq})
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
@@ -77,7 +86,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix + "o:", MaxLen: int64(m.cfg.OutboxMaxLen),
+	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: keyPrefixes(m.cfg.KeyPrefix).outbox, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
 	for _, c := range communities {
 		m.groups = append(m.groups, c.GroupID)
@@ -119,8 +128,8 @@ func (m *Main) openStores() error {
 	m.stores = counters.Stores{Timeout: m.cfg.CountersTimeout}
 	switch m.cfg.CountersStore {
 	case StoreRedis:
-		m.stores.Access = access.NewRedis(m.rdb, m.cfg.KeyPrefix+"a:")
-		m.stores.Participants = participant.NewRedis(m.rdb, m.cfg.KeyPrefix+"p:")
+		m.stores.Access = access.NewRedis(m.rdb, keyPrefixes(m.cfg.KeyPrefix).access)
+		m.stores.Participants = participant.NewRedis(m.rdb, keyPrefixes(m.cfg.KeyPrefix).participants)
 	case StoreMemory:
 		m.stores.Access = access.NewMemory()
 		m.stores.Participants = participant.NewMemory(nil)
