@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -34,33 +35,11 @@ func (c *fakeClock) Set(sec int64)  { c.sec.Store(sec) }
 
 // newServer returns a server closed at the end of the test.
 func newServer(t testing.TB, opts counters.ServerOptions) *counters.Server {
-	t.Helper()
-	s, err := counters.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return counterstest.NewServer(t, opts)
 }
 
-// listen serves s on a loopback port and returns its address. At the end of
-// the test Serve must have returned ErrServerClosed.
-func listen(t testing.TB, s *counters.Server) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		s.Close()
-		if err := <-done; !errors.Is(err, counters.ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-	})
-	return ln.Addr().String()
-}
+// listen serves s on a loopback port and returns its address.
+func listen(t testing.TB, s *counters.Server) string { return counterstest.Listen(t, s) }
 
 // pipe serves one end of a net.Pipe on s and returns the other, with a
 // deadline so a test never hangs.

@@ -2,7 +2,6 @@ package loadtest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -11,31 +10,13 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
 
 // startCounters serves the real counter server on a loopback port.
-func startCounters(t *testing.T) string {
-	t.Helper()
-	srv, err := counters.NewServer(counters.ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; !errors.Is(err, counters.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
-}
+func startCounters(t *testing.T) string { return counterstest.Start(t, counters.ServerOptions{}) }
 
 func runCounters(t *testing.T, o loadtest.CountersOptions) *loadtest.Report {
 	t.Helper()

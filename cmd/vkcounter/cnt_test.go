@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 )
 
 // cntServer serves a counter port on loopback for the test and returns its
@@ -23,30 +24,15 @@ func cntServer(t *testing.T) (string, *counters.Client) {
 // cntServerWith is cntServer with options.
 func cntServerWith(t *testing.T, opts counters.ServerOptions) (string, *counters.Client) {
 	t.Helper()
-	s, err := counters.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		s.Close()
-		if err := <-done; !errors.Is(err, counters.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	addr := counterstest.Start(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := counters.Dial(ctx, ln.Addr().String())
+	c, err := counters.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return ln.Addr().String(), c
+	return addr, c
 }
 
 func cnt(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
