@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vkcounter/vkcounter/counters/access/filestore"
+	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 )
 
 // Names of the files a File store adds next to the count files.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/access/filestore"
+	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 )
 
 // File is a Store that keeps each name's set in a file of the BBS's

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vkcounter/vkcounter/counters/access/filestore"
+	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 )
 
 func TestPathName(t *testing.T) {
