@@ -64,8 +64,8 @@ type Outbox struct {
 	log      zerolog.Logger
 	redelivs atomic.Int64
 
-	mu        sync.Mutex // guards lastClaim, held and lostRead
-	lastClaim map[int]time.Time
+	mu        sync.Mutex          // guards lastClaim, held and lostRead
+	lastClaim map[int]time.Time   // last periodic recovery and takeover per community
 	held      map[string]struct{} // ids handed out by Take and not yet Done
 	lostRead  map[int]bool        // a read of the community failed: its answer may be lost
 }
@@ -146,11 +146,19 @@ func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]
 }
 
 func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
-	if out, err := o.recoverLostRead(ctx, group, n); len(out) > 0 || err != nil {
+	o.mu.Lock()
+	periodic := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter/4
+	if periodic {
+		o.lastClaim[group] = time.Now()
+	}
+	o.mu.Unlock()
+	if out, err := o.recoverOwn(ctx, group, n, periodic); len(out) > 0 || err != nil {
 		return out, err
 	}
-	if out, err := o.reclaim(ctx, group, n); len(out) > 0 || err != nil {
-		return out, err
+	if periodic {
+		if out, err := o.reclaim(ctx, group, n); len(out) > 0 || err != nil {
+			return out, err
+		}
 	}
 	args := &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
 		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: wait}
@@ -182,16 +190,18 @@ func messages(streams []redis.XStream) []redis.XMessage {
 	return msgs
 }
 
-// recoverLostRead runs after a failed Take: Redis may have handed entries
-// to this consumer while the answer was lost on the way (a connection cut
-// mid-reply). They are pending under this consumer's name, so no other read
-// returns them; this one reads the consumer's own pending entries and hands
-// out those it does not hold, instead of leaving them for ClaimAfter.
-func (o *Outbox) recoverLostRead(ctx context.Context, group, n int) ([]bot.Reply, error) {
+// recoverOwn finds entries Redis handed to this consumer whose answer never
+// arrived: a connection cut mid-reply, or a read the Redis client retried
+// by itself after a failure, whose second answer hid the first. They are
+// pending under this consumer's name, so no other read returns them and
+// nobody else takes them before ClaimAfter. It reads the consumer's own
+// pending entries and hands out those it does not hold — at once after a
+// failed Take, and every ClaimAfter/4 (periodic) for the failures nobody saw.
+func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([]bot.Reply, error) {
 	o.mu.Lock()
 	lost, held := o.lostRead[group], len(o.held)
 	o.mu.Unlock()
-	if !lost {
+	if !lost && !periodic {
 		return nil, nil
 	}
 	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
@@ -211,22 +221,17 @@ func (o *Outbox) recoverLostRead(ctx context.Context, group, n int) ([]bot.Reply
 	}
 	o.lostRead[group] = len(found) == n // more may be left
 	o.mu.Unlock()
+	if len(found) > 0 {
+		o.redelivs.Add(int64(len(found)))
+		o.log.Warn().Int("group_id", group).Int("entries", len(found)).Msg("outbox: recovered replies whose read was lost")
+	}
 	return o.decode(ctx, group, found), nil
 }
 
-// reclaim takes over entries idle longer than ClaimAfter, at most every
-// ClaimAfter/4 per community. Entries this instance still holds (a send
-// being retried) are skipped, not handed out twice.
+// reclaim takes over entries idle longer than ClaimAfter (Take runs it
+// every ClaimAfter/4 per community). Entries this instance still holds (a
+// send being retried) are skipped, not handed out twice.
 func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error) {
-	o.mu.Lock()
-	due := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter/4
-	if due {
-		o.lastClaim[group] = time.Now()
-	}
-	o.mu.Unlock()
-	if !due {
-		return nil, nil
-	}
 	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
 		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: "0-0", Count: int64(n)}).Result()
 	if err != nil {
@@ -341,5 +346,6 @@ func (o *Outbox) Stats(ctx context.Context, group int) (Stats, error) {
 	return s, nil
 }
 
-// Redeliveries is how many entries this instance took over from others.
+// Redeliveries is how many entries this instance took over from others or
+// recovered from lost reads.
 func (o *Outbox) Redeliveries() int64 { return o.redelivs.Load() }

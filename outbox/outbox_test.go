@@ -209,3 +209,28 @@ func TestLostReadAnswerIsRecovered(t *testing.T) {
 		}
 	}, redistest.Mini, redistest.Real)
 }
+
+// TestUnseenLostReadIsRecovered: entries pending under this consumer that
+// no failed Take announced (the Redis client retried a read by itself, and
+// the second answer hid the first) are found by the periodic check.
+func TestUnseenLostReadIsRecovered(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: 200 * time.Millisecond})
+		o.Take(ctx, group, 1, 0) // the first periodic check, on an empty outbox
+		o.Add(ctx, reply(1))
+		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
+			Streams: []string{prefix + "{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := o.Take(ctx, group, 10, 0); len(got) != 0 {
+			t.Fatalf("Take before the periodic check = %+v", got)
+		}
+		time.Sleep(60 * time.Millisecond) // past ClaimAfter/4, well before ClaimAfter
+		got, err := o.Take(ctx, group, 10, 0)
+		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
+			t.Fatalf("Take after ClaimAfter/4 = %+v, %v; want the entry pending under this consumer", got, err)
+		}
+	})
+}

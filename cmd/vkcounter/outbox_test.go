@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/outbox"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -205,11 +206,10 @@ func TestVKFailingThenRecovering(t *testing.T) {
 	}
 }
 
-// startAOFRedis starts a Redis server that fsyncs every write to its
-// append-only file, on a free loopback port; restart kills it with SIGKILL
-// and starts it again on the same port and files.
+// An aofRedis is a Redis server that fsyncs every write to its append-only
+// file, on a free loopback port; restart kills it with SIGKILL and starts
+// it again on the same port and files.
 type aofRedis struct {
-	t    *testing.T
 	dir  string
 	port string
 	cmd  *exec.Cmd
@@ -224,71 +224,76 @@ func startAOFRedis(t *testing.T) *aofRedis {
 		t.Skip("redis-server not installed")
 	}
 	_, port, _ := net.SplitHostPort(freePort(t))
-	r := &aofRedis{t: t, dir: t.TempDir(), port: port}
-	r.start()
+	r := &aofRedis{dir: t.TempDir(), port: port}
+	if err := r.start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { r.cmd.Process.Kill(); r.cmd.Wait() })
 	return r
 }
 
-func (r *aofRedis) start() {
-	r.t.Helper()
+func (r *aofRedis) start() error {
 	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", r.port, "--dir", r.dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "")
 	r.cmd.Stdout, r.cmd.Stderr = io.Discard, io.Discard
 	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
+		return err
 	}
 	for range 200 {
 		if c, err := net.Dial("tcp", "127.0.0.1:"+r.port); err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.t.Fatalf("redis-server on %s did not start; files in %s", r.port, filepath.Join(r.dir))
+	return fmt.Errorf("redis-server on %s did not start; files in %s", r.port, r.dir)
 }
 
-func (r *aofRedis) restart() {
+func (r *aofRedis) restart() error {
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.cmd.Wait()
-	r.start()
+	return r.start()
 }
 
 // TestAOFRedisRestartUnderLoad kills and restarts a persistent Redis while
-// events flow; events that got no ok are re-posted as VK does. Every event
-// is counted exactly once and answered exactly once.
+// the load tool posts events and re-posts, as VK does, those that got no
+// ok. The load tool's checker then finds every event counted exactly once
+// and answered exactly once.
 func TestAOFRedisRestartUnderLoad(t *testing.T) {
 	r := startAOFRedis(t)
 	a := startApp(t, &redistest.Target{Kind: redistest.Real, URL: "redis://127.0.0.1:" + r.port + "/0"}, nil)
-	p := newPoster(a.url("/callback"))
-	const events = 600
-	var wg sync.WaitGroup
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < events; i += 6 {
-				for retry := 0; !p.post(1+i, fmt.Sprintf("aof %d", i%9), retry); retry++ {
-					if retry > 500 {
-						t.Errorf("event %d never got ok", i)
-						return
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+	const texts, perText = 20, 30
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	restarted := make(chan error, 1)
+	go func() {
+		for a.bot.Stats().Received < texts*perText/3 {
+			if ctx.Err() != nil {
+				restarted <- errors.New("the load never reached a third of the events")
+				return
 			}
-		}()
+			time.Sleep(2 * time.Millisecond)
+		}
+		restarted <- r.restart()
+	}()
+	rep, err := loadtest.RunCallback(ctx, loadtest.CallbackOptions{
+		URL: a.url("/callback"), VK: a.vk, GroupID: testGroup, Secret: testSecret,
+		Texts: texts, PerText: perText, Concurrency: 6, Window: 24 * time.Hour,
+		MaxAttempts: 100, ReplyTimeout: 30 * time.Second,
+	})
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
 	}
-	for p.answered() < events/3 {
-		time.Sleep(5 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.restart()
-	wg.Wait()
-	if p.answered() != events {
-		t.Fatalf("%d of %d events answered ok", p.answered(), events)
+	var table strings.Builder
+	rep.WriteTable(&table)
+	if !rep.OK() || rep.Check.Checked != texts*perText {
+		t.Fatalf("after a Redis restart under load:\n%s", table.String())
 	}
-	p.checkExactlyOnce(t, a.vk)
+	t.Logf("Redis restarted under load:\n%s", table.String())
 }
-
 // drainBacklog stores n replies in the outbox, then starts the program with
 // one token against a fake VK API enforcing VK's 20 requests/s, and returns
 // how long the program took to deliver them all.
