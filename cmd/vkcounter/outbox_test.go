@@ -294,6 +294,7 @@ func TestAOFRedisRestartUnderLoad(t *testing.T) {
 	}
 	t.Logf("Redis restarted under load:\n%s", table.String())
 }
+
 // drainBacklog stores n replies in the outbox, then starts the program with
 // one token against a fake VK API enforcing VK's 20 requests/s, and returns
 // how long the program took to deliver them all.
