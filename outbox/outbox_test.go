@@ -217,7 +217,7 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: 200 * time.Millisecond})
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: 4 * time.Second})
 		o.Take(ctx, group, 1, 0) // the first periodic check, on an empty outbox
 		o.Add(ctx, reply(1))
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
@@ -227,7 +227,7 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 		if got, _ := o.Take(ctx, group, 10, 0); len(got) != 0 {
 			t.Fatalf("Take before the periodic check = %+v", got)
 		}
-		time.Sleep(60 * time.Millisecond) // past ClaimAfter/4, well before ClaimAfter
+		time.Sleep(1100 * time.Millisecond) // past ClaimAfter/4, well before ClaimAfter
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take after ClaimAfter/4 = %+v, %v; want the entry pending under this consumer", got, err)

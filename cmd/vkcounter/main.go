@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return 1
 	}
 	<-ctx.Done()
-	log.Info().Dur("timeout", cfg.ShutdownTimeout).Msg("shutting down")
+	log.Info().Stringer("timeout", cfg.ShutdownTimeout).Msg("shutting down")
 	if err := m.Close(); err != nil {
 		log.Error().Err(err).Msg("shutdown incomplete")
 		return 1
