@@ -1,9 +1,9 @@
 // Package access implements access counters: named monotonic counters
 // that count total page views (or messages, or any other hits).
 //
-// Hit adds one to a counter and returns the new total; Total reads it.
-// A counter springs into existence on its first Hit, at 1. Three stores
-// implement Store:
+// Hit adds one to a counter and returns the new total; Add adds n at once,
+// as n Hits would; Total reads it. A counter springs into existence on its
+// first Hit (at 1) or Add (at n). Three stores implement Store:
 //
 //   - Memory keeps the counters in this process only;
 //   - Redis keeps them in Redis (INCRBY), shared by every instance that
@@ -12,14 +12,16 @@
 //     (count0.dat … countN-1.dat), so an existing BBS count directory
 //     works as it is, without losing increments under concurrency.
 //
-// Every store is safe for concurrent use, and every Hit returns a distinct
-// total: n concurrent Hits on a fresh counter return 1…n, each once.
+// Every store is safe for concurrent use, and every Hit or Add returns a
+// distinct total: n concurrent Hits on a fresh counter return 1…n, each
+// once, and n concurrent Add(ctx, name, k) return k, 2k, …, nk, each once.
 package access
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Limits and defaults.
@@ -41,8 +43,14 @@ const (
 
 // A Store holds named access counters.
 type Store interface {
-	// Hit adds one to the counter name and returns its new total.
+	// Hit adds one to the counter name and returns its new total. It is
+	// Add(ctx, name, 1).
 	Hit(ctx context.Context, name string) (int64, error)
+	// Add adds n (n >= 1) to the counter name and returns its new total, as
+	// n Hits would, in one operation. It returns ErrInvalidDelta for n < 1
+	// and ErrOverflow when the total would pass math.MaxInt64; either way
+	// the counter is left unchanged.
+	Add(ctx context.Context, name string, n int64) (int64, error)
 	// Total returns the counter's total, or ErrNotFound if it was never hit.
 	Total(ctx context.Context, name string) (int64, error)
 }
@@ -53,7 +61,10 @@ var (
 	ErrNotFound = errors.New("access: counter not found")
 	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
 	ErrInvalidName = errors.New("access: invalid counter name")
-	// ErrOverflow is returned by Hit when the total would pass math.MaxInt64.
+	// ErrInvalidDelta is returned by Add for an n below 1.
+	ErrInvalidDelta = errors.New("access: invalid increment")
+	// ErrOverflow is returned by Hit and Add when the total would pass
+	// math.MaxInt64.
 	ErrOverflow = errors.New("access: counter overflow")
 	// ErrCorrupt is returned by the File store when count files exist but
 	// none of them holds a valid total, so the total cannot be recovered.
@@ -71,4 +82,20 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
 	}
 	return nil
+}
+
+func checkDelta(n int64) error {
+	if n < 1 {
+		return fmt.Errorf("%w: %d, want at least 1", ErrInvalidDelta, n)
+	}
+	return nil
+}
+
+// addTotal returns total+n, or ErrOverflow if that passes math.MaxInt64.
+// Both are non-negative.
+func addTotal(total, n int64) (int64, error) {
+	if total > math.MaxInt64-n {
+		return 0, fmt.Errorf("%w: %d + %d", ErrOverflow, total, n)
+	}
+	return total + n, nil
 }

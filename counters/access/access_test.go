@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,15 @@ func hit(t testing.TB, s access.Store, name string) int64 {
 		t.Fatalf("Hit(%q): %v", name, err)
 	}
 	return n
+}
+
+func add(t testing.TB, s access.Store, name string, n int64) int64 {
+	t.Helper()
+	got, err := s.Add(context.Background(), name, n)
+	if err != nil {
+		t.Fatalf("Add(%q, %d): %v", name, n, err)
+	}
+	return got
 }
 
 func total(t testing.TB, s access.Store, name string) int64 {
@@ -131,30 +141,126 @@ var conformance = []struct {
 		if n, err := s.Hit(ctx, "page"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Hit = %d, %v; want context.Canceled", n, err)
 		}
+		if n, err := s.Add(ctx, "page", 5); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Add = %d, %v; want context.Canceled", n, err)
+		}
 		wantNotFound(t, s, "page")
+	}},
+	{"add returns the running total", func(t *testing.T, s access.Store) {
+		wantNotFound(t, s, "page")
+		var want int64
+		for _, n := range []int64{3, 1, 10, 1000} {
+			want += n
+			if got := add(t, s, "page", n); got != want {
+				t.Fatalf("Add(%d) = %d, want %d", n, got, want)
+			}
+		}
+		if got := total(t, s, "page"); got != want {
+			t.Fatalf("Total = %d, want %d", got, want)
+		}
+		wantNotFound(t, s, "other")
+	}},
+	{"add and hit count on one total", func(t *testing.T, s access.Store) {
+		if got := add(t, s, "page", 5); got != 5 {
+			t.Fatalf("Add(5) = %d, want 5", got)
+		}
+		if got := hit(t, s, "page"); got != 6 {
+			t.Fatalf("Hit after Add(5) = %d, want 6", got)
+		}
+		if got := add(t, s, "page", 4); got != 10 {
+			t.Fatalf("Add(4) after Hit = %d, want 10", got)
+		}
+		if got := total(t, s, "page"); got != 10 {
+			t.Fatalf("Total = %d, want 10", got)
+		}
+	}},
+	{"add below 1 is refused and changes nothing", func(t *testing.T, s access.Store) {
+		bad := []int64{0, -1, math.MinInt64}
+		for _, n := range bad {
+			if got, err := s.Add(context.Background(), "page", n); !errors.Is(err, access.ErrInvalidDelta) {
+				t.Fatalf("Add(%d) on a new counter = %d, %v; want ErrInvalidDelta", n, got, err)
+			}
+		}
+		wantNotFound(t, s, "page")
+		add(t, s, "page", 7)
+		for _, n := range bad {
+			if got, err := s.Add(context.Background(), "page", n); !errors.Is(err, access.ErrInvalidDelta) {
+				t.Fatalf("Add(%d) = %d, %v; want ErrInvalidDelta", n, got, err)
+			}
+		}
+		if got := total(t, s, "page"); got != 7 {
+			t.Fatalf("Total = %d, want 7", got)
+		}
+	}},
+	{"overflow is refused and changes nothing", func(t *testing.T, s access.Store) {
+		const top = math.MaxInt64
+		wantOverflow := func(op string, n int64, err error) {
+			t.Helper()
+			if !errors.Is(err, access.ErrOverflow) {
+				t.Fatalf("%s = %d, %v; want ErrOverflow", op, n, err)
+			}
+		}
+		if got := add(t, s, "page", top-2); got != top-2 {
+			t.Fatalf("Add(MaxInt64-2) = %d", got)
+		}
+		n, err := s.Add(context.Background(), "page", 3)
+		wantOverflow("Add(3) at MaxInt64-2", n, err)
+		n, err = s.Add(context.Background(), "page", top)
+		wantOverflow("Add(MaxInt64) at MaxInt64-2", n, err)
+		if got := total(t, s, "page"); got != top-2 {
+			t.Fatalf("Total after refused Adds = %d, want MaxInt64-2", got)
+		}
+		if got := add(t, s, "page", 2); got != top {
+			t.Fatalf("Add(2) = %d, want MaxInt64", got)
+		}
+		n, err = s.Hit(context.Background(), "page")
+		wantOverflow("Hit at MaxInt64", n, err)
+		n, err = s.Add(context.Background(), "page", 1)
+		wantOverflow("Add(1) at MaxInt64", n, err)
+		if got := total(t, s, "page"); got != top {
+			t.Fatalf("Total after refused Hit = %d, want MaxInt64", got)
+		}
 	}},
 	{"1000 concurrent hits return 1 to 1000 once each", func(t *testing.T, s access.Store) {
 		const n = 1000
-		got := make([]int64, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				got[i], errs[i] = s.Hit(context.Background(), "hot")
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		checkExactlyOnce(t, got, n)
+		checkExactlyOnce(t, concurrently(t, n, func(ctx context.Context) (int64, error) {
+			return s.Hit(ctx, "hot")
+		}), n, 1)
 		if tot := total(t, s, "hot"); tot != n {
 			t.Fatalf("Total = %d, want %d", tot, n)
 		}
 	}},
+	{"200 concurrent adds of 5 return 5 to 1000 once each", func(t *testing.T, s access.Store) {
+		const n, step = 200, 5
+		checkExactlyOnce(t, concurrently(t, n, func(ctx context.Context) (int64, error) {
+			return s.Add(ctx, "hot", step)
+		}), n, step)
+		if tot := total(t, s, "hot"); tot != n*step {
+			t.Fatalf("Total = %d, want %d", tot, n*step)
+		}
+	}},
+}
+
+// concurrently runs op in n goroutines released at once and returns what
+// each returned; it fails t if any op failed.
+func concurrently(t *testing.T, n int, op func(ctx context.Context) (int64, error)) []int64 {
+	t.Helper()
+	got := make([]int64, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = op(context.Background())
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func TestConformance(t *testing.T) {
@@ -165,20 +271,21 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// checkExactlyOnce checks that totals holds each of 1..n exactly once.
-func checkExactlyOnce(t *testing.T, totals []int64, n int) {
+// checkExactlyOnce checks that totals holds each of step, 2·step, …,
+// n·step exactly once.
+func checkExactlyOnce(t *testing.T, totals []int64, n int, step int64) {
 	t.Helper()
 	seen := make([]int, n+1)
 	for _, v := range totals {
-		if v < 1 || v > int64(n) {
-			t.Fatalf("total %d out of range 1..%d", v, n)
+		if v < step || v > int64(n)*step || v%step != 0 {
+			t.Fatalf("total %d is not a multiple of %d in %d..%d", v, step, step, int64(n)*step)
 		}
-		seen[v]++
+		seen[v/step]++
 	}
 	var bad []string
-	for v := 1; v <= n; v++ {
-		if seen[v] != 1 {
-			bad = append(bad, fmt.Sprintf("%d returned %d times", v, seen[v]))
+	for i := 1; i <= n; i++ {
+		if seen[i] != 1 {
+			bad = append(bad, fmt.Sprintf("%d returned %d times", int64(i)*step, seen[i]))
 		}
 	}
 	if len(bad) > 0 || len(totals) != n {

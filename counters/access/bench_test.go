@@ -27,18 +27,36 @@ func benchStores(b *testing.B, fn func(b *testing.B, s access.Store)) {
 
 // BenchmarkHit measures Hits on one counter from 50 goroutines.
 func BenchmarkHit(b *testing.B) {
+	benchmarkCount(b, "hits/s", func(ctx context.Context, s access.Store) error {
+		_, err := s.Hit(ctx, "bench")
+		return err
+	})
+}
+
+// BenchmarkAdd measures Add(ctx, name, 100) on one counter from 50
+// goroutines, beside BenchmarkHit: one Add counts 100 hits.
+func BenchmarkAdd(b *testing.B) {
+	benchmarkCount(b, "adds/s", func(ctx context.Context, s access.Store) error {
+		_, err := s.Add(ctx, "bench", 100)
+		return err
+	})
+}
+
+// benchmarkCount runs op on every store from 50 goroutines and reports
+// the calls per second as unit.
+func benchmarkCount(b *testing.B, unit string, op func(ctx context.Context, s access.Store) error) {
 	benchStores(b, func(b *testing.B, s access.Store) {
 		ctx := context.Background()
 		b.SetParallelism(benchParallelism)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := s.Hit(ctx, "bench"); err != nil {
+				if err := op(ctx, s); err != nil {
 					b.Error(err)
 					return
 				}
 			}
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 	})
 }

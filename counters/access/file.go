@@ -27,7 +27,8 @@ const (
 // File is a Store that keeps each counter in N count files, the BBS's
 // pseudo-transaction format: count0.dat … countN-1.dat, each holding a
 // decimal integer. The total is the largest value; a Hit writes total+1
-// into the file holding the smallest.
+// into the file holding the smallest, and an Add of n writes total+n
+// there, so the files stay in the BBS's format.
 //
 // Layout under dir:
 //
@@ -42,9 +43,9 @@ const (
 // with the BBS's COUNTLEVEL serves its total as DefaultName.
 //
 // Unlike the BBS, which loses increments when two requests pick the same
-// file, every Hit happens under an exclusive lock (a mutex in this process
-// and a flock on count.lock across processes) and re-reads the files
-// under it, so File loses nothing even when several processes share the
+// file, every Hit and Add happens under an exclusive lock (a mutex in this
+// process and a flock on count.lock across processes) and re-reads the
+// files under it, so File loses nothing even when several processes share the
 // directory. Files are replaced atomically (temporary file, fsync,
 // rename), so a crash never leaves a torn file. A missing, empty or
 // unparsable count file contributes nothing to the total and is the first
@@ -52,13 +53,13 @@ const (
 // that ignore the lock, such as the PHP BBS itself, can still lose their
 // own updates while they share the directory.
 //
-// File is safe for concurrent use; Hits on one store are serialised.
+// File is safe for concurrent use; its Hits and Adds are serialised.
 type File struct {
 	dir    string
 	levels int
 
-	// mu serialises this process's Hits, so waiting goroutines queue here
-	// instead of each blocking an OS thread in flock. It is held across
+	// mu serialises this process's Hits and Adds, so waiting goroutines
+	// queue here instead of each blocking an OS thread in flock. It is held across
 	// file I/O on purpose: that I/O is the critical section.
 	mu sync.Mutex
 }
@@ -107,8 +108,15 @@ func countIndex(file string) (int, bool) {
 }
 
 // Hit adds one to the counter name and returns its new total.
-func (f *File) Hit(ctx context.Context, name string) (int64, error) {
+func (f *File) Hit(ctx context.Context, name string) (int64, error) { return f.Add(ctx, name, 1) }
+
+// Add adds n (n >= 1) to the counter name and returns its new total: it
+// writes total+n into the count file holding the smallest value.
+func (f *File) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := checkDelta(n); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -133,10 +141,10 @@ func (f *File) Hit(ctx context.Context, name string) (int64, error) {
 	if s.damaged && !s.valid {
 		return 0, fmt.Errorf("%w in %s", ErrCorrupt, dir)
 	}
-	if s.max == math.MaxInt64 {
-		return 0, ErrOverflow
+	next, err := addTotal(s.max, n)
+	if err != nil {
+		return 0, err
 	}
-	next := s.max + 1
 	if err := filestore.WriteFile(f.countPath(dir, s.target), strconv.AppendInt(nil, next, 10)); err != nil {
 		return 0, fmt.Errorf("access: %w", err)
 	}
@@ -145,7 +153,8 @@ func (f *File) Hit(ctx context.Context, name string) (int64, error) {
 
 // Total returns the counter's total, or ErrNotFound if it was never hit.
 // It takes no lock: files are only ever replaced whole, so it reads a
-// total at least as new as the last Hit that returned before it started.
+// total at least as new as the last Hit or Add that returned before it
+// started.
 func (f *File) Total(ctx context.Context, name string) (int64, error) {
 	if err := checkName(name); err != nil {
 		return 0, err
@@ -182,7 +191,7 @@ type countState struct {
 	max     int64 // the largest valid value: the total (0 if none)
 	valid   bool  // some file holds a valid value
 	damaged bool  // some file is present but unparsable
-	target  int   // the file the next Hit writes
+	target  int   // the file the next Hit or Add writes
 }
 
 // read reads all count files of the counter in dir. The target is the

@@ -67,6 +67,27 @@ func TestFileSeedWalkthrough(t *testing.T) {
 	}
 }
 
+// TestFileAdd checks that Add writes total+n into the file holding the
+// smallest value, as a Hit writes total+1, so a BBS directory stays valid.
+func TestFileAdd(t *testing.T) {
+	dir := t.TempDir()
+	writeCounts(t, dir, map[int]string{0: "925", 1: "924", 2: "923", 3: "922", 4: "921"})
+	f := newFile(t, dir, 5)
+	if got := add(t, f, access.DefaultName, 10); got != 935 {
+		t.Fatalf("Add(10) = %d, want 935", got)
+	}
+	if got := hit(t, f, access.DefaultName); got != 936 {
+		t.Fatalf("Hit = %d, want 936", got)
+	}
+	if got := add(t, f, access.DefaultName, 100); got != 1036 {
+		t.Fatalf("Add(100) = %d, want 1036", got)
+	}
+	want := []string{"925", "924", "1036", "936", "935"}
+	if got := readCounts(t, dir, 5); !slices.Equal(got, want) {
+		t.Fatalf("files = %q, want %q", got, want)
+	}
+}
+
 // TestFileSeedConcurrent replays the specification's three concurrent
 // requests, where the BBS answers 101 three times and loses two hits.
 func TestFileSeedConcurrent(t *testing.T) {
@@ -272,35 +293,67 @@ func TestFileLayout(t *testing.T) {
 	}
 }
 
-// childDirEnv, when set, makes TestFileTwoProcesses act as one of the
-// child processes hitting the counter in that directory.
-const childDirEnv = "VKCOUNTER_TEST_ACCESS_CHILD_DIR"
+// The environment of the child processes TestFileTwoProcesses spawns.
+const (
+	// childDirEnv, when set, makes TestFileTwoProcesses act as one of the
+	// child processes counting the counter in that directory.
+	childDirEnv = "VKCOUNTER_TEST_ACCESS_CHILD_DIR"
+	// childDeltaEnv is what each of the child's counts adds: 1 counts
+	// with Hit, more with Add.
+	childDeltaEnv = "VKCOUNTER_TEST_ACCESS_CHILD_DELTA"
+)
 
-// TestFileTwoProcesses runs two OS processes hitting one counter
-// directory at the same time: no hit may be lost or repeated.
+// perChild is the number of counts each child process makes.
+const perChild = 500
+
+// TestFileTwoProcesses runs two OS processes counting one counter
+// directory at the same time, with Hit and with Add: no count may be lost
+// or repeated.
 func TestFileTwoProcesses(t *testing.T) {
-	const perChild = 500
 	if dir := os.Getenv(childDirEnv); dir != "" {
-		f := newFile(t, dir, 5)
-		w := bufio.NewWriter(os.Stdout)
-		for range perChild {
-			n := hit(t, f, access.DefaultName)
-			w.WriteString("total " + strconv.FormatInt(n, 10) + "\n")
-		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		countAsChild(t, dir, os.Getenv(childDeltaEnv))
 		return
 	}
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
+	t.Run("hit", func(t *testing.T) { twoProcesses(t, 1) })
+	t.Run("add", func(t *testing.T) { twoProcesses(t, 7) })
+}
+
+// countAsChild is the child's side of twoProcesses: perChild counts of
+// delta on DefaultName in dir, each total printed on its own line.
+func countAsChild(t *testing.T, dir, delta string) {
+	n, err := strconv.ParseInt(delta, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", childDeltaEnv, delta, err)
+	}
+	f := newFile(t, dir, 5)
+	w := bufio.NewWriter(os.Stdout)
+	for range perChild {
+		var got int64
+		if n == 1 {
+			got = hit(t, f, access.DefaultName)
+		} else {
+			got = add(t, f, access.DefaultName, n)
+		}
+		w.WriteString("total " + strconv.FormatInt(got, 10) + "\n")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// twoProcesses starts two child processes counting delta on one fresh
+// directory at once and checks that their totals are delta, 2·delta, …,
+// each returned once, and that the final total is their sum.
+func twoProcesses(t *testing.T, delta int64) {
 	dir := t.TempDir()
 	var outs [2]bytes.Buffer
 	var cmds [2]*exec.Cmd
 	for i := range cmds {
 		cmds[i] = exec.Command(os.Args[0], "-test.run=^TestFileTwoProcesses$", "-test.count=1")
-		cmds[i].Env = append(os.Environ(), childDirEnv+"="+dir)
+		cmds[i].Env = append(os.Environ(), childDirEnv+"="+dir, childDeltaEnv+"="+strconv.FormatInt(delta, 10))
 		cmds[i].Stdout = &outs[i]
 		cmds[i].Stderr = &outs[i]
 		if err := cmds[i].Start(); err != nil {
@@ -327,8 +380,8 @@ func TestFileTwoProcesses(t *testing.T) {
 			t.Fatalf("child %d reported %d totals, want %d:\n%s", i, n, perChild, outs[i].String())
 		}
 	}
-	checkExactlyOnce(t, totals, 2*perChild)
-	if got := total(t, newFile(t, dir, 5), access.DefaultName); got != 2*perChild {
-		t.Fatalf("Total = %d, want %d", got, 2*perChild)
+	checkExactlyOnce(t, totals, 2*perChild, delta)
+	if got, want := total(t, newFile(t, dir, 5), access.DefaultName), 2*perChild*delta; got != want {
+		t.Fatalf("Total = %d, want %d", got, want)
 	}
 }

@@ -2,7 +2,6 @@ package access
 
 import (
 	"context"
-	"math"
 	"sync"
 )
 
@@ -19,8 +18,14 @@ func NewMemory() *Memory {
 }
 
 // Hit adds one to the counter name and returns its new total.
-func (m *Memory) Hit(ctx context.Context, name string) (int64, error) {
+func (m *Memory) Hit(ctx context.Context, name string) (int64, error) { return m.Add(ctx, name, 1) }
+
+// Add adds n (n >= 1) to the counter name and returns its new total.
+func (m *Memory) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	if err := checkDelta(n); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -28,13 +33,12 @@ func (m *Memory) Hit(ctx context.Context, name string) (int64, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.totals[name]
-	if n == math.MaxInt64 {
-		return 0, ErrOverflow
+	next, err := addTotal(m.totals[name], n)
+	if err != nil {
+		return 0, err
 	}
-	n++
-	m.totals[name] = n
-	return n, nil
+	m.totals[name] = next
+	return next, nil
 }
 
 // Total returns the counter's total, or ErrNotFound if it was never hit.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -32,15 +33,35 @@ func (r *Redis) key(name string) string {
 }
 
 // Hit adds one to the counter name and returns its new total.
-func (r *Redis) Hit(ctx context.Context, name string) (int64, error) {
+func (r *Redis) Hit(ctx context.Context, name string) (int64, error) { return r.Add(ctx, name, 1) }
+
+// Add adds n (n >= 1) to the counter name with one INCRBY and returns its
+// new total.
+func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkName(name); err != nil {
 		return 0, err
 	}
-	n, err := r.rdb.IncrBy(ctx, r.key(name), 1).Result()
-	if err != nil {
-		return 0, fmt.Errorf("access: redis hit: %w", err)
+	if err := checkDelta(n); err != nil {
+		return 0, err
 	}
-	return n, nil
+	total, err := r.rdb.IncrBy(ctx, r.key(name), n).Result()
+	if isOverflow(err) {
+		// Redis refuses the INCRBY and leaves the value as it was.
+		return 0, fmt.Errorf("%w: adding %d", ErrOverflow, n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("access: redis add: %w", err)
+	}
+	return total, nil
+}
+
+// isOverflow reports whether err is the error Redis (and miniredis) answer
+// an INCRBY whose result would pass math.MaxInt64 with. A value that is
+// not an integer gets a different error ("not an integer or out of
+// range"), which this does not match.
+func isOverflow(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "would overflow")
 }
 
 // Total returns the counter's total, or ErrNotFound if it was never hit.

@@ -2,6 +2,7 @@ package access_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -52,6 +53,9 @@ func TestRedisForeignValue(t *testing.T) {
 		}
 		if n, err := s.Hit(ctx, "page"); err == nil {
 			t.Fatalf("Hit = %d, want an error", n)
+		}
+		if n, err := s.Add(ctx, "page", 5); err == nil || errors.Is(err, access.ErrOverflow) {
+			t.Fatalf("Add = %d, %v; want an error other than ErrOverflow", n, err)
 		}
 		if v, _ := tg.Client.Get(ctx, key).Result(); v != "not a number" {
 			t.Fatalf("value changed to %q", v)
