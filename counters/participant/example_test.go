@@ -48,3 +48,16 @@ func ExampleMemory() {
 	// 0 true <nil>
 	// 0 false <nil>
 }
+
+func ExampleMemory_VisitMany() {
+	store := participant.NewMemory(nil)
+	ctx := context.Background()
+	fmt.Println(store.VisitMany(ctx, "vk.users", []string{"42", "7"}, 0))
+	// 42 was active already and 9 repeats: one key added.
+	fmt.Println(store.VisitMany(ctx, "vk.users", []string{"42", "9", "9"}, 0))
+	fmt.Println(store.VisitMany(ctx, "vk.users", nil, 0))
+	// Output:
+	// 2 2 <nil>
+	// 3 1 <nil>
+	// 0 0 participant: invalid key: a batch of 0 keys, want 1 to 10000
+}

@@ -74,42 +74,57 @@ func NewFile(path string, clock func() time.Time) (*File, error) {
 
 // Visit records key as seen now under name; see Store.
 func (f *File) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	secs, err := checkVisit(name, key, timeout)
+	return visitOne(ctx, f, name, key, timeout)
+}
+
+// VisitMany records every key of keys as seen now under name, in one
+// locked read-modify-write of the file; see Store. A key already in
+// the file keeps its line, as the BBS does; new keys are appended in the
+// order of keys.
+func (f *File) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	secs, err := checkVisitMany(name, keys, timeout, checkFileKey)
 	if err != nil {
-		return 0, false, err
-	}
-	if err := checkFileKey(key); err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
-	isNew := true
-	var n int
+	var n, added int
 	err = f.update(name, func(es []entry) ([]entry, bool) {
 		now := f.clock().Unix()
-		found := false
+		found := make(map[string]bool, len(keys)) // of keys: whether a line holds it
+		for _, key := range keys {
+			found[key] = false
+		}
+		added = 0
 		out := es[:0]
-		for _, e := range es {
+		for _, e := range es { // the file's keys are distinct: parseEntries merges repeats
+			_, visited := found[e.key]
 			switch {
-			case e.key == key:
-				found = true
-				isNew = !active(e.seen, secs, now)
-				out = append(out, entry{key: key, seen: now}) // keeps its line, as the BBS does
+			case visited:
+				found[e.key] = true
+				if !active(e.seen, secs, now) {
+					added++
+				}
+				out = append(out, entry{key: e.key, seen: now})
 			case active(e.seen, secs, now):
 				out = append(out, e)
 			}
 		}
-		if !found {
-			out = append(out, entry{key: key, seen: now})
+		for _, key := range keys {
+			if !found[key] {
+				found[key] = true
+				added++
+				out = append(out, entry{key: key, seen: now})
+			}
 		}
 		n = len(out)
 		return out, true
 	})
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
-	return n, isNew, nil
+	return n, added, nil
 }
 
 // Leave forgets key under name; see Store. A key that is not there

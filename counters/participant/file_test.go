@@ -60,6 +60,28 @@ func TestFileSeedCnt(t *testing.T) {
 	}
 }
 
+// TestFileVisitMany checks the file a batch leaves: visited keys keep
+// their lines (an expired one too, counted as new), keys not in the file
+// are appended once each in the batch's order.
+func TestFileVisitMany(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bbs.cnt")
+	writeFile(t, path, seedCnt)
+	c := newClock(1762615624 + 301) // 3789011499 has expired, 2500871836 has not
+	f := newFile(t, path, c.Now)
+	visitMany(t, f, participant.DefaultName, []string{"7", "2500871836", "5", "7", "3789011499"}, fiveMins, 4, 3)
+	want := "3789011499,1762615925\n2500871836,1762615925\n7,1762615925\n5,1762615925\n"
+	if got := readFile(t, path); got != want {
+		t.Fatalf("bbs.cnt = %q, want %q", got, want)
+	}
+	// Another five minutes on, the unvisited keys are dropped.
+	c.Set(1762615925 + 301)
+	visitMany(t, f, participant.DefaultName, []string{"5", "9"}, fiveMins, 2, 2)
+	want = "5,1762616226\n9,1762616226\n"
+	if got := readFile(t, path); got != want {
+		t.Fatalf("bbs.cnt = %q, want %q", got, want)
+	}
+}
+
 // TestFileRecovery checks that damaged lines are skipped, the file is
 // rewritten clean and every good line survives, whichever call finds them.
 func TestFileRecovery(t *testing.T) {
@@ -188,6 +210,9 @@ func TestFileRefusesKeysTheFormatCannotHold(t *testing.T) {
 		if _, _, err := f.Leave(context.Background(), participant.DefaultName, key); !errors.Is(err, participant.ErrInvalidKey) {
 			t.Errorf("Leave(%q) error = %v, want ErrInvalidKey", key, err)
 		}
+	}
+	if _, _, err := f.VisitMany(context.Background(), participant.DefaultName, []string{"1727004492", "a,b"}, fiveMins); !errors.Is(err, participant.ErrInvalidKey) {
+		t.Errorf("VisitMany with a comma key: error = %v, want ErrInvalidKey", err)
 	}
 	if got := readFile(t, path); got != seedCnt {
 		t.Fatalf("bbs.cnt changed to %q", got)

@@ -27,12 +27,18 @@ func NewMemory(clock func() time.Time) *Memory {
 
 // Visit records key as seen now under name; see Store.
 func (m *Memory) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	secs, err := checkVisit(name, key, timeout)
+	return visitOne(ctx, m, name, key, timeout)
+}
+
+// VisitMany records every key of keys as seen now under name, under one
+// lock; see Store.
+func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	secs, err := checkVisitMany(name, keys, timeout, nil)
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
 	now := m.clock().Unix()
 	m.mu.Lock()
@@ -42,8 +48,14 @@ func (m *Memory) Visit(ctx context.Context, name, key string, timeout time.Durat
 		s = &set{byKey: make(map[string]*list.Element), order: list.New()}
 		m.sets[name] = s
 	}
-	isNew := s.visit(key, now, secs)
-	return s.order.Len(), isNew, nil
+	added := 0
+	for _, key := range keys {
+		// A repeat of a key in keys finds it seen now: not new again.
+		if s.visit(key, now, secs) {
+			added++
+		}
+	}
+	return s.order.Len(), added, nil
 }
 
 // Leave forgets key under name; see Store.

@@ -1,7 +1,8 @@
 // Package participant implements participant counters: how many distinct
 // users (keys) were active under a name within a timeout.
 //
-// Visit records that a key was seen now; Leave forgets it; Active counts
+// Visit records that a key was seen now, and VisitMany does the same for
+// a batch of keys in one operation; Leave forgets a key; Active counts
 // the keys seen within a timeout. Each name has one set of keys with
 // their last-seen times, and every count is read from that set: there is
 // no separate running counter to drift from it, so a repeated Visit is
@@ -40,6 +41,10 @@ const (
 	MaxNameLen = 255
 	// MaxKeyLen is the length limit of a key, in bytes.
 	MaxKeyLen = 255
+	// MaxBatch is the most keys one VisitMany takes. It bounds the work
+	// one call holds a lock (or the Redis server) for; 10000 keys of
+	// MaxKeyLen bytes are about 2.5 MB of arguments.
+	MaxBatch = 10000
 	// DefaultTimeout is the timeout used when 0 is given: the BBS's
 	// CNTLIMIT default.
 	DefaultTimeout = 300 * time.Second
@@ -63,6 +68,14 @@ type Store interface {
 	// Active returns the number of keys under name seen within timeout.
 	// It changes nothing (the File store may rewrite a damaged file).
 	Active(ctx context.Context, name string, timeout time.Duration) (int, error)
+	// VisitMany records every key of keys as seen now under name, as
+	// Visit does for one key, in one operation: it drops the name's
+	// expired keys and returns the number of keys left (the active
+	// count) and how many of keys were not active before (duplicates
+	// within keys count once). keys holds 1 to MaxBatch valid keys;
+	// otherwise VisitMany returns ErrInvalidKey and changes nothing.
+	// Visit(ctx, name, key, timeout) is VisitMany with the one key.
+	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active int, added int, err error)
 }
 
 // Errors returned by the stores; test for them with errors.Is.
@@ -70,7 +83,8 @@ var (
 	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
 	ErrInvalidName = errors.New("participant: invalid name")
 	// ErrInvalidKey is returned for an empty key, one longer than
-	// MaxKeyLen, or (File store) one containing a comma or a line break.
+	// MaxKeyLen, (File store) one containing a comma or a line break, and
+	// for a VisitMany batch of no keys or more than MaxBatch.
 	ErrInvalidKey = errors.New("participant: invalid key")
 	// ErrInvalidTimeout is returned for a negative timeout, one below one
 	// second, or one above MaxTimeout.
@@ -124,12 +138,38 @@ func checkLeave(name, key string) error {
 	return checkKey(key)
 }
 
-// checkVisit validates Visit's arguments and returns the timeout in seconds.
-func checkVisit(name, key string, timeout time.Duration) (int64, error) {
-	if err := checkLeave(name, key); err != nil {
+// checkVisitMany validates VisitMany's arguments, each key also against
+// the store's own rule when storeKey is not nil, and returns the timeout
+// in seconds. A single key's error reads as Visit's, without an index.
+func checkVisitMany(name string, keys []string, timeout time.Duration, storeKey func(string) error) (int64, error) {
+	if err := checkName(name); err != nil {
 		return 0, err
 	}
+	if len(keys) == 0 || len(keys) > MaxBatch {
+		return 0, fmt.Errorf("%w: a batch of %d keys, want 1 to %d", ErrInvalidKey, len(keys), MaxBatch)
+	}
+	for i, key := range keys {
+		err := checkKey(key)
+		if err == nil && storeKey != nil {
+			err = storeKey(key)
+		}
+		if err != nil {
+			if len(keys) > 1 {
+				err = fmt.Errorf("keys[%d]: %w", i, err)
+			}
+			return 0, err
+		}
+	}
 	return seconds(timeout)
+}
+
+// visitOne is Visit as a VisitMany of one key.
+func visitOne(ctx context.Context, s Store, name, key string, timeout time.Duration) (int, bool, error) {
+	n, added, err := s.VisitMany(ctx, name, []string{key}, timeout)
+	if err != nil {
+		return 0, false, err
+	}
+	return n, added == 1, nil
 }
 
 // active reports whether a key last seen at seen is active at now.

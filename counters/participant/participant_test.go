@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,26 @@ func visit(t testing.TB, s participant.Store, name, key string, timeout time.Dur
 	if n != wantActive || isNew != wantNew {
 		t.Fatalf("Visit(%q, %q) = %d, new %v; want %d, new %v", name, key, n, isNew, wantActive, wantNew)
 	}
+}
+
+func visitMany(t testing.TB, s participant.Store, name string, keys []string, timeout time.Duration, wantActive, wantAdded int) {
+	t.Helper()
+	n, added, err := s.VisitMany(context.Background(), name, keys, timeout)
+	if err != nil {
+		t.Fatalf("VisitMany(%q, %q): %v", name, keys, err)
+	}
+	if n != wantActive || added != wantAdded {
+		t.Fatalf("VisitMany(%q, %q) = %d, added %d; want %d, added %d", name, keys, n, added, wantActive, wantAdded)
+	}
+}
+
+// keyRange returns the keys prefix+"0" to prefix+(n-1).
+func keyRange(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	return keys
 }
 
 func leave(t testing.TB, s participant.Store, name, key string, wantActive int, wantRemoved bool) {
@@ -295,6 +316,102 @@ var conformance = []struct {
 		}
 		wantActive(t, s, users, fiveMins, 1)
 	}},
+	{"VisitMany counts each key not active before once", func(t *testing.T, s participant.Store, c *clock) {
+		visitMany(t, s, users, []string{"a", "b", "c"}, fiveMins, 3, 3)
+		visitMany(t, s, users, []string{"a", "d", "d"}, fiveMins, 4, 1)
+		visitMany(t, s, users, []string{"c", "b", "a", "b"}, fiveMins, 4, 0)
+		wantActive(t, s, users, fiveMins, 4)
+		visit(t, s, users, "d", fiveMins, 4, false)
+		visit(t, s, users, "e", fiveMins, 5, true)
+		leave(t, s, users, "a", 4, true)
+		visitMany(t, s, users, []string{"a", "e"}, fiveMins, 5, 1) // a key that left is new again
+	}},
+	{"VisitMany counts revisited expired keys as new and drops the rest", func(t *testing.T, s participant.Store, c *clock) {
+		c.Set(1000)
+		visitMany(t, s, users, []string{"a", "b", "c"}, 100*time.Second, 3, 3)
+		c.Set(1050)
+		visitMany(t, s, users, []string{"d"}, 100*time.Second, 4, 1)
+		c.Set(1101) // a, b, c expired; d active
+		visitMany(t, s, users, []string{"a", "b", "d", "a"}, 100*time.Second, 3, 2)
+		wantActive(t, s, users, 100*time.Second, 3)
+		visit(t, s, users, "c", 100*time.Second, 4, true)
+	}},
+	{"VisitMany takes MaxBatch keys in one call", func(t *testing.T, s participant.Store, c *clock) {
+		keys := keyRange("user", participant.MaxBatch)
+		visitMany(t, s, users, keys, fiveMins, participant.MaxBatch, participant.MaxBatch)
+		visitMany(t, s, users, append(keys[1:], "new"), fiveMins, participant.MaxBatch+1, 1)
+		wantActive(t, s, users, fiveMins, participant.MaxBatch+1)
+		leave(t, s, users, keys[0], participant.MaxBatch, true)
+		leave(t, s, users, keys[participant.MaxBatch-1], participant.MaxBatch-1, true)
+	}},
+	{"VisitMany refuses invalid arguments and changes nothing", func(t *testing.T, s participant.Store, c *clock) {
+		ctx := context.Background()
+		visit(t, s, users, "a", fiveMins, 1, true)
+		long := func(n int) string { return strings.Repeat("x", n+1) }
+		tests := []struct {
+			name, set string
+			keys      []string
+			timeout   time.Duration
+			want      error
+		}{
+			{"nil keys", users, nil, fiveMins, participant.ErrInvalidKey},
+			{"no keys", users, []string{}, fiveMins, participant.ErrInvalidKey},
+			{"more than MaxBatch keys", users, keyRange("k", participant.MaxBatch+1), fiveMins, participant.ErrInvalidKey},
+			{"an empty key among good ones", users, []string{"b", "", "c"}, fiveMins, participant.ErrInvalidKey},
+			{"a long key last", users, []string{"b", "c", long(participant.MaxKeyLen)}, fiveMins, participant.ErrInvalidKey},
+			{"empty name", "", []string{"b"}, fiveMins, participant.ErrInvalidName},
+			{"long name", long(participant.MaxNameLen), []string{"b"}, fiveMins, participant.ErrInvalidName},
+			{"negative timeout", users, []string{"b", "c"}, -time.Second, participant.ErrInvalidTimeout},
+			{"sub-second timeout", users, []string{"b"}, 500 * time.Millisecond, participant.ErrInvalidTimeout},
+			{"timeout over the maximum", users, []string{"b"}, participant.MaxTimeout + time.Second, participant.ErrInvalidTimeout},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if n, added, err := s.VisitMany(ctx, tt.set, tt.keys, tt.timeout); !errors.Is(err, tt.want) {
+					t.Errorf("VisitMany = %d, %d, %v; want %v", n, added, err, tt.want)
+				}
+			})
+		}
+		wantActive(t, s, users, fiveMins, 1)
+		visitMany(t, s, users, []string{"a", "b", "c"}, fiveMins, 3, 2)
+		wantActive(t, s, long(participant.MaxNameLen)[:participant.MaxNameLen], fiveMins, 0)
+	}},
+	{"VisitMany with a cancelled context changes nothing", func(t *testing.T, s participant.Store, c *clock) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, _, err := s.VisitMany(ctx, users, []string{"a", "b"}, fiveMins); !errors.Is(err, context.Canceled) {
+			t.Fatalf("VisitMany error = %v, want context.Canceled", err)
+		}
+		wantActive(t, s, users, fiveMins, 0)
+	}},
+	{"50 concurrent VisitMany of the same 20 keys add 20 in all", func(t *testing.T, s participant.Store, c *clock) {
+		const n, batch = 50, 20
+		keys := keyRange("user", batch)
+		var sum atomic.Int32
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				active, added, err := s.VisitMany(context.Background(), users, keys, fiveMins)
+				if err == nil && active != batch {
+					err = fmt.Errorf("active = %d, want %d", active, batch)
+				}
+				sum.Add(int32(added))
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if got := sum.Load(); got != batch {
+			t.Fatalf("the calls added %d keys in all, want %d", got, batch)
+		}
+		wantActive(t, s, users, fiveMins, batch)
+	}},
 }
 
 func TestConformance(t *testing.T) {
@@ -351,6 +468,25 @@ func TestExpiry(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestVisitManyKeyError checks that a bad key in a batch is named by its
+// index, while Visit's error for one key reads as it always has.
+func TestVisitManyKeyError(t *testing.T) {
+	ctx := context.Background()
+	s := participant.NewMemory(nil)
+	_, _, err := s.Visit(ctx, users, "", fiveMins)
+	if want := "participant: invalid key: length 0, want 1 to 255 bytes"; err == nil || err.Error() != want {
+		t.Errorf("Visit error = %v, want %q", err, want)
+	}
+	_, _, err = s.VisitMany(ctx, users, []string{"a", "b", ""}, fiveMins)
+	if want := "keys[2]: participant: invalid key: length 0, want 1 to 255 bytes"; err == nil || err.Error() != want {
+		t.Errorf("VisitMany error = %v, want %q", err, want)
+	}
+	_, _, err = s.VisitMany(ctx, users, nil, fiveMins)
+	if want := "participant: invalid key: a batch of 0 keys, want 1 to 10000"; err == nil || err.Error() != want {
+		t.Errorf("VisitMany error = %v, want %q", err, want)
+	}
 }
 
 func TestIPKey(t *testing.T) {

@@ -28,8 +28,9 @@ var (
 // (member: key, score: last-seen Unix seconds), shared by every instance
 // using the same server and prefix. Each call is one Lua script on one
 // key, so it is atomic, and the clock is the server's TIME, read inside
-// the script, so all instances agree on it. Every Visit sets the set to
-// expire timeout+1 seconds later, so idle names disappear by themselves.
+// the script, so all instances agree on it. Every Visit (and VisitMany,
+// one call however many keys it carries) sets the set to expire
+// timeout+1 seconds later, so idle names disappear by themselves.
 // It is safe for concurrent use.
 //
 // The key of name is prefix + "{" + name + "}": each name has its own
@@ -69,19 +70,30 @@ func (r *Redis) now() string {
 
 // Visit records key as seen now under name; see Store.
 func (r *Redis) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	secs, err := checkVisit(name, key, timeout)
+	return visitOne(ctx, r, name, key, timeout)
+}
+
+// VisitMany records every key of keys as seen now under name, in one
+// script call; see Store.
+func (r *Redis) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	secs, err := checkVisitMany(name, keys, timeout, nil)
 	if err != nil {
-		return 0, false, err
+		return 0, 0, err
 	}
-	v, err := visitScript.Run(ctx, r.rdb, []string{r.key(name)}, key, secs, r.now()).Result()
+	args := make([]any, 0, 2+len(keys))
+	args = append(args, secs, r.now())
+	for _, key := range keys {
+		args = append(args, key)
+	}
+	v, err := visitScript.Run(ctx, r.rdb, []string{r.key(name)}, args...).Result()
 	if err != nil {
-		return 0, false, fmt.Errorf("participant: redis visit: %w", err)
+		return 0, 0, fmt.Errorf("participant: redis visit: %w", err)
 	}
-	n, isNew, err := pair(v)
+	n, added, err := pair(v, len(keys))
 	if err != nil {
-		return 0, false, fmt.Errorf("participant: redis visit: %w", err)
+		return 0, 0, fmt.Errorf("participant: redis visit: %w", err)
 	}
-	return n, isNew, nil
+	return n, added, nil
 }
 
 // Leave forgets key under name; see Store.
@@ -93,11 +105,11 @@ func (r *Redis) Leave(ctx context.Context, name, key string) (int, bool, error) 
 	if err != nil {
 		return 0, false, fmt.Errorf("participant: redis leave: %w", err)
 	}
-	n, removed, err := pair(v)
+	n, removed, err := pair(v, 1)
 	if err != nil {
 		return 0, false, fmt.Errorf("participant: redis leave: %w", err)
 	}
-	return n, removed, nil
+	return n, removed == 1, nil
 }
 
 // Active returns the number of keys under name seen within timeout.
@@ -120,16 +132,16 @@ func (r *Redis) Active(ctx context.Context, name string, timeout time.Duration) 
 	return int(n), nil
 }
 
-// pair decodes a {count, flag} script reply.
-func pair(v any) (int, bool, error) {
+// pair decodes a {count, m} script reply, where 0 <= m <= maxM.
+func pair(v any, maxM int) (int, int, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 2 {
-		return 0, false, fmt.Errorf("unexpected reply %v", v)
+		return 0, 0, fmt.Errorf("unexpected reply %v", v)
 	}
 	n, ok1 := a[0].(int64)
-	flag, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || n < 0 || flag < 0 || flag > 1 {
-		return 0, false, fmt.Errorf("unexpected reply %v", v)
+	m, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || n < 0 || m < 0 || m > int64(maxM) {
+		return 0, 0, fmt.Errorf("unexpected reply %v", v)
 	}
-	return int(n), flag == 1, nil
+	return int(n), int(m), nil
 }

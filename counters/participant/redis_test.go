@@ -12,7 +12,7 @@ import (
 
 // TestRedisKeys pins the key layout: one sorted set per name, named
 // prefix + "{" + name + "}", scored by last-seen Unix seconds, expiring
-// timeout+1 seconds after the last Visit.
+// timeout+1 seconds after the last Visit or VisitMany.
 func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -20,18 +20,27 @@ func TestRedisKeys(t *testing.T) {
 		s := participant.NewRedis(tg.Client, prefix).WithClock(newClock(bbsNow).Now)
 		visit(t, s, "vk.users", "42", 60*time.Second, 1, true)
 		visit(t, s, "a}b", "7", 60*time.Second, 1, true)
+		visitMany(t, s, "many", []string{"1", "2", "1"}, 120*time.Second, 2, 2)
 
-		got := redistest.Keys(t, tg.Client, prefix)
-		slices.Sort(got)
-		if want := []string{prefix + "{a}b}", prefix + "{vk.users}"}; !slices.Equal(got, want) {
-			t.Fatalf("keys = %q, want %q", got, want)
-		}
+		// TTLs first: the scan below may take seconds on a busy shared server.
 		key := prefix + "{vk.users}"
+		if ttl, err := tg.Client.TTL(ctx, key).Result(); err != nil || ttl <= 59*time.Second || ttl > 61*time.Second {
+			t.Fatalf("TTL = %v, %v; want 61s", ttl, err)
+		}
+		if ttl, err := tg.Client.TTL(ctx, prefix+"{many}").Result(); err != nil || ttl <= 119*time.Second || ttl > 121*time.Second {
+			t.Fatalf("TTL after VisitMany = %v, %v; want 121s", ttl, err)
+		}
 		if score, err := tg.Client.ZScore(ctx, key, "42").Result(); err != nil || score != bbsNow {
 			t.Fatalf("ZSCORE = %v, %v; want %d", score, err, bbsNow)
 		}
-		if ttl, err := tg.Client.TTL(ctx, key).Result(); err != nil || ttl <= 59*time.Second || ttl > 61*time.Second {
-			t.Fatalf("TTL = %v, %v; want 61s", ttl, err)
+		if scores, err := tg.Client.ZMScore(ctx, prefix+"{many}", "1", "2").Result(); err != nil || !slices.Equal(scores, []float64{bbsNow, bbsNow}) {
+			t.Fatalf("ZMSCORE after VisitMany = %v, %v; want %d for both", scores, err, bbsNow)
+		}
+
+		got := redistest.Keys(t, tg.Client, prefix)
+		slices.Sort(got)
+		if want := []string{prefix + "{a}b}", prefix + "{many}", prefix + "{vk.users}"}; !slices.Equal(got, want) {
+			t.Fatalf("keys = %q, want %q", got, want)
 		}
 		leave(t, s, "vk.users", "42", 0, true)
 		if n, err := tg.Client.Exists(ctx, key).Result(); err != nil || n != 0 {

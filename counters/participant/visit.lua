@@ -1,27 +1,45 @@
--- Visit: record a key as seen now, drop expired keys, count what is left.
+-- Visit: record keys as seen now, drop expired keys, count what is left.
 --
--- KEYS[1]  the name's sorted set: member = key, score = last seen (Unix s)
--- ARGV[1]  key
--- ARGV[2]  timeout, whole seconds (>= 1)
--- ARGV[3]  now, Unix seconds; empty to use the server's TIME
+-- KEYS[1]    the name's sorted set: member = key, score = last seen (Unix s)
+-- ARGV[1]    timeout, whole seconds (>= 1)
+-- ARGV[2]    now, Unix seconds; empty to use the server's TIME
+-- ARGV[3..]  the keys, at least one; a key may repeat
 --
--- Reply: {active, is_new}: the set's size after the visit, and 1 if key
--- was not active before it (a key is active while last_seen + timeout >= now).
+-- Reply: {active, added}: the set's size after the visit, and how many
+-- distinct keys were not active before it (a key is active while
+-- last_seen + timeout >= now).
 local set = KEYS[1]
-local key = ARGV[1]
-local timeout = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
+local timeout = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
 if not now then
   now = tonumber(redis.call('TIME')[1])
 end
+local score = string.format('%d', now)
 
-local is_new = 1
-local seen = redis.call('ZSCORE', set, key)
-if seen and tonumber(seen) + timeout >= now then
-  is_new = 0
+-- Newness is read before anything changes, once per distinct key.
+local added = 0
+local seen_keys = {}
+local zadd = {} -- score, member, score, member, ...
+for i = 3, #ARGV do
+  local key = ARGV[i]
+  if not seen_keys[key] then
+    seen_keys[key] = true
+    local seen = redis.call('ZSCORE', set, key)
+    if not (seen and tonumber(seen) + timeout >= now) then
+      added = added + 1
+    end
+    zadd[#zadd + 1] = score
+    zadd[#zadd + 1] = key
+  end
 end
+
 redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', now - timeout))
-redis.call('ZADD', set, string.format('%d', now), key)
+-- unpack is limited by Lua's C stack (8000 values in Redis): 1000
+-- members (2000 values) per ZADD stays well under it.
+local chunk = 2000
+for i = 1, #zadd, chunk do
+  redis.call('ZADD', set, unpack(zadd, i, math.min(i + chunk - 1, #zadd)))
+end
 -- Every entry left expires within timeout + 1 seconds of this write.
 redis.call('EXPIRE', set, timeout + 1)
-return {redis.call('ZCARD', set), is_new}
+return {redis.call('ZCARD', set), added}
