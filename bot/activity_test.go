@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,13 +16,13 @@ import (
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
-// fakeActivity records the calls the bot makes; fail makes them fail.
+// fakeActivity records the calls the bot makes; the next fails calls fail.
 type fakeActivity struct {
 	mu    sync.Mutex
-	calls []string // "hit name" or "visit name key timeout"
+	calls []string // "add name n" or "visit name key,key timeout"
 	// live records, per call, whether its context was still live.
-	live []bool
-	fail error
+	live  []bool
+	fails int
 }
 
 func (a *fakeActivity) record(ctx context.Context, call string) error {
@@ -30,15 +31,19 @@ func (a *fakeActivity) record(ctx context.Context, call string) error {
 	a.calls = append(a.calls, call)
 	_, hasDeadline := ctx.Deadline()
 	a.live = append(a.live, ctx.Err() == nil && hasDeadline)
-	return a.fail
+	if a.fails > 0 {
+		a.fails--
+		return errors.New("redis: connection refused")
+	}
+	return nil
 }
 
-func (a *fakeActivity) Hit(ctx context.Context, name string) (int64, error) {
-	return 1, a.record(ctx, "hit "+name)
+func (a *fakeActivity) Add(ctx context.Context, name string, n int64) (int64, error) {
+	return n, a.record(ctx, fmt.Sprintf("add %s %d", name, n))
 }
 
-func (a *fakeActivity) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return 1, true, a.record(ctx, fmt.Sprintf("visit %s %s %v", name, key, timeout))
+func (a *fakeActivity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	return len(keys), len(keys), a.record(ctx, fmt.Sprintf("visit %s %s %v", name, strings.Join(keys, ","), timeout))
 }
 
 func (a *fakeActivity) snapshot() ([]string, []bool) {
@@ -67,27 +72,31 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	retry.Retry = 1
 	m2 := msg(2, "hello")
 	m2.FromID = m1.FromID // the same user writes again
-	for _, m := range []callback.Message{m1, retry, m2} {
+	m3 := msg(3, "other")
+	for _, m := range []callback.Message{m1, retry, m2, m3} {
 		if err := b.HandleMessage(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitSends(t, vk, 3)
+	waitSends(t, vk, 4)
+	b.Close(context.Background()) // writes the last batch
 	calls, live := a.snapshot()
-	want := []string{"hit vk.messages", "visit vk.users 101 5m0s", "hit vk.messages", "visit vk.users 101 5m0s"}
+	want := []string{"add vk.messages 3", "visit vk.users 101,103 5m0s"}
 	if !slices.Equal(calls, want) {
-		t.Fatalf("activity calls %q, want %q: the retried event must not be fed", calls, want)
+		t.Fatalf("activity calls %q, want %q: one batch; the retried event not fed, each sender once", calls, want)
 	}
 	if slices.Contains(live, false) {
 		t.Fatalf("activity called with a dead or unbounded context: %v", live)
 	}
-	if st := b.Stats(); st.Received != 3 || st.Duplicates != 1 || st.ActivityErrors != 0 {
+	if st := b.Stats(); st.Received != 4 || st.Duplicates != 1 || st.ActivityErrors != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
 
-func TestActivityFailureDoesNotFailTheMessage(t *testing.T) {
-	a := &fakeActivity{fail: errors.New("redis: connection refused")}
+// TestActivityFailureIsRetriedNotLost: the counters fail twice; the
+// message is answered anyway, and the failed batch is written later.
+func TestActivityFailureIsRetriedNotLost(t *testing.T) {
+	a := &fakeActivity{fails: 2}
 	b, vk := newActivityBot(t, newMemCounter(), a)
 	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
 		t.Fatalf("HandleMessage = %v, want nil: an activity failure must not make VK re-deliver", err)
@@ -95,11 +104,55 @@ func TestActivityFailureDoesNotFailTheMessage(t *testing.T) {
 	if s := waitSends(t, vk, 1); s[0].Message != "0" {
 		t.Fatalf("reply %+v", s[0])
 	}
-	if calls, _ := a.snapshot(); len(calls) != 2 {
-		t.Fatalf("calls %q: a failed hit must not skip the visit", calls)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		calls, _ := a.snapshot()
+		if len(calls) >= 4 {
+			want := []string{"add vk.messages 1", "visit vk.users 101 5m0s", "add vk.messages 1", "visit vk.users 101 5m0s"}
+			if !slices.Equal(calls[:4], want) {
+				t.Fatalf("calls %q, want both failed writes retried once: %q", calls, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls %q: the failed batch was not retried", calls)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if st := b.Stats(); st.ActivityErrors != 2 {
 		t.Fatalf("ActivityErrors = %d, want 2", st.ActivityErrors)
+	}
+}
+
+// TestActivityBatchesABurst: 300 messages from 30 senders cost the
+// counters a few calls, and every message and sender is in them.
+func TestActivityBatchesABurst(t *testing.T) {
+	a := &fakeActivity{}
+	b, vk := newActivityBot(t, newMemCounter(), a)
+	for i := range 300 {
+		m := msg(i, "burst")
+		m.FromID = 1 + i%30
+		if err := b.HandleMessage(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSends(t, vk, 300)
+	b.Close(context.Background())
+	calls, _ := a.snapshot()
+	var hits int
+	users := map[string]bool{}
+	for _, c := range calls {
+		var n int
+		if _, err := fmt.Sscanf(c, "add vk.messages %d", &n); err == nil {
+			hits += n
+			continue
+		}
+		for _, u := range strings.Split(strings.Fields(c)[2], ",") {
+			users[u] = true
+		}
+	}
+	if hits != 300 || len(users) != 30 || len(calls) > 60 {
+		t.Fatalf("%d calls adding %d messages and %d senders; want 300 and 30 in a few batches", len(calls), hits, len(users))
 	}
 }
 
@@ -125,7 +178,8 @@ func TestActivityWithoutSenderOnlyHits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSends(t, vk, 1)
-	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"hit vk.messages"}) {
+	b.Close(context.Background())
+	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"add vk.messages 1"}) {
 		t.Fatalf("calls %q", calls)
 	}
 }
@@ -178,8 +232,9 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSends(t, vk, 1)
+	b.Close(context.Background())
 	calls, live := a.snapshot()
-	if len(calls) != 2 || slices.Contains(live, false) {
-		t.Fatalf("activity calls %q (live %v), want one hit and one visit with a live context", calls, live)
+	if !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 101 5m0s"}) || slices.Contains(live, false) {
+		t.Fatalf("activity calls %q (live %v), want one message and one visit with a live context", calls, live)
 	}
 }

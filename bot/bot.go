@@ -43,26 +43,15 @@ type Outbox interface {
 	Done(ctx context.Context, group int, ids ...string) error
 }
 
-// The counters the bot feeds through Options.Activity.
-const (
-	// MessagesCounter is the access counter hit once per message.
-	MessagesCounter = "vk.messages"
-	// UsersCounter is the participant counter each message's sender
-	// (from_id) visits.
-	UsersCounter = "vk.users"
-	// UsersTimeout is how long a sender stays active in UsersCounter.
-	UsersTimeout = 300 * time.Second
-)
-
 // Activity records what the bot sees beyond the replies' counts. Its
-// methods are those of the access and participant stores of package
-// counters (and of *counters.Client, which serves them over the counter
-// port), so a pair of stores adapts to it with two one-line methods.
+// methods are the batched ones of the access and participant stores of
+// package counters, so a pair of stores adapts to it with two one-line
+// methods.
 type Activity interface {
-	// Hit adds one to the access counter name.
-	Hit(ctx context.Context, name string) (total int64, err error)
-	// Visit records key as seen now under the participant counter name.
-	Visit(ctx context.Context, name, key string, timeout time.Duration) (active int, isNew bool, err error)
+	// Add adds n to the access counter name.
+	Add(ctx context.Context, name string, n int64) (total int64, err error)
+	// VisitMany records keys as seen now under the participant counter name.
+	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active, added int, err error)
 }
 
 // ErrClosed is returned by HandleMessage once Close has begun: the message
@@ -102,13 +91,17 @@ type Options struct {
 	// reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Activity, if set, is fed once per message counted for the first time
-	// (never for a re-delivery of an event already counted): a Hit of
-	// MessagesCounter and a Visit of UsersCounter by the sender. Its
-	// failures are logged and counted in Stats, never returned: the
-	// message is counted, and failing the webhook would make VK deliver it
-	// again.
+	// (never for a re-delivery of an event already counted): one more for
+	// MessagesCounter and a visit of UsersCounter by the sender. The bot
+	// gathers them and writes them in batches, at most ActivityFlush late
+	// (a message's own Redis round trips stay two). A failed batch is logged,
+	// counted in Stats and kept for the next flush; it never fails a
+	// message: failing the webhook would make VK deliver it again.
 	Activity Activity
-	// ActivityTimeout bounds the Activity calls of one message (default 1s).
+	// ActivityFlush is the longest a message's activity waits to be
+	// written (default 100ms).
+	ActivityFlush time.Duration
+	// ActivityTimeout bounds the Activity calls of one flush (default 1s).
 	ActivityTimeout time.Duration
 	Logger          zerolog.Logger
 }
@@ -138,6 +131,9 @@ func (o *Options) setDefaults() {
 	if o.ActivityTimeout <= 0 {
 		o.ActivityTimeout = time.Second
 	}
+	if o.ActivityFlush <= 0 {
+		o.ActivityFlush = 100 * time.Millisecond
+	}
 }
 
 // A Bot counts messages and replies to them. It is safe for concurrent use.
@@ -155,8 +151,9 @@ type Bot struct {
 	cancel  context.CancelFunc
 	workers sync.WaitGroup
 
-	stats  counters
-	halted sync.Map // *tokenWorker → error, while VK refuses that token
+	stats    counters
+	halted   sync.Map // *tokenWorker → error, while VK refuses that token
+	activity activityBatch
 }
 
 // counters are the bot's running totals, read by Stats.
@@ -184,6 +181,9 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 		b.groups[g.ID] = true
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if opts.Activity != nil {
+		b.activity.start(b)
+	}
 	for _, g := range groups {
 		for i, s := range g.Senders {
 			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s}
@@ -219,7 +219,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	} else if b.opts.Activity != nil {
 		// Before storing the reply: if that fails, VK re-delivers the
 		// event as a duplicate, which must find the activity recorded.
-		b.recordActivity(ctx, m)
+		b.activity.note(m)
 	}
 	r := Reply{
 		GroupID:  m.GroupID,
@@ -235,28 +235,6 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	return nil
 }
 
-// recordActivity feeds Options.Activity for m, logging its failures. The
-// calls outlive a cancelled request (the message is counted already) but
-// not ActivityTimeout.
-func (b *Bot) recordActivity(ctx context.Context, m callback.Message) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.opts.ActivityTimeout)
-	defer cancel()
-	if _, err := b.opts.Activity.Hit(ctx, MessagesCounter); err != nil {
-		b.activityFailed(err, MessagesCounter, m)
-	}
-	if m.FromID == 0 {
-		return // an event without its sender
-	}
-	if _, _, err := b.opts.Activity.Visit(ctx, UsersCounter, strconv.Itoa(m.FromID), UsersTimeout); err != nil {
-		b.activityFailed(err, UsersCounter, m)
-	}
-}
-
-func (b *Bot) activityFailed(err error, counter string, m callback.Message) {
-	b.stats.activityErrors.Add(1)
-	b.log.Error().Err(err).Str("counter", counter).Str("event_id", m.EventID).Msg("activity counter not updated")
-}
-
 // Close stops accepting messages, waits for in-flight ones, and lets the
 // senders drain the outbox until it is empty or ctx ends. Replies not sent
 // by then stay in the outbox for the next start (with a persistent Redis).
@@ -264,6 +242,9 @@ func (b *Bot) Close(ctx context.Context) error {
 	b.closeMu.Lock() // waits for HandleMessage calls in flight
 	b.closing.Store(true)
 	b.closeMu.Unlock()
+	if b.opts.Activity != nil {
+		b.activity.stop() // writes what the last messages noted
+	}
 
 	done := make(chan struct{})
 	go func() { b.workers.Wait(); close(done) }()

@@ -147,6 +147,14 @@ func (f fakeStore) Hit(ctx context.Context, name string) (int64, error) {
 	return 1, f.fn(ctx, "hit")
 }
 
+func (f fakeStore) Add(ctx context.Context, name string, n int64) (int64, error) {
+	return n, f.fn(ctx, "add")
+}
+
+func (f fakeStore) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	return len(keys), len(keys), f.fn(ctx, "visit")
+}
+
 func (f fakeStore) Total(ctx context.Context, name string) (int64, error) {
 	return 1, f.fn(ctx, "total")
 }

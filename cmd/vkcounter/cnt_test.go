@@ -215,6 +215,9 @@ var errBroken = errors.New("redis: connection refused")
 
 func (brokenStore) Hit(context.Context, string) (int64, error)   { return 0, errBroken }
 func (brokenStore) Total(context.Context, string) (int64, error) { return 0, errBroken }
+func (brokenStore) Add(context.Context, string, int64) (int64, error) {
+	return 0, errBroken
+}
 
 func TestCntStoreFailure(t *testing.T) {
 	addr, _ := cntServerWith(t, counters.ServerOptions{Stores: counters.Stores{Access: brokenStore{}}})

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -68,6 +69,36 @@ func (a *app) mustCnt(t *testing.T, want string, args ...string) {
 	}
 }
 
+// waitCnt is mustCnt for counters the bot feeds: they are written in
+// batches (ActivityFlush), so it polls until want shows up.
+func (a *app) waitCnt(t *testing.T, want string, args ...string) {
+	t.Helper()
+	eventually(t, func() error {
+		code, stdout, stderr := cnt(t, context.Background(), append([]string{"-addr", a.CounterAddr()}, args...)...)
+		if code != 0 || stdout != want {
+			return fmt.Errorf("cnt %v: exit %d, stdout %q, stderr %q; want %q", args, code, stdout, stderr, want)
+		}
+		return nil
+	})
+}
+
+// eventually polls check until it succeeds, failing the test with its last
+// error after 5 seconds.
+func eventually(t *testing.T, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // dropAccessKeys deletes the access counters' keys of a (they never expire)
 // when the test ends, one by one since a cluster spreads them over slots.
 func dropAccessKeys(t *testing.T, tg *redistest.Target, prefix string) {
@@ -111,12 +142,12 @@ func TestBotFeedsActivityCounters(t *testing.T) {
 			t.Fatalf("retry answered %d %q", code, body)
 		}
 		a.mustOK(t, event("e2", 1000, 2, "again")) // the same user
-		a.mustCnt(t, "2\n1\n", "total", "vk.messages", "active", "vk.users", "300")
+		a.waitCnt(t, "2\n1\n", "total", "vk.messages", "active", "vk.users", "300")
 		a.mustOK(t, event("e3", 2000, 1, "hello")) // another user
 		if code, body, _ := a.post(t, event("e3", 2000, 1, "hello"), map[string]string{"X-Retry-Counter": "2"}); code != 200 || body != "ok" {
 			t.Fatalf("retry answered %d %q", code, body)
 		}
-		a.mustCnt(t, "3\n2\n", "total", "vk.messages", "active", "vk.users", "300")
+		a.waitCnt(t, "3\n2\n", "total", "vk.messages", "active", "vk.users", "300")
 		a.mustAPI(t, "GET", "/counters/access/vk.messages", "", 200, `{"name":"vk.messages","total":3}`)
 		a.mustAPI(t, "GET", "/counters/participants/vk.users?timeout=300", "", 200, `{"name":"vk.users","active":2}`)
 		checkStatsCounters(t, a, `{"store":"redis","vk.messages":{"total":3},"vk.users":{"active":2,"timeout_seconds":300}}`)
@@ -124,21 +155,25 @@ func TestBotFeedsActivityCounters(t *testing.T) {
 	})
 }
 
-// checkStatsCounters requires /stats to report want as its counters.
+// checkStatsCounters requires /stats to report want as its counters, once
+// the bot's last batch is written.
 func checkStatsCounters(t *testing.T, a *app, want string) {
 	t.Helper()
-	resp, err := http.Get(a.url("/stats"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var stats struct{ Counters json.RawMessage }
-	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
-		t.Fatal(err)
-	}
-	if string(stats.Counters) != want {
-		t.Fatalf("/stats counters %s, want %s", stats.Counters, want)
-	}
+	eventually(t, func() error {
+		resp, err := http.Get(a.url("/stats"))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var stats struct{ Counters json.RawMessage }
+		if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil {
+			return err
+		}
+		if string(stats.Counters) != want {
+			return fmt.Errorf("/stats counters %s, want %s", stats.Counters, want)
+		}
+		return nil
+	})
 }
 
 // TestInstancesShareRedisCounters: two instances on one Redis with one
@@ -176,6 +211,7 @@ func TestCountersFileStore(t *testing.T) {
 		t.Fatalf("count4.dat = %q, %v; want the BBS's minimum file rewritten", b, err)
 	}
 	a.mustOK(t, event("f1", 4242, 1, "file"))
+	checkStatsCounters(t, a, `{"store":"file","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300}}`)
 	if _, err := os.Stat(filepath.Join(count, "names", "vk.messages", "count0.dat")); err != nil {
 		t.Fatalf("vk.messages not in the count directory: %v", err)
 	}

@@ -155,10 +155,12 @@ type activity struct {
 	visits participant.Store
 }
 
-func (a activity) Hit(ctx context.Context, name string) (int64, error) { return a.hits.Hit(ctx, name) }
+func (a activity) Add(ctx context.Context, name string, n int64) (int64, error) {
+	return a.hits.Add(ctx, name, n)
+}
 
-func (a activity) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return a.visits.Visit(ctx, name, key, timeout)
+func (a activity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	return a.visits.VisitMany(ctx, name, keys, timeout)
 }
 
 var _ bot.Activity = activity{}
