@@ -19,7 +19,7 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 echo "== redis-benchmark INCRBY (the Redis access store's command)"; rb INCRBY 'bench:a:{pages}' 1
 sha=$(redis-cli -p $port SCRIPT LOAD "$(cat counters/participant/visit.lua)")
 echo "== redis-benchmark EVALSHA visit.lua, 10000 keys (the Redis participant store's script)"
-rb -r 10000 EVALSHA "$sha" 1 'bench:p:{room}' __rand_int__ 300 ''
+rb -r 10000 EVALSHA "$sha" 1 'bench:p:{room}' 300 '' __rand_int__
 echo "== the stores (Go, 50 goroutines)"
 VKCOUNTER_TEST_REDIS=redis://127.0.0.1:$port/0 go test -run '^$' -bench . -benchtime 2s ./counters/access/ ./counters/participant/ | grep Benchmark
 echo "== over the counter port (4 connections x 32 pipelined unless named)"
