@@ -42,7 +42,7 @@ per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 
 c0=$(redis_cpu)
 echo "== ceiling before: redis-benchmark EVALSHA window.lua, 50 clients"; ceiling
 echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
-echo "== in-process webhook (handler, script, outbox, vk.messages hit, vk.users visit, sender), 50 goroutines"
+echo "== in-process webhook (handler, script, outbox, batched vk.messages and vk.users, sender), 50 goroutines"
 c0=$(redis_cpu)
 VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./cmd/vkcounter/ | grep Benchmark
 echo "   Redis CPU per webhook request: $(per_call "$c0") µs"
