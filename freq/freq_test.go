@@ -17,6 +17,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
 )
 
 func TestSequence(t *testing.T) {
@@ -97,22 +98,10 @@ func TestConcurrentSameText(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		s := newStore(t, tg, freq.Options{})
 		const n = 200
-		got := make([]int64, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				r, err := s.Count(context.Background(), "same", "")
-				got[i], errs[i] = r.Previous, err
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
+		got := together.Run(t, n, func(int) (int64, error) {
+			r, err := s.Count(context.Background(), "same", "")
+			return r.Previous, err
+		})
 		slices.Sort(got)
 		for i, v := range got {
 			if v != int64(i) {

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -164,26 +164,17 @@ func TestConcurrentSameText(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		a := startApp(t, tg, nil)
 		const n = 200
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, n)
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				code, body, _ := a.post(t, event(fmt.Sprintf("c%d", i), 5000+i, 1, "burst"), nil)
-				if code != 200 {
-					errs <- fmt.Errorf("event %d: %d %s", i, code, body)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
+		together.Run(t, n, func(i int) (struct{}, error) {
+			resp, err := http.Post(a.url("/callback"), "application/json", bytes.NewReader(event(fmt.Sprintf("c%d", i), 5000+i, 1, "burst")))
+			if err != nil {
+				return struct{}{}, err
+			}
+			defer resp.Body.Close()
+			if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(body) != "ok" {
+				return struct{}{}, fmt.Errorf("event %d: %d %s", i, resp.StatusCode, body)
+			}
+			return struct{}{}, nil
+		})
 		var answers []int
 		for _, s := range a.waitSends(t, n) {
 			v, _ := strconv.Atoi(s.Message)

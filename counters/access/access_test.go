@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
 )
 
 // opener opens a fresh, empty store of one kind.
@@ -245,22 +245,7 @@ var conformance = []struct {
 // each returned; it fails t if any op failed.
 func concurrently(t *testing.T, n int, op func(ctx context.Context) (int64, error)) []int64 {
 	t.Helper()
-	got := make([]int64, n)
-	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			got[i], errs[i] = op(context.Background())
-		})
-	}
-	close(start)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return together.Run(t, n, func(int) (int64, error) { return op(context.Background()) })
 }
 
 func TestConformance(t *testing.T) {

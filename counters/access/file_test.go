@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/internal/together"
 )
 
 // writeCounts writes count<i>.dat for each entry of files into dir.
@@ -94,21 +94,7 @@ func TestFileSeedConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	writeCounts(t, dir, map[int]string{0: "100", 1: "99", 2: "98"})
 	f := newFile(t, dir, 3)
-	got := make([]int64, 3)
-	errs := make([]error, 3)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range got {
-		wg.Go(func() {
-			<-start
-			got[i], errs[i] = f.Hit(context.Background(), access.DefaultName)
-		})
-	}
-	close(start)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	got := together.Run(t, 3, func(int) (int64, error) { return f.Hit(context.Background(), access.DefaultName) })
 	slices.Sort(got)
 	if want := []int64{101, 102, 103}; !slices.Equal(got, want) {
 		t.Fatalf("Hits returned %v, want %v", got, want)

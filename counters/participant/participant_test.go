@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
 )
 
 // A clock is a settable test clock in whole seconds.
@@ -229,54 +229,27 @@ var conformance = []struct {
 	}},
 	{"100 concurrent visits of one new key: new exactly once", func(t *testing.T, s participant.Store, c *clock) {
 		const n = 100
-		var news atomic.Int32
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				active, isNew, err := s.Visit(context.Background(), users, "k", fiveMins)
-				if err == nil && active != 1 {
-					err = fmt.Errorf("active = %d, want 1", active)
-				}
-				if isNew {
-					news.Add(1)
-				}
-				errs[i] = err
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		if got := news.Load(); got != 1 {
+		news := together.Run(t, n, func(int) (bool, error) {
+			active, isNew, err := s.Visit(context.Background(), users, "k", fiveMins)
+			if err == nil && active != 1 {
+				err = fmt.Errorf("active = %d, want 1", active)
+			}
+			return isNew, err
+		})
+		if got := countTrue(news); got != 1 {
 			t.Fatalf("%d visits reported new, want 1", got)
 		}
 		wantActive(t, s, users, fiveMins, 1)
 	}},
 	{"concurrent visits of distinct keys count 1 to n once each", func(t *testing.T, s participant.Store, c *clock) {
 		const n = 200
-		counts := make([]int, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				var isNew bool
-				counts[i], isNew, errs[i] = s.Visit(context.Background(), users, fmt.Sprint("user", i), fiveMins)
-				if errs[i] == nil && !isNew {
-					errs[i] = fmt.Errorf("user%d not new", i)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
+		counts := together.Run(t, n, func(i int) (int, error) {
+			count, isNew, err := s.Visit(context.Background(), users, fmt.Sprint("user", i), fiveMins)
+			if err == nil && !isNew {
+				err = fmt.Errorf("user%d not new", i)
+			}
+			return count, err
+		})
 		slices.Sort(counts)
 		for i, got := range counts {
 			if got != i+1 {
@@ -289,29 +262,14 @@ var conformance = []struct {
 		visit(t, s, users, "a", fiveMins, 1, true)
 		visit(t, s, users, "b", fiveMins, 2, true)
 		const n = 50
-		var removals atomic.Int32
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				active, removed, err := s.Leave(context.Background(), users, "a")
-				if err == nil && active != 1 {
-					err = fmt.Errorf("active = %d, want 1", active)
-				}
-				if removed {
-					removals.Add(1)
-				}
-				errs[i] = err
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		if got := removals.Load(); got != 1 {
+		removals := together.Run(t, n, func(int) (bool, error) {
+			active, removed, err := s.Leave(context.Background(), users, "a")
+			if err == nil && active != 1 {
+				err = fmt.Errorf("active = %d, want 1", active)
+			}
+			return removed, err
+		})
+		if got := countTrue(removals); got != 1 {
 			t.Fatalf("%d leaves reported removed, want 1", got)
 		}
 		wantActive(t, s, users, fiveMins, 1)
@@ -387,27 +345,14 @@ var conformance = []struct {
 	{"50 concurrent VisitMany of the same 20 keys add 20 in all", func(t *testing.T, s participant.Store, c *clock) {
 		const n, batch = 50, 20
 		keys := keyRange("user", batch)
-		var sum atomic.Int32
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				active, added, err := s.VisitMany(context.Background(), users, keys, fiveMins)
-				if err == nil && active != batch {
-					err = fmt.Errorf("active = %d, want %d", active, batch)
-				}
-				sum.Add(int32(added))
-				errs[i] = err
-			})
-		}
-		close(start)
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		if got := sum.Load(); got != batch {
+		added := together.Run(t, n, func(int) (int, error) {
+			active, added, err := s.VisitMany(context.Background(), users, keys, fiveMins)
+			if err == nil && active != batch {
+				err = fmt.Errorf("active = %d, want %d", active, batch)
+			}
+			return added, err
+		})
+		if got := sumInts(added); got != batch {
 			t.Fatalf("the calls added %d keys in all, want %d", got, batch)
 		}
 		wantActive(t, s, users, fiveMins, batch)
@@ -510,4 +455,22 @@ func TestNameLimitMatchesAccess(t *testing.T) {
 		t.Fatalf("participant.MaxNameLen = %d, access.MaxNameLen = %d: one name rule must hold on the counter port",
 			participant.MaxNameLen, access.MaxNameLen)
 	}
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func sumInts(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
