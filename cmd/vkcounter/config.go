@@ -52,6 +52,7 @@ type Config struct {
 	CountersDir        string
 	CountersFileLevels int
 	CountersTimeout    time.Duration
+	CountersHTTPToken  string
 }
 
 // The COUNTERS_STORE values: where access and participant counters live.
@@ -113,6 +114,7 @@ func settings(c *Config) []setting {
 		{"COUNTERS_STORE", StoreRedis, "where access and participant counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR)", str(&c.CountersStore)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL)", num(&c.CountersFileLevels)},
+		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; set it wherever the HTTP port is public", str(&c.CountersHTTPToken)},
 		{"COUNTERS_TIMEOUT", "2s", "time limit of one access or participant store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 	}
 }

@@ -287,3 +287,31 @@ func TestCountersConfig(t *testing.T) {
 		t.Fatalf("defaults %+v, %v", c, err)
 	}
 }
+
+// TestCountersHTTPToken: with COUNTERS_HTTP_TOKEN the /counters/ API needs
+// the bearer token; the webhook and health endpoints do not.
+func TestCountersHTTPToken(t *testing.T) {
+	a := startApp(t, nil, env("COUNTERS_HTTP_TOKEN", "s3cret"))
+	call := func(auth string) int {
+		req, _ := http.NewRequest(http.MethodPost, a.url("/counters/access/pages"), nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{{"", 401}, {"Bearer wrong", 401}, {"s3cret", 401}, {"Bearer s3cret", 200}} {
+		if got := call(tc.auth); got != tc.want {
+			t.Errorf("Authorization %q: status %d, want %d", tc.auth, got, tc.want)
+		}
+	}
+	a.mustCnt(t, "1\n", "total", "pages") // only the authorised hit counted
+	a.mustOK(t, event("tok1", 1, 1, "no token needed"))
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -315,7 +317,7 @@ func (m *Main) routes(communities []Community) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
-	mux.Handle(counters.HTTPPrefix, api)
+	mux.Handle(counters.HTTPPrefix, requireToken(m.cfg.CountersHTTPToken, api))
 	mux.Handle("GET /metrics", m.metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", m.readyz)
@@ -454,4 +456,25 @@ func (m *Main) Close() error {
 		m.mini.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// requireToken lets a request through to next only with the header
+// "Authorization: Bearer <token>" (compared in constant time); an empty
+// token lets everything through.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte("Bearer " + token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="counters"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintln(w, `{"error":"a valid bearer token is required (COUNTERS_HTTP_TOKEN)"}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
