@@ -31,6 +31,7 @@ const (
 
 var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt"}
 
+// String names the class, for logs and metric labels.
 func (c Class) String() string { return classNames[c] }
 
 // vkErrorClasses maps VK API error codes to classes; codes not listed are Drop.
