@@ -115,22 +115,19 @@ type accessReply struct {
 }
 
 func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	total, err := h.stores.Access.Hit(ctx, name)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, accessReply{Name: name, Total: total})
+	h.accessOp(w, r, h.stores.Access.Hit)
 }
 
 func (h *HTTPHandler) total(w http.ResponseWriter, r *http.Request) {
+	h.accessOp(w, r, h.stores.Access.Total)
+}
+
+// accessOp answers a request on the access counter in the path with op.
+func (h *HTTPHandler) accessOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, name string) (int64, error)) {
 	name := r.PathValue("name")
 	ctx, cancel := h.storeContext(r)
 	defer cancel()
-	total, err := h.stores.Access.Total(ctx, name)
+	total, err := op(ctx, name)
 	if err != nil {
 		h.fail(w, r, err)
 		return

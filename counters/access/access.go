@@ -84,7 +84,11 @@ func checkName(name string) error {
 	return nil
 }
 
-func checkDelta(n int64) error {
+// checkAdd validates Add's arguments.
+func checkAdd(name string, n int64) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	if n < 1 {
 		return fmt.Errorf("%w: %d, want at least 1", ErrInvalidDelta, n)
 	}

@@ -113,10 +113,7 @@ func (f *File) Hit(ctx context.Context, name string) (int64, error) { return f.A
 // Add adds n (n >= 1) to the counter name and returns its new total: it
 // writes total+n into the count file holding the smallest value.
 func (f *File) Add(ctx context.Context, name string, n int64) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(n); err != nil {
+	if err := checkAdd(name, n); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -22,10 +22,7 @@ func (m *Memory) Hit(ctx context.Context, name string) (int64, error) { return m
 
 // Add adds n (n >= 1) to the counter name and returns its new total.
 func (m *Memory) Add(ctx context.Context, name string, n int64) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(n); err != nil {
+	if err := checkAdd(name, n); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -38,10 +38,7 @@ func (r *Redis) Hit(ctx context.Context, name string) (int64, error) { return r.
 // Add adds n (n >= 1) to the counter name with one INCRBY and returns its
 // new total.
 func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	if err := checkDelta(n); err != nil {
+	if err := checkAdd(name, n); err != nil {
 		return 0, err
 	}
 	total, err := r.rdb.IncrBy(ctx, r.key(name), n).Result()

@@ -163,10 +163,7 @@ func (f *File) Leave(ctx context.Context, name, key string) (int, bool, error) {
 // reads without locking (files are only ever replaced whole); if it finds
 // damaged lines it rewrites the file clean under the lock.
 func (f *File) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	secs, err := seconds(timeout)
+	secs, err := checkActive(name, timeout)
 	if err != nil {
 		return 0, err
 	}

@@ -85,10 +85,7 @@ func (m *Memory) Leave(ctx context.Context, name, key string) (int, bool, error)
 
 // Active returns the number of keys under name seen within timeout.
 func (m *Memory) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
-	if err := checkName(name); err != nil {
-		return 0, err
-	}
-	secs, err := seconds(timeout)
+	secs, err := checkActive(name, timeout)
 	if err != nil {
 		return 0, err
 	}

@@ -130,6 +130,15 @@ func seconds(timeout time.Duration) (int64, error) {
 	return int64(timeout / time.Second), nil
 }
 
+// checkActive validates Active's arguments and returns the timeout in
+// seconds.
+func checkActive(name string, timeout time.Duration) (int64, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
+	return seconds(timeout)
+}
+
 // checkLeave validates Leave's arguments.
 func checkLeave(name, key string) error {
 	if err := checkName(name); err != nil {
