@@ -186,7 +186,8 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 	}
 	for _, g := range groups {
 		for i, s := range g.Senders {
-			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s}
+			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s,
+				log: b.log.With().Int("group_id", g.ID).Int("token", i).Logger()}
 			b.workers.Add(1)
 			go w.run()
 		}

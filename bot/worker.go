@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // A tokenWorker sends one community's replies through one token, at most
@@ -15,7 +17,8 @@ type tokenWorker struct {
 	group  int
 	index  int // position of the token in the community's list, for logs
 	sender Sender
-	next   time.Time // earliest start of the next call
+	log    zerolog.Logger // with the community and the token's position
+	next   time.Time      // earliest start of the next call
 }
 
 func (w *tokenWorker) run() {
@@ -33,7 +36,7 @@ func (w *tokenWorker) run() {
 			if b.ctx.Err() != nil {
 				return
 			}
-			b.log.Error().Err(err).Int("group_id", w.group).Msg("cannot read the outbox; retrying")
+			w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
 			w.sleep(backoff)
 			backoff = min(2*backoff, b.opts.RetryMax)
 			continue
@@ -53,7 +56,6 @@ func (w *tokenWorker) run() {
 // the bot's context ends; replies still unsent then stay in the outbox.
 func (w *tokenWorker) deliver(batch []Reply) {
 	b := w.bot
-	log := b.log.With().Int("group_id", w.group).Int("token", w.index).Logger()
 	backoff := b.opts.RetryBase
 	floodTried := map[string]bool{}
 	for len(batch) > 0 {
@@ -68,7 +70,6 @@ func (w *tokenWorker) deliver(batch []Reply) {
 		var pause time.Duration
 		for i, r := range batch {
 			err := errs[i]
-			rlog := log.With().Int("peer_id", r.PeerID).Int32("random_id", r.RandomID).Logger()
 			class := Classify(err)
 			if class == Flood && floodTried[r.ID] {
 				class = Drop
@@ -79,19 +80,19 @@ func (w *tokenWorker) deliver(batch []Reply) {
 				b.halted.Delete(w)
 			case Drop:
 				b.stats.dropped.Add(1)
-				rlog.Warn().Err(err).Msg("reply dropped: VK refused it for good")
+				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
 			case Flood:
 				floodTried[r.ID] = true
 				pause = max(pause, b.opts.FloodPause)
-				rlog.Warn().Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control; one more try after a pause")
+				about(w.log.Warn(), r).Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control; one more try after a pause")
 			case Retry:
 				b.stats.retried.Add(1)
 				pause = max(pause, backoff/2+rand.N(backoff/2+1)) // jitter, so tokens do not retry in step
-				rlog.Debug().Err(err).Msg("send failed; retrying")
+				about(w.log.Debug(), r).Err(err).Msg("send failed; retrying")
 			case Halt:
 				b.halted.Store(w, err)
 				pause = max(pause, b.opts.HaltPause)
-				rlog.Error().Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
+				about(w.log.Error(), r).Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
 			if class == Delivered || class == Drop {
 				finished = append(finished, r.ID)
@@ -116,6 +117,12 @@ func (w *tokenWorker) deliver(batch []Reply) {
 	}
 }
 
+// about adds the reply's identifying fields to a log line; a disabled
+// level costs nothing.
+func about(e *zerolog.Event, r Reply) *zerolog.Event {
+	return e.Int("peer_id", r.PeerID).Int32("random_id", r.RandomID)
+}
+
 // finish removes finished replies from the outbox. It must happen even
 // when shutdown is cancelling everything else: a reply left there is sent
 // again after a restart (harmless, but noisy).
@@ -126,7 +133,7 @@ func (w *tokenWorker) finish(ids []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.bot.ctx), 5*time.Second)
 	defer cancel()
 	if err := w.bot.outbox.Done(ctx, w.group, ids...); err != nil {
-		w.bot.log.Error().Err(err).Int("replies", len(ids)).Msg("cannot remove sent replies from the outbox; they will be sent again (VK delivers them once)")
+		w.log.Error().Err(err).Int("replies", len(ids)).Msg("cannot remove sent replies from the outbox; they will be sent again (VK delivers them once)")
 	}
 }
 
