@@ -307,8 +307,3 @@ func (c *Config) Communities() ([]Community, error) {
 	}
 	return []Community{g}, nil
 }
-
-// Redacted returns the tokens' count instead of the tokens, for logs.
-func (c Community) Redacted() string {
-	return "group " + strconv.Itoa(c.GroupID) + ", " + strconv.Itoa(len(c.Tokens())) + " token(s)"
-}
