@@ -4,12 +4,8 @@
 # the same load tool (`vkcounter loadtest counters`, which checks every
 # response). Needs yrmcdsd (Debian package yrmcds) for the reference column.
 # Usage: [RUNS='acquire:50:1 …'] bench/counters.sh [seconds per run, default 10]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 go build -o "$work/vkcounter" ./cmd/vkcounter
 HTTP_ADDR=127.0.0.1:0 COUNTER_ADDR=127.0.0.1:21215 COUNTERS_STORE=memory LOG_LEVEL=warn \

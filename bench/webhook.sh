@@ -6,18 +6,8 @@
 # benchmark; the load tool against the real program over HTTP (as fast as
 # possible, the seed's two scenarios with a 60 s window, the expired
 # scenario); and the reply backlog drain under VK's 20 requests/s.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-port=26390
-while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
-redis-server --bind 127.0.0.1 --port $port --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
-pids+=($!)
-for _ in $(seq 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
-url=redis://127.0.0.1:$port/0
+source "$(dirname "$0")/lib.sh"
+start_redis 26390
 go build -o "$work/vkcounter" ./cmd/vkcounter
 
 ceiling() {
@@ -35,7 +25,7 @@ load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
     grep -E 'stopped:|errors:|latency|webhook|answers checked|result:' || true
 }
 
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+machine
 # The Redis server's CPU (user + system seconds, its own INFO), to divide by the calls made.
 redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}'; }
