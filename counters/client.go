@@ -227,6 +227,22 @@ func (c *Client) Hit(ctx context.Context, name string) (int64, error) {
 	return v, err
 }
 
+// Add adds delta (1 to wire.MaxDelta) to the named access counter and
+// returns its new total, as delta Hits would, in one request.
+func (c *Client) Add(ctx context.Context, name string, delta int64) (int64, error) {
+	if err := wire.CheckName(name); err != nil {
+		return 0, fmt.Errorf("counters: add: %w", err)
+	}
+	if delta < 1 {
+		return 0, fmt.Errorf("counters: add: %w: delta %d, want at least 1", wire.ErrInvalid, delta)
+	}
+	var v int64
+	err := c.call(ctx, wire.OpAdd,
+		func(dst []byte, opaque uint32) []byte { return wire.AppendAdd(dst, opaque, name, uint64(delta)) },
+		func(body []byte) (err error) { v, err = parseTotal(body); return err })
+	return v, err
+}
+
 // Total returns the total of the named access counter; a counter never hit
 // gives wire.StatusNotFound.
 func (c *Client) Total(ctx context.Context, name string) (int64, error) {

@@ -18,6 +18,23 @@ func (c *conn) hit(f wire.Frame) error {
 	return nil
 }
 
+// add adds a delta to an access counter and answers with its new total.
+func (c *conn) add(f wire.Frame) error {
+	req, err := wire.ParseAdd(f.Body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	// ParseAdd keeps the delta within int64.
+	total, err := c.s.stores.Access.Add(ctx, string(req.Name), int64(req.Delta))
+	if err != nil {
+		return storeError(err)
+	}
+	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(total)))
+	return nil
+}
+
 // total answers with an access counter's total, or Not found if it was
 // never hit.
 func (c *conn) total(f wire.Frame) error {

@@ -27,6 +27,7 @@ var handlers = [256]handler{
 	wire.OpDump:    (*conn).dump,
 	wire.OpHit:     (*conn).hit,
 	wire.OpTotal:   (*conn).total,
+	wire.OpAdd:     (*conn).add,
 	wire.OpVisit:   (*conn).visit,
 	wire.OpLeave:   (*conn).leave,
 	wire.OpActive:  (*conn).active,
@@ -54,6 +55,7 @@ var statuses = []struct {
 	{resource.ErrNotAcquired, wire.StatusNotAcquired},
 	{resource.ErrNoMemory, wire.StatusOutOfMemory},
 	{access.ErrInvalidName, wire.StatusInvalid},
+	{access.ErrInvalidDelta, wire.StatusInvalid},
 	{access.ErrNotFound, wire.StatusNotFound},
 	// A total at math.MaxInt64 cannot take another hit, as a resource
 	// counter at its maximum cannot take another acquire.

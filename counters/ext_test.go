@@ -51,6 +51,16 @@ func TestExtensionFixtures(t *testing.T) {
 			resp: "91 20 00 00 00000008 00000003 0000000000000002"},
 		{name: "total", req: "90 21 00 00 0000000d 00000004 000b 766b2e6d65737361676573",
 			resp: "91 21 00 00 00000008 00000004 0000000000000002"},
+		{name: "add 5", req: "90 22 00 00 00000015 00000030 0000000000000005 000b 766b2e6d65737361676573",
+			resp: "91 22 00 00 00000008 00000030 0000000000000007"},
+		{name: "add 0: invalid", req: "90 22 00 00 00000015 00000031 0000000000000000 000b 766b2e6d65737361676573",
+			resp: "91 22 04 00 00000011 00000031 " + hexInvalid},
+		{name: "add 2^63: invalid", req: "90 22 00 00 00000015 00000032 8000000000000000 000b 766b2e6d65737361676573",
+			resp: "91 22 04 00 00000011 00000032 " + hexInvalid},
+		{name: "add a new counter creates it at the delta", req: "90 22 00 00 0000000b 00000033 0000000000000003 0001 61",
+			resp: "91 22 00 00 00000008 00000033 0000000000000003"},
+		{name: "total after add", req: "90 21 00 00 0000000d 00000034 000b 766b2e6d65737361676573",
+			resp: "91 21 00 00 00000008 00000034 0000000000000007"},
 		{name: "hit empty name: invalid", req: "90 20 00 00 00000002 00000005 0000",
 			resp: "91 20 04 00 00000011 00000005 " + hexInvalid},
 		{name: "total empty name: invalid", req: "90 21 00 00 00000002 00000006 0000",
@@ -98,7 +108,7 @@ func TestExtensionFixtures(t *testing.T) {
 	m := statsMap(s)
 	for name, v := range map[string]string{
 		// Invalid requests are not counted, as for the resource opcodes.
-		"command:hit": "2", "command:total": "2", "command:visit": "3", "command:leave": "2", "command:active": "3",
+		"command:hit": "2", "command:total": "3", "command:add": "2", "command:visit": "3", "command:leave": "2", "command:active": "3",
 	} {
 		if m[name] != v {
 			t.Errorf("%s = %q, want %q", name, m[name], v)
@@ -343,6 +353,12 @@ func TestClientExtension(t *testing.T) {
 	}
 	if n, err := c.Total(cx, "views"); n != 3 || err != nil {
 		t.Fatalf("Total = %d, %v", n, err)
+	}
+	if n, err := c.Add(cx, "views", 10); n != 13 || err != nil {
+		t.Fatalf("Add 10 = %d, %v; want 13", n, err)
+	}
+	if _, err := c.Add(cx, "views", 0); !errors.Is(err, wire.ErrInvalid) {
+		t.Fatalf("Add 0 = %v, want ErrInvalid before sending", err)
 	}
 	type visit struct {
 		n    int

@@ -34,7 +34,7 @@ var httpCodes = map[wire.Status]int{
 
 // An HTTPHandler serves the access and participant counters as JSON:
 //
-//	POST /counters/access/{name}                    hit:    {"name":…,"total":…}
+//	POST /counters/access/{name}                    hit:    {"name":…,"total":…}; optional body {"delta":n}, n >= 1
 //	GET  /counters/access/{name}                    total:  {"name":…,"total":…}, 404 if never hit
 //	POST /counters/participants/{name}/visit        {"key":…,"timeout":s} → {"name":…,"key":…,"active":…,"new":…}
 //	POST /counters/participants/{name}/leave        {"key":…} → {"name":…,"key":…,"active":…,"removed":…}
@@ -114,8 +114,26 @@ type accessReply struct {
 	Total int64  `json:"total"`
 }
 
+// addRequest is the optional body of a hit.
+type addRequest struct {
+	// Delta is what to add, at least 1; absent means 1.
+	Delta *int64 `json:"delta"`
+}
+
+// hit adds one to the access counter, or the body's delta.
 func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
-	h.accessOp(w, r, h.stores.Access.Hit)
+	var req addRequest
+	if !decodeOptionalBody(w, r, &req) {
+		return
+	}
+	if req.Delta == nil {
+		h.accessOp(w, r, h.stores.Access.Hit)
+		return
+	}
+	delta := *req.Delta
+	h.accessOp(w, r, func(ctx context.Context, name string) (int64, error) {
+		return h.stores.Access.Add(ctx, name, delta)
+	})
 }
 
 func (h *HTTPHandler) total(w http.ResponseWriter, r *http.Request) {
@@ -269,8 +287,18 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // decodeBody decodes the JSON object of r's body into v, or answers 400
-// (malformed, unknown field, trailing data) or 413 and returns false.
+// (malformed, empty, unknown field, trailing data) or 413 and returns false.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decode(w, r, v, false)
+}
+
+// decodeOptionalBody is decodeBody for a body that may be empty, which
+// leaves v as it is.
+func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decode(w, r, v, true)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -282,6 +310,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	case errors.As(err, &tooBig):
 		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", tooBig.Limit))
 		return false
+	case errors.Is(err, io.EOF) && optional:
+		return true
 	case errors.Is(err, io.EOF):
 		writeJSONError(w, http.StatusBadRequest, `empty body: want a JSON object like {"key":"…"}`)
 		return false

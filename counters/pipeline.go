@@ -39,7 +39,7 @@ type Result struct {
 	// Acquire (the resources acquired), Visit, Leave or Active (the active
 	// count).
 	Value uint32
-	// Total is the answer of a successful Hit or Total.
+	// Total is the answer of a successful Hit, Add or Total.
 	Total uint64
 	// Flag is the flag of a successful Visit (the key is new) or Leave
 	// (the key was removed).
@@ -94,6 +94,11 @@ func (p *Pipeline) Release(name string, resources uint32) {
 // Hit queues a Hit.
 func (p *Pipeline) Hit(name string) {
 	p.buf = wire.AppendHit(p.buf, p.queue(wire.OpHit), name)
+}
+
+// Add queues an Add of delta.
+func (p *Pipeline) Add(name string, delta uint64) {
+	p.buf = wire.AppendAdd(p.buf, p.queue(wire.OpAdd), name, delta)
 }
 
 // Total queues a Total.
@@ -161,7 +166,7 @@ func (p *Pipeline) read(q pending) (Result, error) {
 		return r, err
 	case q.op == wire.OpGet || q.op == wire.OpAcquire || q.op == wire.OpActive:
 		r.Value, err = wire.ParseUint32(f.Body)
-	case q.op == wire.OpHit || q.op == wire.OpTotal:
+	case q.op == wire.OpHit || q.op == wire.OpTotal || q.op == wire.OpAdd:
 		r.Total, err = wire.ParseUint64(f.Body)
 	case q.op == wire.OpVisit || q.op == wire.OpLeave:
 		r.Value, r.Flag, err = wire.ParseUint32Flag(f.Body)

@@ -31,6 +31,7 @@ Talks to a counter port like yc-cnt. Commands run in order on one connection:
   dump
 Access and participant counters (vkcounter's extension opcodes):
   hit NAME                  prints the new total
+  add NAME N                adds N (at least 1) and prints the new total
   total NAME                prints the total
   visit NAME KEY TIMEOUT    prints the active count and 1 if KEY is new, else 0
   leave NAME KEY            prints the active count and 1 if KEY was removed, else 0
@@ -53,12 +54,13 @@ type cntCommand struct {
 	maximum   uint32
 	key       string
 	timeout   time.Duration
+	delta     int64
 }
 
 // cntArity is the number of arguments of each command.
 var cntArity = map[string]int{
 	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
-	"hit": 1, "total": 1, "visit": 3, "leave": 2, "active": 2,
+	"hit": 1, "add": 2, "total": 1, "visit": 3, "leave": 2, "active": 2,
 }
 
 // runCnt is `vkcounter cnt`: it runs counter protocol commands against a
@@ -152,6 +154,10 @@ func parseCnt(args []string) ([]cntCommand, error) {
 			if cmd.timeout, err = parseTimeout(args[3]); err != nil {
 				return nil, err
 			}
+		case "add":
+			if cmd.delta, err = strconv.ParseInt(args[2], 10, 64); err != nil || cmd.delta < 1 {
+				return nil, fmt.Errorf("N %q must be an integer from 1 to %d", args[2], int64(wire.MaxDelta))
+			}
 		case "leave":
 			cmd.key = args[2]
 		case "active":
@@ -232,6 +238,12 @@ func runCntCommand(ctx context.Context, c *counters.Client, cmd cntCommand, w io
 			hitOrTotal = c.Hit
 		}
 		v, err := hitOrTotal(ctx, cmd.counter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "add":
+		v, err := c.Add(ctx, cmd.counter, cmd.delta)
 		if err != nil {
 			return err
 		}

@@ -180,6 +180,10 @@ func TestCntExtension(t *testing.T) {
 	}{
 		{"total never hit", []string{"total", "pages"}, 2, "ERROR: 01 Not found\n", ""},
 		{"hit and total", []string{"hit", "pages", "hit", "pages", "total", "pages"}, 0, "1\n2\n2\n", ""},
+		{"add", []string{"add", "pages", "5", "total", "pages"}, 0, "7\n7\n", ""},
+		{"add 0 refused locally", []string{"add", "pages", "0"}, 1, "", `N "0" must be an integer from 1`},
+		{"add not a number", []string{"add", "pages", "x"}, 1, "", `N "x"`},
+		{"add beyond int64", []string{"add", "pages", "9223372036854775808"}, 1, "", "N"},
 		{"visits", []string{"visit", "room", "u1", "300", "visit", "room", "u1", "300", "visit", "room", "u2", "0", "active", "room", "300"},
 			0, "1 1\n1 0\n2 1\n2\n", ""},
 		{"leaves", []string{"leave", "room", "u1", "leave", "room", "u1", "active", "room", "0"}, 0, "1 1\n1 0\n1\n", ""},
@@ -203,7 +207,7 @@ func TestCntExtension(t *testing.T) {
 			}
 		})
 	}
-	if n, err := watcher.Total(ctx, "pages"); n != 2 || err != nil {
+	if n, err := watcher.Total(ctx, "pages"); n != 7 || err != nil {
 		t.Fatalf("Total after the commands = %d, %v", n, err)
 	}
 }

@@ -54,6 +54,7 @@ const (
 const (
 	OpHit    Opcode = 0x20
 	OpTotal  Opcode = 0x21
+	OpAdd    Opcode = 0x22
 	OpVisit  Opcode = 0x30
 	OpLeave  Opcode = 0x31
 	OpActive Opcode = 0x32

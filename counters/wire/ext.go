@@ -10,12 +10,14 @@ import (
 //	op    request body                                   success body
 //	Hit    name len (2), name                            total (8)
 //	Total  name len (2), name                            total (8)
+//	Add    delta (8), name len (2), name                 total (8)
 //	Visit  timeout s (4), name len (2), name,            active (4), new (1)
 //	       key len (2), key
 //	Leave  name len (2), name, key len (2), key          active (4), removed (1)
 //	Active timeout s (4), name len (2), name             active (4)
 //
-// A timeout of 0 means the store's default. As for the resource opcodes,
+// A timeout of 0 means the store's default. Add's delta is 1 to 2^63-1 (the
+// access counters only count up, and their totals are int64). As for the resource opcodes,
 // bytes after the last field are ignored.
 
 // AppendHit appends a Hit request to dst. Like AppendGet it only panics on a
@@ -29,6 +31,14 @@ func AppendHit(dst []byte, opaque uint32, name string) []byte {
 // on a name longer than MaxNameLen.
 func AppendTotal(dst []byte, opaque uint32, name string) []byte {
 	dst = appendRequestHeader(dst, OpTotal, opaque, 2+len(name))
+	return appendName(dst, name)
+}
+
+// AppendAdd appends an Add request to dst. Like AppendGet it only panics
+// on a name longer than MaxNameLen; the delta is encoded as given.
+func AppendAdd(dst []byte, opaque uint32, name string, delta uint64) []byte {
+	dst = appendRequestHeader(dst, OpAdd, opaque, 8+2+len(name))
+	dst = binary.BigEndian.AppendUint64(dst, delta)
 	return appendName(dst, name)
 }
 
@@ -63,6 +73,36 @@ func ParseHit(body []byte) (name []byte, err error) { return parseName(body) }
 // ParseTotal decodes a Total request body and returns the counter name,
 // which aliases body. Every error wraps ErrInvalid.
 func ParseTotal(body []byte) (name []byte, err error) { return parseName(body) }
+
+// An AddRequest is a decoded Add request body.
+type AddRequest struct {
+	// Delta is 1 to MaxDelta.
+	Delta uint64
+	// Name aliases the body it was parsed from.
+	Name []byte
+}
+
+// MaxDelta is the largest delta of an Add: access counter totals are
+// int64.
+const MaxDelta = 1<<63 - 1
+
+// ParseAdd decodes an Add request body: a body shorter than its fields, a
+// delta of 0 or above MaxDelta, or a bad name is invalid. Every error wraps
+// ErrInvalid.
+func ParseAdd(body []byte) (AddRequest, error) {
+	if len(body) < 8 {
+		return AddRequest{}, errShortBody
+	}
+	delta := binary.BigEndian.Uint64(body)
+	if delta == 0 || delta > MaxDelta {
+		return AddRequest{}, fmt.Errorf("%w: delta %d, want 1 to %d", ErrInvalid, delta, uint64(MaxDelta))
+	}
+	name, err := parseName(body[8:])
+	if err != nil {
+		return AddRequest{}, err
+	}
+	return AddRequest{Delta: delta, Name: name}, nil
+}
 
 // A VisitRequest is a decoded Visit request body.
 type VisitRequest struct {
@@ -134,13 +174,13 @@ func parseNameKey(b []byte) (name, key []byte, err error) {
 }
 
 // AppendUint64 appends a successful response whose body is the 8-byte v:
-// the answer to Hit and Total (the total).
+// the answer to Hit, Total and Add (the total).
 func AppendUint64(dst []byte, op Opcode, opaque uint32, v uint64) []byte {
 	dst = appendResponseHeader(dst, op, StatusOK, opaque, 8)
 	return binary.BigEndian.AppendUint64(dst, v)
 }
 
-// ParseUint64 decodes the 8-byte body of a successful Hit or Total
+// ParseUint64 decodes the 8-byte body of a successful Hit, Total or Add
 // response.
 func ParseUint64(body []byte) (uint64, error) {
 	if len(body) != 8 {

@@ -22,6 +22,7 @@ func TestExtensionRequestEncoding(t *testing.T) {
 	}{
 		{"hit", wire.AppendHit(nil, 5, "vk.messages"), "90 20 00 00 0000000d 00000005 000b 766b2e6d65737361676573"},
 		{"total", wire.AppendTotal(nil, 6, "vk.messages"), "90 21 00 00 0000000d 00000006 000b 766b2e6d65737361676573"},
+		{"add", wire.AppendAdd(nil, 10, "vk.messages", 5), "90 22 00 00 00000015 0000000a 0000000000000005 000b 766b2e6d65737361676573"},
 		{"visit", wire.AppendVisit(nil, 7, 300, "vk.users", "42"),
 			"90 30 00 00 00000012 00000007 0000012c 0008 766b2e7573657273 0002 3432"},
 		{"leave", wire.AppendLeave(nil, 8, "vk.users", "42"), "90 31 00 00 0000000e 00000008 0008 766b2e7573657273 0002 3432"},
@@ -45,6 +46,7 @@ func TestExtensionResponseEncoding(t *testing.T) {
 	}{
 		{"hit", wire.AppendUint64(nil, wire.OpHit, 5, 926), "91 20 00 00 00000008 00000005 000000000000039e"},
 		{"total", wire.AppendUint64(nil, wire.OpTotal, 6, 1<<63-1), "91 21 00 00 00000008 00000006 7fffffffffffffff"},
+		{"add", wire.AppendUint64(nil, wire.OpAdd, 10, 7), "91 22 00 00 00000008 0000000a 0000000000000007"},
 		{"visit new", wire.AppendUint32Flag(nil, wire.OpVisit, 7, 3, true), "91 30 00 00 00000005 00000007 00000003 01"},
 		{"leave not removed", wire.AppendUint32Flag(nil, wire.OpLeave, 8, 2, false), "91 31 00 00 00000005 00000008 00000002 00"},
 		{"active", wire.AppendUint32(nil, wire.OpActive, 9, 2), "91 32 00 00 00000004 00000009 00000002"},
@@ -56,6 +58,36 @@ func TestExtensionResponseEncoding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if want := unhex(t, tc.want); !bytes.Equal(tc.got, want) {
 				t.Fatalf("got  % x\nwant % x", tc.got, want)
+			}
+		})
+	}
+}
+
+func TestParseAdd(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		delta      uint64
+		want       string
+		wantErr    string
+	}{
+		{name: "add", body: "0000000000000005 0002 6162", delta: 5, want: "ab"},
+		{name: "add the largest delta", body: "7fffffffffffffff 0001 61 ffff", delta: 1<<63 - 1, want: "a"},
+		{name: "add 0", body: "0000000000000000 0001 61", wantErr: "delta 0"},
+		{name: "add beyond int64", body: "8000000000000000 0001 61", wantErr: "delta 9223372036854775808"},
+		{name: "add empty name", body: "0000000000000001 0000", wantErr: "name length is 0"},
+		{name: "add no name", body: "0000000000000001", wantErr: "shorter"},
+		{name: "add short", body: "00000001", wantErr: "shorter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := wire.ParseAdd(unhex(t, tc.body))
+			if tc.wantErr != "" {
+				if !errors.Is(err, wire.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want ErrInvalid with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || r.Delta != tc.delta || string(r.Name) != tc.want {
+				t.Fatalf("got %d %q, %v; want %d %q", r.Delta, r.Name, err, tc.delta, tc.want)
 			}
 		})
 	}

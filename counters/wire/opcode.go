@@ -21,6 +21,7 @@ var opSpecs = [256]opSpec{
 	OpDump:    {true, "dump", 0},
 	OpHit:     {true, "hit", 2 + MaxNameLen},
 	OpTotal:   {true, "total", 2 + MaxNameLen},
+	OpAdd:     {true, "add", 8 + 2 + MaxNameLen},
 	OpVisit:   {true, "visit", 4 + 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpLeave:   {true, "leave", 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpActive:  {true, "active", 4 + 2 + MaxNameLen},
