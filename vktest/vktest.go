@@ -1,8 +1,10 @@
 // Package vktest provides a fake VK API server for tests and load tests.
 //
 // It answers the API methods the bot calls (messages.send, execute with
-// messages.send sub-calls, groups.getById) on a loopback address in the
-// shape the real API uses, records every accepted messages.send, and can
+// messages.send sub-calls, groups.getById, groups.getLongPollServer and the
+// Callback server setup methods) on a loopback address in the shape the
+// real API uses for the version requested, serves the Bots Long Poll
+// events tests queue (QueueEvents, FailLongPoll), records every accepted messages.send, and can
 // be told to fail with given VK error codes, to be slow, and to enforce
 // VK's per-token rate limit. Like VK, it delivers one message per
 // (peer_id, random_id): a repeated send is accepted but not delivered again. Point vksdk's MethodURL (the
@@ -31,7 +33,11 @@ type Send struct {
 	PeerID   int
 	Message  string
 	RandomID int64
-	At       time.Time
+	// Forward is the quoted message (the forward parameter), nil if none.
+	Forward *Forward
+	// ReplyTo is the reply_to parameter, 0 if none.
+	ReplyTo int
+	At      time.Time
 }
 
 // A Server is a fake VK API listening on 127.0.0.1.
@@ -49,6 +55,9 @@ type Server struct {
 	delivered  map[delivery]int       // (peer, random_id) → message id
 	messages   []Send                 // sends that delivered a message
 	changed    chan struct{}          // closed and replaced whenever sends grows
+
+	lp     longPoll  // the Bots Long Poll server (longpoll.go)
+	groups groupsAPI // the groups.* methods (groups.go)
 }
 
 type delivery struct {
@@ -194,6 +203,10 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, longPollPath) {
+		s.serveLongPoll(w, r)
+		return
+	}
 	method := strings.TrimPrefix(r.URL.Path, "/method/")
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -236,9 +249,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"response": id})
 	case "execute":
 		writeJSON(w, s.execute(token, r.Form.Get("code")))
-	case "groups.getById":
-		writeJSON(w, map[string]any{"response": map[string]any{"groups": []map[string]any{{"id": 1, "name": "vktest"}}}})
+	case "groups.getLongPollServer":
+		writeJSON(w, s.getLongPollServer(r.Form))
 	default:
+		if answer, ok := s.serveGroups(method, r.Form); ok {
+			writeJSON(w, answer)
+			return
+		}
 		writeJSON(w, map[string]any{"error": apiError{Code: 3, Msg: "Unknown method passed"}})
 	}
 }
@@ -256,6 +273,10 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 	if err1 != nil || err2 != nil || get("message") == "" {
 		return 0, &apiError{Code: 100, Msg: "One of the parameters specified was missing or invalid"}
 	}
+	forward, replyTo, err := quoteParams(form)
+	if err != nil {
+		return 0, &apiError{Code: 100, Msg: "One of the parameters specified was missing or invalid: " + err.Error()}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.failures) > 0 {
@@ -265,7 +286,7 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 			return 0, errorFor(code)
 		}
 	}
-	send := Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, At: time.Now()}
+	send := Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, Forward: forward, ReplyTo: replyTo, At: time.Now()}
 	s.sends = append(s.sends, send)
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -319,7 +340,7 @@ func (s *Server) execute(token, code string) map[string]any {
 		}
 		form := map[string][]string{}
 		for k, v := range p {
-			form[k] = []string{fmt.Sprint(v)}
+			form[k] = []string{paramString(v)}
 		}
 		id, apiErr := s.send(token, form)
 		if apiErr != nil {
@@ -334,6 +355,17 @@ func (s *Server) execute(token, code string) map[string]any {
 		out["execute_errors"] = execErrors
 	}
 	return out
+}
+
+// paramString is an execute argument as the HTTP parameter it stands for:
+// strings and numbers as they are, objects and arrays as JSON.
+func paramString(v any) string {
+	switch v.(type) {
+	case map[string]any, []any:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	return fmt.Sprint(v)
 }
 
 func errorFor(code int) *apiError {
