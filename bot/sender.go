@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/SevereCloud/vksdk/v2/api"
 	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/vkapi"
 )
 
 // APIVersion is the VK API version the bot speaks (vksdk defaults to 5.131).
-const APIVersion = "5.199"
+const APIVersion = vkapi.Version
 
 // A Reply is one answer waiting to be sent.
 type Reply struct {
@@ -62,16 +63,7 @@ var _ Sender = (*VKSender)(nil)
 
 // NewVKSender returns a Sender for token.
 func NewVKSender(token string, opts VKOptions) *VKSender {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
-	}
-	vk := api.NewVK(token)
-	vk.Version = APIVersion
-	vk.Limit = 0 // we pace and retry ourselves; the SDK's limiter retries error 6 at once
-	vk.Client = &http.Client{Timeout: opts.Timeout}
-	if opts.MethodURL != "" {
-		vk.MethodURL = opts.MethodURL
-	}
+	vk := vkapi.New(token, vkapi.Options{MethodURL: opts.MethodURL, Timeout: opts.Timeout})
 	return &VKSender{vk: vk, onCall: opts.OnCall}
 }
 

@@ -7,6 +7,7 @@
 //	vkcounter [serve] [flags]   run the service (the default)
 //	vkcounter cnt …             talk to a counter port, like yc-cnt
 //	vkcounter loadtest …        simulate traffic and check every answer
+//	vkcounter setup -url …      register the Callback server with VK
 package main
 
 import (
@@ -43,11 +44,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCnt(ctx, args, stdout, stderr)
 	case "loadtest":
 		return runLoadtest(ctx, args, stdout, stderr)
+	case "setup":
+		return runSetup(ctx, args, getenv, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: vkcounter [serve|cnt|loadtest] [flags]; vkcounter serve -help lists every setting")
+		fmt.Fprintln(stdout, "usage: vkcounter [serve|cnt|loadtest|setup] [flags]; vkcounter serve -help lists every setting")
 		return 0
 	}
-	fmt.Fprintf(stderr, "vkcounter: unknown command %q (serve, cnt, loadtest, help)\n", cmd)
+	fmt.Fprintf(stderr, "vkcounter: unknown command %q (serve, cnt, loadtest, setup, help)\n", cmd)
 	return 2
 }
 

@@ -88,6 +88,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.fetchConfirmations(ctx, communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: keyPrefixes(m.cfg.KeyPrefix).outbox, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
 	for _, c := range communities {

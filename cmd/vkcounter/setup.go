@@ -1,0 +1,127 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/vkcounter/vkcounter/vkapi"
+)
+
+const setupUsage = `Usage: vkcounter setup -url https://<host>/callback [flags]
+
+Registers the Callback API server of each community (or updates the one
+with the same URL: running it twice changes nothing), sets API version %s
+and the event types to message_new only, then prints the settings for
+vkcounter serve. The communities and tokens come from VK_GROUP_ID and
+VK_TOKEN, or VK_GROUPS; the token needs the "manage" right. A secret is
+generated unless given (-secret, VK_SECRET, or the secret of VK_GROUPS), or
+kept from the server being updated; it is printed once, here.
+
+Flags:
+`
+
+// runSetup is `vkcounter setup`.
+func runSetup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	cbURL := fs.String("url", "", "public URL of the webhook, such as https://example.com/callback (required)")
+	title := fs.String("title", vkapi.DefaultTitle, fmt.Sprintf("title of the server in VK's settings (at most %d characters)", vkapi.MaxTitle))
+	group := fs.Int("group-id", 0, "community id (default VK_GROUP_ID)")
+	token := fs.String("token", "", "community token with the manage right (default VK_TOKEN)")
+	secret := fs.String("secret", "", "secret key (default VK_SECRET; empty keeps the server's or generates one)")
+	apiURL := fs.String("api-url", "", "VK API base URL (default VK_API_URL or https://api.vk.com/method/)")
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, setupUsage, vkapi.Version)
+		fs.PrintDefaults()
+	}
+	usage := func(err error) int {
+		fmt.Fprintln(stderr, "vkcounter setup:", err)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	var err error
+	cfg := Config{VKGroupID: *group, VKToken: *token, VKSecret: *secret, VKGroups: getenv("VK_GROUPS"), VKAPIURL: *apiURL}
+	if cfg.VKGroups == "" {
+		if cfg.VKGroupID == 0 {
+			if v := getenv("VK_GROUP_ID"); v != "" {
+				if cfg.VKGroupID, err = strconv.Atoi(v); err != nil {
+					return usage(fmt.Errorf("VK_GROUP_ID %q: not a number", v))
+				}
+			}
+		}
+		cfg.VKToken = cmp.Or(cfg.VKToken, getenv("VK_TOKEN"))
+		cfg.VKSecret = cmp.Or(cfg.VKSecret, getenv("VK_SECRET"))
+	} else if *group != 0 || *token != "" || *secret != "" {
+		return usage(errors.New("-group-id, -token and -secret replace VK_GROUPS; unset VK_GROUPS to use them"))
+	}
+	cfg.VKAPIURL = cmp.Or(cfg.VKAPIURL, getenv("VK_API_URL"), "https://api.vk.com/method/")
+	communities, err := cfg.Communities()
+	if err != nil {
+		return usage(err)
+	}
+	var jobs []vkapi.SetupOptions
+	for _, c := range communities {
+		if len(c.Tokens()) == 0 {
+			return usage(fmt.Errorf("community %d: a community id and its token are needed (VK_GROUP_ID and VK_TOKEN, VK_GROUPS, or -group-id and -token)", c.GroupID))
+		}
+		o := vkapi.SetupOptions{GroupID: c.GroupID, URL: *cbURL, Title: *title, Secret: c.Secret}
+		if err := o.Validate(); err != nil {
+			return usage(err)
+		}
+		jobs = append(jobs, o)
+	}
+
+	failed := false
+	for i, o := range jobs {
+		vk := vkapi.New(communities[i].Tokens()[0], vkapi.Options{MethodURL: cfg.VKAPIURL})
+		res, err := vkapi.Setup(ctx, vk, o)
+		if err != nil {
+			fmt.Fprintf(stderr, "vkcounter setup: community %d: %v\n", o.GroupID, err)
+			failed = true
+			continue
+		}
+		printSetup(stdout, o, res, len(jobs) > 1)
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// printSetup tells what Setup did and the settings to serve with.
+func printSetup(w io.Writer, o vkapi.SetupOptions, res vkapi.SetupResult, several bool) {
+	verb := "updated"
+	if res.Created {
+		verb = "created"
+	}
+	fmt.Fprintf(w, "Community %d: Callback server %d %s for %s (API %s, events: %s only).\n",
+		o.GroupID, res.ServerID, verb, o.URL, vkapi.Version, vkapi.EventMessageNew)
+	if len(res.Disabled) > 0 {
+		fmt.Fprintf(w, "Turned off: %s.\n", strings.Join(res.Disabled, ", "))
+	}
+	if res.SecretGenerated {
+		fmt.Fprintln(w, "A secret was generated; it is shown only now: keep it in your deployment's secrets.")
+	}
+	fmt.Fprintln(w, "Serve with:")
+	if several {
+		fmt.Fprintf(w, "  in VK_GROUPS: {\"group_id\":%d,\"secret\":%q,\"confirmation\":%q,\"token\":\"…\"}\n",
+			o.GroupID, res.Secret, res.Confirmation)
+	} else {
+		fmt.Fprintf(w, "  VK_GROUP_ID=%d\n  VK_SECRET=%s\n  VK_CONFIRMATION=%s\n", o.GroupID, res.Secret, res.Confirmation)
+	}
+	fmt.Fprintln(w, "(VK_CONFIRMATION may be left empty: the service fetches it at start.) VK confirms the server by calling the URL: start the service, then press \"Confirm\" in the community's Callback API settings if it is not confirmed yet.")
+}
