@@ -9,7 +9,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/vkcounter ./cmd/vk
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/vkcounter /usr/local/bin/vkcounter
 USER nonroot:nonroot
-# 8080: webhook, health checks, metrics. 11215: counter protocol (no authentication: keep it private).
-EXPOSE 8080 11215
+# 8080: webhook, /counters/, /healthz (public). 9090: /metrics, /stats, /readyz, and 11215: counter
+# protocol (both without authentication: keep them private).
+EXPOSE 8080 9090 11215
 ENTRYPOINT ["/usr/local/bin/vkcounter"]
 CMD ["serve"]

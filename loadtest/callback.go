@@ -66,9 +66,12 @@ type CallbackOptions struct {
 	FreqPrefix string
 	// Normalize must be the bot's NORMALIZE setting, for Expired.
 	Normalize bool
-	// Window is the bot's window. Zero means ask the bot (GET /stats beside
-	// the webhook), or assume 24h if it does not say.
+	// Window is the bot's window. Zero means ask the bot (GET StatsURL),
+	// or assume 24h if it does not say.
 	Window time.Duration
+	// StatsURL is the bot's /stats, on its admin address; empty means
+	// /stats beside the webhook.
+	StatsURL string
 
 	// Wait is how long to wait for the bot to answer before the run; zero
 	// means it must answer at once.
@@ -227,7 +230,11 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	}
 	r.window = o.Window
 	if r.window == 0 {
-		r.window = r.askWindow(ctx, u.Scheme+"://"+u.Host+"/stats")
+		stats := o.StatsURL
+		if stats == "" {
+			stats = u.Scheme + "://" + u.Host + "/stats"
+		}
+		r.window = r.askWindow(ctx, stats)
 	}
 	if r.runID, err = newRunID(); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 // whose default comes from an environment variable (see settings).
 type Config struct {
 	HTTPAddr     string
+	AdminAddr    string
 	CallbackPath string
 	RedisURL     string
 	RedisCluster string
@@ -85,7 +86,8 @@ func settings(c *Config) []setting {
 		return func(fs *flag.FlagSet, n, h string) { fs.IntVar(p, n, 0, h) }
 	}
 	return []setting{
-		{"HTTP_ADDR", ":8080", "address of the HTTP server (webhook, health, metrics)", str(&c.HTTPAddr)},
+		{"HTTP_ADDR", ":8080", "address of the public HTTP server: the webhook, /counters/ and /healthz", str(&c.HTTPAddr)},
+		{"ADMIN_ADDR", "127.0.0.1:9090", "address of the admin HTTP server: /metrics, /stats, /readyz and /healthz; keep it private", str(&c.AdminAddr)},
 		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
@@ -107,14 +109,14 @@ func settings(c *Config) []setting {
 		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
 		{"MAX_BODY_BYTES", "1048576", "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
 		{"SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight requests and queued replies", dur(&c.ShutdownTimeout)},
-		{"COUNTER_ADDR", ":11215", "counter protocol TCP address; off disables the port", str(&c.CounterAddr)},
+		{"COUNTER_ADDR", "127.0.0.1:11215", "counter protocol TCP address (no authentication: keep it loopback or private); off disables the port", str(&c.CounterAddr)},
 		{"COUNTER_MAX_CONNECTIONS", "0", "most counter connections at once; 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
 		{"COUNTERS_STORE", StoreRedis, "where access and participant counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR)", str(&c.CountersStore)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL)", num(&c.CountersFileLevels)},
-		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; set it wherever the HTTP port is public", str(&c.CountersHTTPToken)},
+		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
 		{"COUNTERS_TIMEOUT", "2s", "time limit of one access or participant store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 	}
 }

@@ -160,7 +160,7 @@ func TestBotFeedsActivityCounters(t *testing.T) {
 func checkStatsCounters(t *testing.T, a *app, want string) {
 	t.Helper()
 	eventually(t, func() error {
-		resp, err := http.Get(a.url("/stats"))
+		resp, err := http.Get(a.adminURL("/stats"))
 		if err != nil {
 			return err
 		}

@@ -49,21 +49,25 @@ func portOf(t *testing.T, addr string) int {
 // TestFlyTomlMatchesProgram checks that fly.toml parses and that its ports
 // and paths are the ones the program serves by default.
 func TestFlyTomlMatchesProgram(t *testing.T) {
+	type check struct {
+		Type   string `toml:"type"`
+		Port   int    `toml:"port"`
+		Path   string `toml:"path"`
+		Method string `toml:"method"`
+	}
 	var fly struct {
 		KillSignal  string            `toml:"kill_signal"`
 		KillTimeout string            `toml:"kill_timeout"`
 		Build       map[string]string `toml:"build"`
 		Env         map[string]string `toml:"env"`
 		HTTPService struct {
-			InternalPort       int  `toml:"internal_port"`
-			MinMachinesRunning int  `toml:"min_machines_running"`
-			AutoStopMachines   any  `toml:"auto_stop_machines"`
-			ForceHTTPS         bool `toml:"force_https"`
-			Checks             []struct {
-				Path   string `toml:"path"`
-				Method string `toml:"method"`
-			} `toml:"checks"`
+			InternalPort       int     `toml:"internal_port"`
+			MinMachinesRunning *int    `toml:"min_machines_running"`
+			AutoStopMachines   any     `toml:"auto_stop_machines"`
+			ForceHTTPS         bool    `toml:"force_https"`
+			Checks             []check `toml:"checks"`
 		} `toml:"http_service"`
+		Checks   map[string]check `toml:"checks"`
 		Services []struct {
 			InternalPort int `toml:"internal_port"`
 		} `toml:"services"`
@@ -84,29 +88,45 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 	if v := fly.Env["HTTP_ADDR"]; v != "" {
 		httpPort = portOf(t, v)
 	}
-	counterPort := portOf(t, def["COUNTER_ADDR"])
-	if got := portOf(t, fly.Env["COUNTER_ADDR"]); got != counterPort {
-		t.Errorf("fly.toml COUNTER_ADDR port %d, program default %d", got, counterPort)
-	}
-	if host, _, _ := net.SplitHostPort(fly.Env["COUNTER_ADDR"]); host != "::" && host != "" {
-		t.Errorf("COUNTER_ADDR %q must listen on all addresses (IPv6 too) for Fly's private network", fly.Env["COUNTER_ADDR"])
+	// The private ports listen on every address (IPv6 too) for Fly's private
+	// network and checks, and are never published as services.
+	private := map[string]int{}
+	for _, env := range []string{"COUNTER_ADDR", "ADMIN_ADDR"} {
+		if got, want := portOf(t, fly.Env[env]), portOf(t, def[env]); got != want {
+			t.Errorf("fly.toml %s port %d, program default %d", env, got, want)
+		}
+		if host, _, _ := net.SplitHostPort(fly.Env[env]); host != "::" {
+			t.Errorf("%s %q must listen on [::] (IPv6 too) for Fly's private network", env, fly.Env[env])
+		}
+		private[env] = portOf(t, fly.Env[env])
+		for _, s := range fly.Services {
+			if s.InternalPort == private[env] {
+				t.Errorf("%s's port %d is published as a service; it must stay private", env, private[env])
+			}
+		}
 	}
 	if fly.HTTPService.InternalPort != httpPort {
 		t.Errorf("http_service.internal_port %d, program listens on %d", fly.HTTPService.InternalPort, httpPort)
 	}
-	if fly.HTTPService.MinMachinesRunning < 1 {
-		t.Error("min_machines_running must keep a machine up: VK expects an answer within seconds")
+	// VK expects an answer within seconds and replies are sent in the
+	// background: machines are never stopped for idleness. Fly ignores
+	// min_machines_running unless machines may be stopped, so it must not
+	// be there to suggest otherwise.
+	if stop := fmt.Sprint(fly.HTTPService.AutoStopMachines); stop != "off" && stop != "false" {
+		t.Errorf("auto_stop_machines %q: a stopped machine answers no webhook and sends no reply; want off", stop)
+	}
+	if fly.HTTPService.MinMachinesRunning != nil {
+		t.Errorf("min_machines_running = %d has no effect with auto_stop_machines off", *fly.HTTPService.MinMachinesRunning)
 	}
 	if len(fly.HTTPService.Checks) == 0 || fly.HTTPService.Checks[0].Path != "/healthz" {
 		t.Errorf("http_service.checks %+v, want a check on /healthz", fly.HTTPService.Checks)
 	}
-	if fly.Metrics.Port != httpPort || fly.Metrics.Path != "/metrics" {
-		t.Errorf("[metrics] %+v, want port %d path /metrics", fly.Metrics, httpPort)
+	ready, ok := fly.Checks["ready"]
+	if !ok || ready.Type != "http" || ready.Port != private["ADMIN_ADDR"] || ready.Path != "/readyz" {
+		t.Errorf("[checks.ready] %+v, want an http check of /readyz on ADMIN_ADDR's port %d", ready, private["ADMIN_ADDR"])
 	}
-	for _, s := range fly.Services {
-		if s.InternalPort == counterPort {
-			t.Errorf("the counter port %d is published as a service; it must stay private", counterPort)
-		}
+	if fly.Metrics.Port != private["ADMIN_ADDR"] || fly.Metrics.Path != "/metrics" {
+		t.Errorf("[metrics] %+v, want port %d (ADMIN_ADDR) path /metrics", fly.Metrics, private["ADMIN_ADDR"])
 	}
 	if fly.Build["dockerfile"] != "Dockerfile" {
 		t.Errorf("[build] %v, want dockerfile = Dockerfile", fly.Build)
@@ -117,15 +137,24 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 		t.Errorf("kill_signal %q kill_timeout %q SHUTDOWN_TIMEOUT %q: Fly must send SIGTERM and wait longer than the shutdown",
 			fly.KillSignal, fly.KillTimeout, fly.Env["SHUTDOWN_TIMEOUT"])
 	}
+	raw, _ := os.ReadFile("../../fly.toml")
+	for _, secret := range []string{"VK_TOKEN", "VK_SECRET", "VK_CONFIRMATION", "COUNTERS_HTTP_TOKEN", "REDIS_URL"} {
+		if _, inEnv := fly.Env[secret]; inEnv || !strings.Contains(string(raw), secret) {
+			t.Errorf("fly.toml must list %s among the secrets and not set it in [env]", secret)
+		}
+	}
 
-	// The paths fly.toml names are served by the program.
+	// The paths fly.toml names are served by the program, where it says.
 	a := startApp(t, nil, nil)
-	for _, p := range []string{fly.HTTPService.Checks[0].Path, fly.Metrics.Path} {
-		resp, err := http.Get(a.url(p))
-		if err != nil || resp.StatusCode != 200 {
-			t.Errorf("GET %s: %v %v", p, resp.StatusCode, err)
+	for _, u := range []string{a.url(fly.HTTPService.Checks[0].Path), a.adminURL(ready.Path), a.adminURL(fly.Metrics.Path)} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
 		}
 		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", u, resp.StatusCode)
+		}
 	}
 }
 
@@ -183,7 +212,7 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("the final image must run as a non-root user, got %v", m)
 	}
 	def := defaults()
-	for _, env := range []string{"HTTP_ADDR", "COUNTER_ADDR"} {
+	for _, env := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
 		if p := strconv.Itoa(portOf(t, def[env])); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
 			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
 		}
@@ -270,7 +299,7 @@ func startBinary(t *testing.T, env map[string]string) *process {
 	t.Helper()
 	p := &process{addr: freePort(t), done: make(chan error, 1), log: &lockedBuffer{}}
 	p.cmd = exec.Command(staticBinary(t))
-	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "COUNTER_ADDR=off", "LOG_LEVEL=info"}
+	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}

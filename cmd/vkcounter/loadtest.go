@@ -155,7 +155,8 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
 	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
-	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats; with -spawn, 24h)")
+	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
+	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
 	fs.BoolVar(&o.Normalize, "normalize", false, "the bot's NORMALIZE")
 	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultTimeout, "time limit of one webhook request")
@@ -406,7 +407,7 @@ func spawnServe(ctx context.Context, bin string, env map[string]string) (*child,
 		}
 	}
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), "ADMIN_ADDR=127.0.0.1:0")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
 	}

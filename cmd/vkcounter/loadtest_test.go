@@ -65,7 +65,7 @@ func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 		vkAddr := freePort(t)
 		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "WINDOW": "1h"})
 		base := []string{"callback", "-url", a.url("/callback"), "-vk-addr", vkAddr, "-group", strconv.Itoa(testGroup),
-			"-secret", testSecret, "-redis", tg.URL, "-key-prefix", a.prefix, "-json"}
+			"-secret", testSecret, "-stats-url", a.adminURL("/stats"), "-redis", tg.URL, "-key-prefix", a.prefix, "-json"}
 
 		code, rep, stderr := runLoad(t, append(base, "-texts", "40", "-per-text", "8", "-concurrency", "8",
 			"-retry-fraction", "0.1", "-expired", "2")...)

@@ -41,11 +41,18 @@ type app struct {
 // Redis) and a fresh fake VK API; env overrides the test defaults.
 func startApp(t testing.TB, tg *redistest.Target, env map[string]string) *app {
 	t.Helper()
+	return startAppLog(t, tg, env, zerolog.NewTestWriter(t))
+}
+
+// startAppLog is startApp logging warnings and errors to log.
+func startAppLog(t testing.TB, tg *redistest.Target, env map[string]string, log io.Writer) *app {
+	t.Helper()
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
 	prefix := redistest.Prefix(t)
 	vars := map[string]string{
 		"HTTP_ADDR":       "127.0.0.1:0",
+		"ADMIN_ADDR":      "127.0.0.1:0",
 		"COUNTER_ADDR":    "off",
 		"KEY_PREFIX":      prefix,
 		"VK_API_URL":      vk.MethodURL(),
@@ -71,7 +78,7 @@ func startApp(t testing.TB, tg *redistest.Target, env map[string]string) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMain(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	m := NewMain(cfg, zerolog.New(log).Level(zerolog.WarnLevel))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +90,9 @@ func startApp(t testing.TB, tg *redistest.Target, env map[string]string) *app {
 	return a
 }
 
-func (a *app) url(path string) string { return "http://" + a.HTTPAddr() + path }
+// url is path on the public HTTP server, adminURL on the admin one.
+func (a *app) url(path string) string      { return "http://" + a.HTTPAddr() + path }
+func (a *app) adminURL(path string) string { return "http://" + a.AdminAddr() + path }
 
 // post sends body to the webhook and returns the status, body and headers.
 func (a *app) post(t testing.TB, body []byte, header map[string]string) (int, string, http.Header) {
@@ -273,7 +282,7 @@ func TestRedisDownThenBack(t *testing.T) {
 			}
 			failed = append(failed, ev)
 		}
-		if resp, err := http.Get(a.url("/readyz")); err != nil || resp.StatusCode != 503 {
+		if resp, err := http.Get(a.adminURL("/readyz")); err != nil || resp.StatusCode != 503 {
 			t.Errorf("/readyz with Redis down: %v %v, want 503", resp.StatusCode, err)
 		}
 
@@ -350,7 +359,7 @@ func TestReadyzFailsWhenTokenRejected(t *testing.T) {
 	a.mustOK(t, event("e", 1, 1, "x"))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(a.url("/readyz"))
+		resp, err := http.Get(a.adminURL("/readyz"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +380,7 @@ func TestEmbeddedDefaultAndHealth(t *testing.T) {
 		"object": map[string]any{"message": map[string]any{"peer_id": 5, "text": "demo", "conversation_message_id": 1}}})
 	a.mustOK(t, body)
 	for _, p := range []string{"/healthz", "/readyz", "/stats"} {
-		resp, err := http.Get(a.url(p))
+		resp, err := http.Get(a.adminURL(p))
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("%s: %v %v", p, resp.StatusCode, err)
 		}
@@ -455,7 +464,7 @@ var _ callback.MessageHandler = (*bot.Bot)(nil)
 func TestMetricsMoveWithTraffic(t *testing.T) {
 	a := startApp(t, nil, nil)
 	scrape := func() string {
-		resp, err := http.Get(a.url("/metrics"))
+		resp, err := http.Get(a.adminURL("/metrics"))
 		if err != nil {
 			t.Fatal(err)
 		}

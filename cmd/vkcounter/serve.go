@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +42,10 @@ type Main struct {
 	metrics  *metrics.Metrics
 	stores   counters.Stores // access and participant counters (COUNTERS_STORE)
 
-	httpLn     net.Listener
+	httpLn     net.Listener // public: webhook, /counters/, /healthz
 	httpSrv    *http.Server
+	adminLn    net.Listener // private: /metrics, /stats, /readyz, /healthz
+	adminSrv   *http.Server
 	counterLn  net.Listener // nil when COUNTER_ADDR=off
 	counterSrv *counters.Server
 	wg         sync.WaitGroup // serving goroutines
@@ -101,28 +101,41 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.registerOutboxMetrics()
-	handler, err := m.routes(communities)
+	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err
 	}
-	if m.httpLn, err = net.Listen("tcp", m.cfg.HTTPAddr); err != nil {
-		return fmt.Errorf("HTTP_ADDR: %w", err)
+	if m.httpLn, m.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, public); err != nil {
+		return err
 	}
-	m.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := m.httpSrv.Serve(m.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error().Err(err).Msg("HTTP server stopped")
-		}
-	}()
+	if m.adminLn, m.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, admin); err != nil {
+		return err
+	}
 	if err := m.serveCounters(); err != nil {
 		return err
 	}
-	m.log.Info().Str("http", m.httpLn.Addr().String()).Str("counters", m.CounterAddr()).Str("callback", m.cfg.CallbackPath).
+	m.warnRisky(ctx, communities)
+	m.log.Info().Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("callback", m.cfg.CallbackPath).
 		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
 		Msg("vkcounter serving")
 	return nil
+}
+
+// serveHTTP listens on addr (the setting named env) and serves h there.
+func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", env, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error().Err(err).Str("server", env).Msg("HTTP server stopped")
+		}
+	}()
+	return ln, srv, nil
 }
 
 // openStores builds the access and participant stores of COUNTERS_STORE,
@@ -303,27 +316,34 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	})
 }
 
-func (m *Main) routes(communities []Community) (http.Handler, error) {
+// routes returns the public handler (the webhook, the token-guarded
+// counters API, /healthz) and the admin one (/metrics, /stats, /readyz,
+// /healthz), served on separate addresses so that nothing private sits on
+// the public port.
+func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
 	groups := make([]callback.Group, 0, len(communities))
 	for _, c := range communities {
 		groups = append(groups, callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation})
 	}
 	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes, Logger: m.log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	api, err := counters.NewHTTPHandler(m.stores, m.log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
-	mux.Handle(counters.HTTPPrefix, requireToken(m.cfg.CountersHTTPToken, api))
-	mux.Handle("GET /metrics", m.metrics.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", m.readyz)
-	mux.HandleFunc("GET /stats", m.stats)
-	return mux, nil
+	healthz := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
+	pub := http.NewServeMux()
+	pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	pub.Handle(counters.HTTPPrefix, counters.RequireToken(m.cfg.CountersHTTPToken, api))
+	pub.HandleFunc("GET /healthz", healthz)
+	adm := http.NewServeMux()
+	adm.Handle("GET /metrics", m.metrics.Handler())
+	adm.HandleFunc("GET /healthz", healthz)
+	adm.HandleFunc("GET /readyz", m.readyz)
+	adm.HandleFunc("GET /stats", m.stats)
+	return pub, adm, nil
 }
 
 // ready returns why the service cannot take traffic, or nil.
@@ -418,8 +438,11 @@ func (m *Main) counterStats(ctx context.Context) map[string]any {
 	return out
 }
 
-// HTTPAddr is the address the HTTP server listens on.
+// HTTPAddr is the address the public HTTP server listens on.
 func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
+
+// AdminAddr is the address the admin HTTP server listens on.
+func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
 
 // Close shuts down within SHUTDOWN_TIMEOUT: stop accepting webhooks, finish
 // in-flight requests, close counter connections (releasing their holdings),
@@ -428,12 +451,17 @@ func (m *Main) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
-	if m.httpSrv != nil {
-		if err := m.httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	for _, srv := range []struct {
+		s  *http.Server
+		ln net.Listener
+	}{{m.httpSrv, m.httpLn}, {m.adminSrv, m.adminLn}} {
+		if srv.s != nil {
+			if err := srv.s.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+		} else if srv.ln != nil {
+			srv.ln.Close()
 		}
-	} else if m.httpLn != nil {
-		m.httpLn.Close()
 	}
 	if m.counterSrv != nil {
 		// Closing the connections releases everything they hold.
@@ -457,25 +485,4 @@ func (m *Main) Close() error {
 		m.mini.Close()
 	}
 	return errors.Join(errs...)
-}
-
-// requireToken lets a request through to next only with the header
-// "Authorization: Bearer <token>" (compared in constant time); an empty
-// token lets everything through.
-func requireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := sha256.Sum256([]byte("Bearer " + token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="counters"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprintln(w, `{"error":"a valid bearer token is required (COUNTERS_HTTP_TOKEN)"}`)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

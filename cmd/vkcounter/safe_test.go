@@ -1,0 +1,176 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// hostIP returns a non-loopback IPv4 address of this machine, to reach a
+// listener the way another host would.
+func hostIP(t *testing.T) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	t.Skip("this machine has no non-loopback IPv4 address")
+	return nil
+}
+
+// TestDefaultAddressesAreLoopback: the counter port and the admin server
+// listen on loopback unless told otherwise, so another host cannot reach
+// them; the public HTTP server listens on every address.
+func TestDefaultAddressesAreLoopback(t *testing.T) {
+	def := defaults()
+	for _, env := range []string{"COUNTER_ADDR", "ADMIN_ADDR"} {
+		host, _, err := net.SplitHostPort(def[env])
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			t.Errorf("%s default %q: want a loopback IP address", env, def[env])
+		}
+	}
+	if host, _, _ := net.SplitHostPort(def["HTTP_ADDR"]); host != "" {
+		t.Errorf("HTTP_ADDR default %q: VK must reach the webhook", def["HTTP_ADDR"])
+	}
+
+	// The defaults' hosts, on ports of their own so that tests running at
+	// once do not collide: nothing answers on this machine's other address.
+	ip := hostIP(t)
+	counterHost, _, _ := net.SplitHostPort(def["COUNTER_ADDR"])
+	adminHost, _, _ := net.SplitHostPort(def["ADMIN_ADDR"])
+	a := startApp(t, nil, map[string]string{"COUNTER_ADDR": net.JoinHostPort(counterHost, "0"), "ADMIN_ADDR": net.JoinHostPort(adminHost, "0")})
+	for name, addr := range map[string]string{"counter port": a.CounterAddr(), "admin server": a.AdminAddr()} {
+		_, port, _ := net.SplitHostPort(addr)
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), port), time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s (%s) answers on %s", name, addr, ip)
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err != nil {
+			t.Errorf("%s (%s) does not answer on loopback: %v", name, addr, err)
+		} else {
+			c.Close()
+		}
+	}
+}
+
+// TestCountersAPIWithoutTokenLoopbackOnly: with no COUNTERS_HTTP_TOKEN the
+// /counters/ API answers a client on loopback and refuses (401, saying to
+// set the token) one that comes from another address.
+func TestCountersAPIWithoutTokenLoopbackOnly(t *testing.T) {
+	ip := hostIP(t)
+	a := startApp(t, nil, map[string]string{"HTTP_ADDR": "0.0.0.0:0", "COUNTER_ADDR": "127.0.0.1:0"})
+	_, port, _ := net.SplitHostPort(a.HTTPAddr())
+	get := func(host string) (int, string) {
+		resp, err := http.Post("http://"+net.JoinHostPort(host, port)+"/counters/access/pages", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		return resp.StatusCode, b.String()
+	}
+	if code, body := get(ip.String()); code != 401 || !strings.Contains(body, "COUNTERS_HTTP_TOKEN") {
+		t.Errorf("from %s: %d %s; want 401 naming COUNTERS_HTTP_TOKEN", ip, code, body)
+	}
+	if code, body := get("127.0.0.1"); code != 200 || body != `{"name":"pages","total":1}`+"\n" {
+		t.Errorf("from loopback: %d %s; want 200 and the first hit", code, body)
+	}
+	a.mustCnt(t, "1\n", "total", "pages") // the refused hit changed nothing
+}
+
+// TestAdminEndpointsNotPublic: /metrics, /stats and /readyz are served on
+// ADMIN_ADDR only; the public server has the webhook, /counters/ and
+// /healthz.
+func TestAdminEndpointsNotPublic(t *testing.T) {
+	a := startApp(t, nil, nil)
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/metrics", "/stats", "/readyz"} {
+		if got := status(a.url(p)); got != http.StatusNotFound {
+			t.Errorf("public %s: %d, want 404", p, got)
+		}
+		if got := status(a.adminURL(p)); got != http.StatusOK {
+			t.Errorf("admin %s: %d, want 200", p, got)
+		}
+	}
+	for _, u := range []string{a.url("/healthz"), a.adminURL("/healthz"), a.url(counters.HTTPPrefix + "participants/room")} {
+		if got := status(u); got != http.StatusOK {
+			t.Errorf("%s: %d, want 200", u, got)
+		}
+	}
+	if got := status(a.adminURL("/callback")); got != http.StatusNotFound {
+		t.Errorf("admin /callback: %d, want 404", got)
+	}
+}
+
+// TestStartupWarnings: every risky setting is named in a warning at
+// start-up, and a safe configuration gets none.
+func TestStartupWarnings(t *testing.T) {
+	var safe lockedBuffer
+	startAppLog(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"}, &safe)
+	for _, risk := range []string{"secret", "not loopback", "maxmemory"} {
+		if strings.Contains(safe.String(), risk) {
+			t.Errorf("safe configuration warned about %q:\n%s", risk, safe.String())
+		}
+	}
+
+	var risky lockedBuffer
+	startAppLog(t, nil, map[string]string{"VK_SECRET": "", "HTTP_ADDR": "0.0.0.0:0", "ADMIN_ADDR": "0.0.0.0:0",
+		"COUNTER_ADDR": "0.0.0.0:0"}, &risky)
+	for _, want := range []string{
+		`"group_id":` + strconv.Itoa(testGroup) + `,"message":"replies are sent but the community has no Callback API secret`,
+		"COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback",
+		"ADMIN_ADDR is not loopback",
+		"COUNTER_ADDR is not loopback",
+	} {
+		if !strings.Contains(risky.String(), want) {
+			t.Errorf("no warning %q in:\n%s", want, risky.String())
+		}
+	}
+}
+
+// TestEvictionWarning: a Redis whose maxmemory-policy evicts keys gets a
+// warning saying what to set; the test servers (noeviction) get none. The
+// evicting server is one of this test's own.
+func TestEvictionWarning(t *testing.T) {
+	r := startAOFRedis(t) // a server of this test's own, so it may be reconfigured
+	tg := redistest.Target{Kind: redistest.Real, URL: "redis://127.0.0.1:" + r.port + "/0"}
+	var clean lockedBuffer
+	startAppLog(t, &tg, nil, &clean)
+	if strings.Contains(clean.String(), "maxmemory") {
+		t.Errorf("noeviction server warned:\n%s", clean.String())
+	}
+	c, err := openRedis(tg.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var evicting lockedBuffer
+	startAppLog(t, &tg, nil, &evicting)
+	if !strings.Contains(evicting.String(), `"maxmemory_policy":"volatile-lru"`) || !strings.Contains(evicting.String(), "set maxmemory-policy noeviction") {
+		t.Errorf("no eviction warning in:\n%s", evicting.String())
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/vkcounter/vkcounter/internal/redischeck"
+)
+
+// warnRisky logs a warning for every setting that exposes or risks
+// something, once everything listens (so the actual addresses are known).
+func (m *Main) warnRisky(ctx context.Context, communities []Community) {
+	for _, c := range communities {
+		if len(c.Tokens()) > 0 && c.Secret == "" {
+			m.log.Warn().Int("group_id", c.GroupID).Msg("replies are sent but the community has no Callback API secret: anyone who reaches the webhook can post events the bot answers; set VK_SECRET (or secret in VK_GROUPS) to the community's secret key")
+		}
+	}
+	if m.cfg.CountersHTTPToken == "" && !isLoopback(m.httpLn.Addr()) {
+		m.log.Warn().Str("http", m.HTTPAddr()).Msg("COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback: /counters/ refuses every client but loopback ones (401); set COUNTERS_HTTP_TOKEN to use it from elsewhere")
+	}
+	if !isLoopback(m.adminLn.Addr()) {
+		m.log.Warn().Str("admin", m.AdminAddr()).Msg("ADMIN_ADDR is not loopback: /metrics, /stats and /readyz answer whoever reaches it; keep it on a private network")
+	}
+	if m.counterLn != nil && !isLoopback(m.counterLn.Addr()) {
+		m.log.Warn().Str("counters", m.CounterAddr()).Msg("COUNTER_ADDR is not loopback: the counter protocol has no authentication; keep it on a private network")
+	}
+	m.warnEviction(ctx)
+}
+
+// warnEviction warns when the Redis may evict keys: losing the outbox or
+// a dedupe key loses a reply or counts a retried message twice.
+func (m *Main) warnEviction(ctx context.Context) {
+	if m.mini != nil {
+		return // the embedded Redis has no memory limit
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	evicting, err := redischeck.Eviction(ctx, m.rdb)
+	for _, e := range evicting {
+		m.log.Warn().Str("redis", e.Addr).Str("maxmemory_policy", e.Policy).Msg("Redis may evict keys, and with them queued replies and the keys that stop a retried message being counted twice; set maxmemory-policy " + redischeck.SafePolicy)
+	}
+	if err != nil {
+		m.log.Info().Err(err).Msg("cannot read Redis's maxmemory-policy (CONFIG GET not allowed?); make sure it is " + redischeck.SafePolicy)
+	}
+}
+
+// isLoopback reports whether a listener's address accepts loopback
+// connections only.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
