@@ -4,11 +4,13 @@
 // messages.send sub-calls, groups.getById, groups.getLongPollServer and the
 // Callback server setup methods) on a loopback address in the shape the
 // real API uses for the version requested, serves the Bots Long Poll
-// events tests queue (QueueEvents, FailLongPoll), records every accepted messages.send, and can
-// be told to fail with given VK error codes, to be slow, and to enforce
-// VK's per-token rate limit. Like VK, it delivers one message per
-// (peer_id, random_id): a repeated send is accepted but not delivered again. Point vksdk's MethodURL (the
-// bot's VK_API_URL) at Server.MethodURL.
+// events tests queue (QueueEvents, FailLongPoll), records every accepted
+// messages.send, and can be told to fail with given VK error codes (for
+// every call, the next calls, or one peer's sends), to be slow, to enforce
+// VK's per-token rate limit, and to go down as a whole (see Outage). Like
+// VK, it delivers one message per (peer_id, random_id): a repeated send is
+// accepted but not delivered again. Point vksdk's MethodURL (the bot's
+// VK_API_URL) at Server.MethodURL.
 //
 // A Server is safe for concurrent use.
 package vktest
@@ -17,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +45,9 @@ type Send struct {
 
 // A Server is a fake VK API listening on 127.0.0.1.
 type Server struct {
-	srv *httptest.Server
+	srv       *httptest.Server
+	closing   chan struct{} // closed by Close, to release hanging requests
+	closeOnce sync.Once
 
 	mu         sync.Mutex // guards the fields below
 	sends      []Send
@@ -55,10 +60,57 @@ type Server struct {
 	delivered  map[delivery]int       // (peer, random_id) → message id
 	messages   []Send                 // sends that delivered a message
 	changed    chan struct{}          // closed and replaced whenever sends grows
+	outage     Outage
+	released   chan struct{}      // closed when a Hang outage ends
+	hanging    int                // requests held by a Hang outage
+	peerFaults map[int]*peerFault // peer_id → how its sends fail
 
 	lp     longPoll  // the Bots Long Poll server (longpoll.go)
 	groups groupsAPI // the groups.* methods (groups.go)
 }
+
+// An Outage is how the whole fake API fails, as VK does when it is down
+// or cut off; set it with SetOutage.
+type Outage int
+
+// The outages.
+const (
+	// Up is no outage: every request is served.
+	Up Outage = iota
+	// Unreachable closes each request's connection without an answer, a
+	// failure at the transport level, as when VK cannot be reached.
+	Unreachable
+	// BadGateway answers every request 502 with an HTML page, as VK's
+	// front servers do when the API behind them is down.
+	BadGateway
+	// Hang holds every request unanswered until the outage ends (the
+	// request is then served), the client gives up, or the server closes.
+	Hang
+)
+
+// String names o as the load tool's fault schedule does.
+func (o Outage) String() string {
+	switch o {
+	case Up:
+		return "up"
+	case Unreachable:
+		return "unreachable"
+	case BadGateway:
+		return "bad-gateway"
+	case Hang:
+		return "hang"
+	}
+	return "outage(" + strconv.Itoa(int(o)) + ")"
+}
+
+// A peerFault is a VK error code for a peer's sends: the next left of
+// them, or all when left is negative.
+type peerFault struct {
+	code, left int
+}
+
+// badGatewayPage is the body of a BadGateway answer.
+const badGatewayPage = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
 
 type delivery struct {
 	peer     int
@@ -100,15 +152,23 @@ func Start(opts Options) (*Server, error) {
 }
 
 func newServer() *Server {
-	return &Server{calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{}, changed: make(chan struct{})}
+	return &Server{
+		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
+		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
+	}
 }
 
 // MethodURL is the base URL to give vksdk (api.VK.MethodURL) or the bot's
 // VK_API_URL; it ends in "/method/".
 func (s *Server) MethodURL() string { return s.srv.URL + "/method/" }
 
-// Close shuts the server down, blocking until outstanding requests finish.
-func (s *Server) Close() { s.srv.Close() }
+// Close shuts the server down, blocking until outstanding requests finish;
+// requests held by a Hang outage are dropped unanswered. It may be called
+// more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.srv.Close()
+}
 
 // Sends returns a copy of every accepted messages.send, in arrival order.
 func (s *Server) Sends() []Send {
@@ -169,6 +229,46 @@ func (s *Server) FailAlways(code int) {
 	s.failAlways = code
 }
 
+// SetOutage makes the whole API fail as o says, from the next request on,
+// until it is called again with Up (or another Outage). Ending a Hang
+// serves the requests it held, unless their clients gave up.
+func (s *Server) SetOutage(o Outage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o == s.outage {
+		return
+	}
+	if s.outage == Hang {
+		close(s.released)
+	}
+	s.outage = o
+	if o == Hang {
+		s.released = make(chan struct{})
+	}
+}
+
+// Hanging returns how many requests a Hang outage is holding.
+func (s *Server) Hanging() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hanging
+}
+
+// FailPeer makes the next n messages.send calls to peer (sub-calls of
+// execute included) fail with the VK error code, such as 9 (flood
+// control); n < 0 means every call, until FailPeer is called again for
+// that peer. A code or n of 0 removes the fault. Calls that FailNext fails
+// do not use one up.
+func (s *Server) FailPeer(peer, code, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == 0 || n == 0 {
+		delete(s.peerFaults, peer)
+		return
+	}
+	s.peerFaults[peer] = &peerFault{code: code, left: n}
+}
+
 // SetDelay makes every call wait d before answering.
 func (s *Server) SetDelay(d time.Duration) {
 	s.mu.Lock()
@@ -204,7 +304,9 @@ type apiError struct {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, longPollPath) {
-		s.serveLongPoll(w, r)
+		if s.passOutage(w, r) {
+			s.serveLongPoll(w, r)
+		}
 		return
 	}
 	method := strings.TrimPrefix(r.URL.Path, "/method/")
@@ -219,6 +321,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.calls[method]++
+	s.mu.Unlock()
+	if !s.passOutage(w, r) {
+		return
+	}
+	s.mu.Lock()
 	delay, always := s.delay, s.failAlways
 	limited := s.overLimit(token)
 	s.mu.Unlock()
@@ -260,6 +367,55 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// passOutage fails the request as the current outage says, holding it
+// while the API hangs. It returns true when the request is to be served.
+func (s *Server) passOutage(w http.ResponseWriter, r *http.Request) bool {
+	for {
+		s.mu.Lock()
+		outage, released := s.outage, s.released
+		if outage == Hang {
+			s.hanging++
+		}
+		s.mu.Unlock()
+		switch outage {
+		case Up:
+			return true
+		case Unreachable:
+			hangUp(w)
+			return false
+		case BadGateway:
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, badGatewayPage)
+			return false
+		}
+		var served bool
+		select {
+		case <-released:
+			served = r.Context().Err() == nil
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		s.mu.Lock()
+		s.hanging--
+		s.mu.Unlock()
+		if !served {
+			return false
+		}
+	}
+}
+
+// hangUp closes the request's connection without a response.
+func hangUp(w http.ResponseWriter) {
+	if h, ok := w.(http.Hijacker); ok {
+		if conn, _, err := h.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // the server closes the connection
+}
+
 // send validates and records one messages.send; it returns the message id or a VK error.
 func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 	get := func(k string) string {
@@ -285,6 +441,14 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 		if code != 0 {
 			return 0, errorFor(code)
 		}
+	}
+	if f := s.peerFaults[peer]; f != nil {
+		if f.left > 0 {
+			if f.left--; f.left == 0 {
+				delete(s.peerFaults, peer)
+			}
+		}
+		return 0, errorFor(f.code)
 	}
 	send := Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, Forward: forward, ReplyTo: replyTo, At: time.Now()}
 	s.sends = append(s.sends, send)

@@ -3,6 +3,10 @@ package vktest_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +91,148 @@ func TestWaitSendsHonoursContext(t *testing.T) {
 	defer cancel()
 	if _, err := s.WaitSends(ctx, 1); err == nil {
 		t.Fatal("WaitSends returned without sends")
+	}
+}
+
+func TestOutages(t *testing.T) {
+	for _, o := range []vktest.Outage{vktest.Unreachable, vktest.BadGateway} {
+		t.Run(o.String(), func(t *testing.T) {
+			s := vktest.NewServer()
+			defer s.Close()
+			vk := newVK(s, "t")
+			s.SetOutage(o)
+			var e *api.Error
+			if err := send(vk, 1, 1); err == nil || errors.As(err, &e) {
+				t.Fatalf("send during the outage: %v, want a transport or decoding error, not a VK error", err)
+			}
+			if len(s.Sends()) != 0 || s.Calls("messages.send") != 1 {
+				t.Fatalf("%d sends recorded, %d calls; want 0 and 1", len(s.Sends()), s.Calls("messages.send"))
+			}
+			s.SetOutage(vktest.Up)
+			if err := send(vk, 1, 1); err != nil || len(s.Messages()) != 1 {
+				t.Fatalf("after the outage: %v, %d messages", err, len(s.Messages()))
+			}
+		})
+	}
+}
+
+func TestBadGatewayIsHTML(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	s.SetOutage(vktest.BadGateway)
+	resp, err := http.PostForm(s.MethodURL()+"messages.send", url.Values{"peer_id": {"1"}, "message": {"m"}, "random_id": {"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "502 Bad Gateway") {
+		t.Fatalf("%d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+}
+
+// waitHanging polls until the server holds n requests.
+func waitHanging(t *testing.T, s *vktest.Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); s.Hanging() != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests hanging, want %d", s.Hanging(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHangServesOnRelease: a held request is served when the outage ends,
+// one whose client gave up is not, and Close drops held requests.
+func TestHangServesOnRelease(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	s.SetOutage(vktest.Hang)
+
+	patient := make(chan error, 1)
+	go func() { patient <- send(newVK(s, "t"), 1, 1) }()
+	waitHanging(t, s, 1)
+	impatient := newVK(s, "t")
+	impatient.Client = &http.Client{Timeout: 50 * time.Millisecond}
+	if err := send(impatient, 2, 2); err == nil {
+		t.Fatal("a send returned during a hang")
+	}
+	// The impatient request arrived and was let go; the patient one is held.
+	for deadline := time.Now().Add(5 * time.Second); s.Calls("messages.send") != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls arrived, want 2", s.Calls("messages.send"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitHanging(t, s, 1)
+	if len(s.Sends()) != 0 {
+		t.Fatalf("sends recorded during the hang: %+v", s.Sends())
+	}
+	s.SetOutage(vktest.Up)
+	if err := <-patient; err != nil {
+		t.Fatalf("held send after the hang: %v", err)
+	}
+	if m := s.Messages(); len(m) != 1 || m[0].PeerID != 1 {
+		t.Fatalf("messages %+v, want only the held send's", m)
+	}
+}
+
+func TestCloseDropsHangingRequests(t *testing.T) {
+	s := vktest.NewServer()
+	s.SetOutage(vktest.Hang)
+	done := make(chan error, 1)
+	go func() { done <- send(newVK(s, "t"), 1, 1) }()
+	waitHanging(t, s, 1)
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits for a hanging request")
+	}
+	if err := <-done; err == nil {
+		t.Error("a send dropped by Close succeeded")
+	}
+	s.Close()
+}
+
+// TestFailPeer: flood control for one peer, n times or always, for plain
+// sends and inside execute; other peers are served.
+func TestFailPeer(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	vk := newVK(s, "t")
+	s.FailPeer(5, 9, 2)
+	var e *api.Error
+	for i := range 2 {
+		if err := send(vk, 5, 100+i); !errors.As(err, &e) || e.Code != 9 {
+			t.Fatalf("send %d to the flooded peer: %v, want error 9", i, err)
+		}
+		if err := send(vk, 6, 200+i); err != nil {
+			t.Fatalf("send to another peer: %v", err)
+		}
+	}
+	if err := send(vk, 5, 102); err != nil {
+		t.Fatalf("third send to the peer: %v, want it served", err)
+	}
+
+	s.FailPeer(5, 9, -1)
+	var resp []any
+	err := vk.Execute(`return [API.messages.send({"peer_id":5,"message":"a","random_id":7}),API.messages.send({"peer_id":6,"message":"b","random_id":8}),API.messages.send({"peer_id":5,"message":"c","random_id":9})];`, &resp)
+	var ee *api.ExecuteErrors
+	if !errors.As(err, &ee) || len(*ee) != 2 || (*ee)[0].Code != 9 || (*ee)[1].Code != 9 {
+		t.Fatalf("execute error %v, want two execute errors 9", err)
+	}
+	if len(resp) != 3 || resp[0] != false || resp[1] == false || resp[2] != false {
+		t.Fatalf("response %v, want [false, id, false]", resp)
+	}
+	for range 3 {
+		if err := send(vk, 5, 300); !errors.As(err, &e) || e.Code != 9 {
+			t.Fatalf("send while always flooded: %v", err)
+		}
+	}
+	s.FailPeer(5, 0, 0)
+	if err := send(vk, 5, 300); err != nil {
+		t.Fatalf("after the fault is removed: %v", err)
 	}
 }
