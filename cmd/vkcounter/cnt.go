@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
@@ -20,9 +21,14 @@ const (
 	cntServerError = 2 // the server answered with an error status
 )
 
-const cntUsage = `Usage: vkcounter cnt [-addr HOST:PORT] [-timeout D] [-hold] COMMAND [ARGS] [COMMAND [ARGS]]...
+const cntUsage = `Usage: vkcounter cnt [-addr HOST:PORT[,HOST:PORT...] | -dns HOST:PORT] [-timeout D] [-hold] COMMAND [ARGS] [COMMAND [ARGS]]...
 
-Talks to a counter port like yc-cnt. Commands run in order on one connection:
+Talks to counter ports like yc-cnt. Commands run in order, on one connection
+per server. With several servers (-addr A,B,C, or every address -dns
+resolves to), each named command goes to the server owning the name on the
+consistent-hashing ring (counters.Ring: ketama, 100 points per server), and
+noop, stats and dump go to every server, each output line prefixed with its
+server's address. Commands:
   noop
   get NAME
   acquire NAME RESOURCES MAXIMUM
@@ -68,7 +74,9 @@ var cntArity = map[string]int{
 func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:11215", "counter server `HOST:PORT`")
+	addr := fs.String("addr", "localhost:11215", "counter server(s), comma-separated `HOST:PORT,...`")
+	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr")
+	vnodes := fs.Int("vnodes", counters.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")
 	hold := fs.Bool("hold", false, "after the commands, keep the connection (and what it acquired) until interrupted")
 	fs.Usage = func() {
@@ -88,19 +96,27 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cntFailed
 	}
 
+	opts := counters.RingOptions{VirtualNodes: *vnodes, DNS: *dns}
+	var addrs []string
+	if *dns == "" {
+		addrs = strings.Split(*addr, ",")
+	}
 	dctx, cancel := context.WithTimeout(ctx, *timeout)
-	c, err := counters.Dial(dctx, *addr)
+	c, err := counters.NewRingClient(dctx, addrs, opts)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(stderr, "vkcounter cnt: cannot connect to %s: %v\n", *addr, err)
+		fmt.Fprintln(stderr, "vkcounter cnt:", err)
 		return cntFailed
 	}
 	defer c.Close()
-
+	r := cntRun{c: c, stdout: stdout, prefix: len(c.Servers()) > 1}
 	for _, cmd := range cmds {
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
-		err := runCntCommand(cctx, c, cmd, stdout)
+		err := r.run(cctx, cmd)
 		cancel()
+		if r.statusErr != nil {
+			return cntServerError
+		}
 		var se *wire.StatusError
 		if errors.As(err, &se) {
 			fmt.Fprintf(stdout, "ERROR: %02x %s\n", byte(se.Status), se.Message)
@@ -194,14 +210,70 @@ func flag01(b bool) int {
 	return 0
 }
 
-// runCntCommand runs one command and prints its answer as yc-cnt does.
-func runCntCommand(ctx context.Context, c *counters.Client, cmd cntCommand, w io.Writer) error {
+// cntRun runs commands on a ring of servers and prints their answers as
+// yc-cnt does.
+type cntRun struct {
+	c      *counters.RingClient
+	stdout io.Writer
+	// prefix puts the server's address before each line of noop, stats
+	// and dump: set with several servers.
+	prefix bool
+	// statusErr is the first error status a server answered to a command
+	// sent to every server; it was printed on that server's line.
+	statusErr *wire.StatusError
+}
+
+// each runs fn on every server with a printer for its lines. An error
+// status is printed on its server's line and the other servers still run.
+func (r *cntRun) each(ctx context.Context, fn func(c *counters.Client, println func(a ...any)) error) error {
+	return r.c.Each(ctx, func(addr string, c *counters.Client) error {
+		println := func(a ...any) { fmt.Fprintln(r.stdout, a...) }
+		if r.prefix {
+			println = func(a ...any) { fmt.Fprintln(r.stdout, append([]any{addr}, a...)...) }
+		}
+		err := fn(c, println)
+		var se *wire.StatusError
+		if errors.As(err, &se) {
+			println(fmt.Sprintf("ERROR: %02x %s", byte(se.Status), se.Message))
+			if r.statusErr == nil {
+				r.statusErr = se
+			}
+			return nil
+		}
+		return err
+	})
+}
+
+// run runs one command and prints its answer.
+func (r *cntRun) run(ctx context.Context, cmd cntCommand) error {
+	c, w := r.c, r.stdout
 	switch cmd.name {
 	case "noop":
-		if err := c.Noop(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintln(w, "OK")
+		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
+			if err := c.Noop(ctx); err != nil {
+				return err
+			}
+			println("OK")
+			return nil
+		})
+	case "stats":
+		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
+			stats, err := c.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			for _, s := range stats {
+				println(s.Name, s.Value)
+			}
+			return nil
+		})
+	case "dump":
+		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
+			return c.Dump(ctx, func(e wire.DumpEntry) error {
+				println(e.Consumption, e.MaxConsumption, e.Name)
+				return nil
+			})
+		})
 	case "get":
 		v, err := c.Get(ctx, cmd.counter)
 		if err != nil {
@@ -219,19 +291,6 @@ func runCntCommand(ctx context.Context, c *counters.Client, cmd cntCommand, w io
 			return err
 		}
 		fmt.Fprintln(w, "OK")
-	case "stats":
-		stats, err := c.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range stats {
-			fmt.Fprintln(w, s.Name, s.Value)
-		}
-	case "dump":
-		return c.Dump(ctx, func(e wire.DumpEntry) error {
-			_, err := fmt.Fprintln(w, e.Consumption, e.MaxConsumption, e.Name)
-			return err
-		})
 	case "hit", "total":
 		hitOrTotal := c.Total
 		if cmd.name == "hit" {

@@ -230,3 +230,71 @@ func TestCntStoreFailure(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 }
+
+// TestCntRing: with several servers named commands go to the name's owner
+// and noop, stats and dump to every server, each line prefixed with it.
+func TestCntRing(t *testing.T) {
+	var addrs []string
+	watchers := map[string]*counters.Client{}
+	for range 3 {
+		addr, w := cntServer(t)
+		addrs = append(addrs, addr)
+		watchers[addr] = w
+	}
+	ring, err := counters.NewRing(addrs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	list := strings.Join(addrs, ",")
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	var args []string
+	for _, n := range names {
+		args = append(args, "acquire", n, "1", "5", "add", n, "3")
+	}
+	code, stdout, stderr := cnt(t, ctx, append([]string{"-addr", list}, args...)...)
+	if code != 0 || stdout != strings.Repeat("1\n3\n", len(names)) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, n := range names {
+		owner := ring.Owner(n)
+		if v, err := watchers[owner].Total(ctx, n); v != 3 || err != nil {
+			t.Fatalf("%q on its owner %s: %d, %v", n, owner, v, err)
+		}
+		for a, w := range watchers {
+			if _, err := w.Total(ctx, n); a != owner && err == nil {
+				t.Fatalf("%q also on %s", n, a)
+			}
+		}
+	}
+	// The acquires were released when cnt closed its connections, so
+	// dump lists every name at 0, each on its owner's line.
+	code, stdout, _ = cnt(t, ctx, "-addr", list, "noop", "dump")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var want []string
+	for _, a := range ring.Servers() {
+		want = append(want, a+" OK")
+	}
+	var dumps []string
+	for _, n := range names {
+		dumps = append(dumps, ring.Owner(n)+" 0 1 "+n)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if got := strings.Join(lines[:3], "\n"); got != strings.Join(want, "\n") {
+		t.Fatalf("noop lines:\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+	got := lines[3:]
+	sort.Strings(got)
+	sort.Strings(dumps)
+	if strings.Join(got, "\n") != strings.Join(dumps, "\n") {
+		t.Fatalf("dump lines:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(dumps, "\n"))
+	}
+	code, stdout, _ = cnt(t, ctx, "-addr", list, "stats")
+	for _, a := range addrs {
+		if code != 0 || !strings.Contains(stdout, a+" objects ") || !strings.Contains(stdout, a+" command:dump 1") {
+			t.Fatalf("stats of %s missing: exit %d\n%s", a, code, stdout)
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package counters_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// ringOf starts n servers and returns their addresses and servers.
+func ringOf(t *testing.T, n int) ([]string, map[string]*counters.Server) {
+	t.Helper()
+	var addrs []string
+	servers := map[string]*counters.Server{}
+	for range n {
+		s := newServer(t, counters.ServerOptions{})
+		addr := listen(t, s)
+		addrs = append(addrs, addr)
+		servers[addr] = s
+	}
+	return addrs, servers
+}
+
+func newRingClient(t *testing.T, addrs []string, opts counters.RingOptions) *counters.RingClient {
+	t.Helper()
+	rc, err := counters.NewRingClient(ctx(t), addrs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+// TestRingClientRoutesToOwner acquires 60 names through the ring and
+// checks, on each server directly, that exactly the names it owns are
+// there, then reads every server's stats and dump through Each.
+func TestRingClientRoutesToOwner(t *testing.T) {
+	addrs, _ := ringOf(t, 3)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	ring, err := counters.NewRing(addrs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cx := ctx(t)
+	names := ringNames(60)
+	for _, n := range names {
+		if _, err := rc.Acquire(cx, n, 2, 5); err != nil {
+			t.Fatal(err)
+		}
+		if addr, held := rc.Held(n); addr != ring.Owner(n) || held != 2 {
+			t.Fatalf("Held(%q) = %s %d", n, addr, held)
+		}
+		if v, err := rc.Get(cx, n); v != 2 || err != nil {
+			t.Fatalf("Get(%q) = %d, %v", n, v, err)
+		}
+	}
+	direct := map[string]*counters.Client{}
+	for _, a := range addrs {
+		direct[a] = client(t, a)
+	}
+	perServer := map[string]int{}
+	for _, n := range names {
+		owner := ring.Owner(n)
+		perServer[owner]++
+		for a, c := range direct {
+			v, err := c.Get(cx, n)
+			if a == owner && (v != 2 || err != nil) {
+				t.Fatalf("%q on its owner %s: %d, %v", n, a, v, err)
+			}
+			if a != owner && !errors.Is(err, wire.StatusNotFound) {
+				t.Fatalf("%q also on %s (owner %s): %d, %v", n, a, owner, v, err)
+			}
+		}
+	}
+	dumped := map[string]int{}
+	err = rc.Each(cx, func(addr string, c *counters.Client) error {
+		if err := c.Noop(cx); err != nil {
+			return err
+		}
+		return c.Dump(cx, func(e wire.DumpEntry) error { dumped[addr]++; return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(dumped) != fmt.Sprint(perServer) {
+		t.Fatalf("dumps per server %v, want %v", dumped, perServer)
+	}
+	for _, n := range names {
+		if err := rc.Release(cx, n, 2); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := rc.Get(cx, n); v != 0 || err != nil {
+			t.Fatalf("Get(%q) after release = %d, %v", n, v, err)
+		}
+	}
+	if err := rc.Release(cx, names[0], 1); !errors.Is(err, wire.StatusNotAcquired) {
+		t.Fatalf("release of nothing held: %v", err)
+	}
+}
+
+// TestRingClientReleaseFollowsHoldings: after the ring changes, a release
+// still reaches the server the resources were acquired on, and a removed
+// server's connection stays open while it holds something.
+func TestRingClientReleaseFollowsHoldings(t *testing.T) {
+	addrs, _ := ringOf(t, 2)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	cx := ctx(t)
+	// A name owned by the server about to be removed.
+	name := ""
+	for _, n := range ringNames(100) {
+		if rc.Owner(n) == addrs[0] {
+			name = n
+			break
+		}
+	}
+	if _, err := rc.Acquire(cx, name, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.SetServers(addrs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Owner(name) != addrs[1] {
+		t.Fatalf("owner after removal %s", rc.Owner(name))
+	}
+	direct := client(t, addrs[0])
+	if v, err := direct.Get(cx, name); v != 1 || err != nil {
+		t.Fatalf("the holding on the removed server: %d, %v", v, err)
+	}
+	if err := rc.Release(cx, name, 1); err != nil {
+		t.Fatalf("release after the ring changed: %v", err)
+	}
+	if v, err := direct.Get(cx, name); v != 0 || err != nil {
+		t.Fatalf("after release: %d, %v", v, err)
+	}
+}
+
+// TestRingClientServerDown: a dead server fails only the names it owns,
+// and its holdings are forgotten.
+func TestRingClientServerDown(t *testing.T) {
+	addrs, servers := ringOf(t, 2)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	cx := ctx(t)
+	var onDead, onLive string
+	for _, n := range ringNames(100) {
+		switch rc.Owner(n) {
+		case addrs[0]:
+			onDead = n
+		case addrs[1]:
+			onLive = n
+		}
+	}
+	if _, err := rc.Acquire(cx, onDead, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	servers[addrs[0]].Close()
+	if _, err := rc.Get(cx, onDead); err == nil || errors.As(err, new(*wire.StatusError)) {
+		t.Fatalf("Get on a dead server: %v", err)
+	}
+	if addr, n := rc.Held(onDead); n != 0 {
+		t.Fatalf("holding on the dead server still recorded: %s %d", addr, n)
+	}
+	if _, err := rc.Acquire(cx, onLive, 1, 1); err != nil {
+		t.Fatalf("the live server: %v", err)
+	}
+	err := rc.Each(cx, func(addr string, c *counters.Client) error { return c.Noop(cx) })
+	if err == nil || !containsAddr(err, addrs[0]) || containsAddr(err, addrs[1]) {
+		t.Fatalf("Each with one server down: %v", err)
+	}
+}
+
+func containsAddr(err error, addr string) bool {
+	return err != nil && strings.Contains(err.Error(), addr)
+}
+
+// TestRingPipeline queues requests for several servers and gets their
+// results back in queue order.
+func TestRingPipeline(t *testing.T) {
+	addrs, _ := ringOf(t, 3)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	p := rc.Pipeline()
+	names := ringNames(30)
+	for i, n := range names {
+		p.Acquire(n, uint32(i%3+1), 3)
+		p.Get(n)
+		p.Add(n, uint64(i+1))
+	}
+	res, err := p.Exec(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3*len(names) {
+		t.Fatalf("%d results", len(res))
+	}
+	for i, n := range names {
+		a, g, h := res[3*i], res[3*i+1], res[3*i+2]
+		if a.Op != wire.OpAcquire || a.Err() != nil || a.Value != uint32(i%3+1) ||
+			g.Op != wire.OpGet || g.Value != uint32(i%3+1) ||
+			h.Op != wire.OpAdd || h.Total != uint64(i+1) {
+			t.Fatalf("%q: %+v %+v %+v", n, a, g, h)
+		}
+		if _, held := rc.Held(n); held != uint64(i%3+1) {
+			t.Fatalf("Held(%q) = %d", n, held)
+		}
+	}
+	for _, n := range names {
+		p.Release(n, 1)
+	}
+	if res, err = p.Exec(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err() != nil {
+			t.Fatalf("release %d: %v", i, r.Err())
+		}
+		if _, held := rc.Held(names[i]); held != uint64(i%3) {
+			t.Fatalf("Held(%q) after release = %d", names[i], held)
+		}
+	}
+}
+
+// TestRingClientDNS resolves localhost into the ring's servers.
+func TestRingClientDNS(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{})
+	addr := listen(t, s)
+	_, port, _ := net.SplitHostPort(addr)
+	rc := newRingClient(t, nil, counters.RingOptions{DNS: net.JoinHostPort("localhost", port)})
+	if !slices.Contains(rc.Servers(), addr) {
+		t.Fatalf("servers %v, want %s among them", rc.Servers(), addr)
+	}
+	if _, err := counters.NewRingClient(context.Background(), []string{addr}, counters.RingOptions{DNS: "localhost:1"}); err == nil {
+		t.Fatal("addresses and DNS both accepted")
+	}
+	if _, err := counters.NewRingClient(context.Background(), nil, counters.RingOptions{DNS: "no-such-host.invalid:1"}); err == nil {
+		t.Fatal("an unresolvable name accepted")
+	}
+}
