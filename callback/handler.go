@@ -250,14 +250,9 @@ func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request) (envelope
 		return envelope{}, fmt.Errorf("%w: reading body: %w", errMalformed, err)
 	}
 
-	// Unmarshal copies what it keeps (strings, the raw object), so buf can
-	// be reused as soon as it returns.
-	var env envelope
-	if err := json.Unmarshal(buf.Bytes(), &env); err != nil {
-		return envelope{}, fmt.Errorf("%w: event envelope: %w", errMalformed, err)
-	}
-	if env.Type == "" {
-		return envelope{}, fmt.Errorf("%w: event envelope: no type", errMalformed)
+	env, err := decodeEnvelope(buf.Bytes())
+	if err != nil {
+		return envelope{}, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	return env, nil
 }

@@ -33,6 +33,8 @@ type Config struct {
 	VKConfirmation string
 	VKGroups       string
 	VKAPIURL       string
+	VKMode         string
+	LongPollWait   time.Duration
 	VKTimeout      time.Duration
 	VKRate         float64
 	OutboxMaxLen   int
@@ -67,6 +69,14 @@ const (
 	StoreFile = "file"
 )
 
+// The VK_MODE values: how events arrive.
+const (
+	// ModeCallback has VK post events to the webhook.
+	ModeCallback = "callback"
+	// ModeLongPoll takes events from VK's Bots Long Poll API.
+	ModeLongPoll = "longpoll"
+)
+
 // A setting binds one environment variable to one flag.
 type setting struct {
 	env  string
@@ -99,7 +109,9 @@ func settings(c *Config) []setting {
 		{"VK_SECRET", "", "Callback API secret key of the community", str(&c.VKSecret)},
 		{"VK_CONFIRMATION", "", "string the confirmation event must return", str(&c.VKConfirmation)},
 		{"VK_GROUPS", "", `several communities as JSON: [{"group_id":1,"secret":"…","confirmation":"…","token":"t1,t2"},…] (replaces the four VK_* above)`, str(&c.VKGroups)},
-		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests)", str(&c.VKAPIURL)},
+		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
+		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},
+		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, at most 90s)", dur(&c.LongPollWait)},
 		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
 		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
 		{"VK_BATCH", "25", "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
@@ -185,6 +197,22 @@ func (c *Config) validate() error {
 	}
 	if u, err := url.Parse(c.VKAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasSuffix(u.Path, "/") {
 		errs = append(errs, fmt.Errorf("VK_API_URL %q: must be an http(s) URL ending in /", c.VKAPIURL))
+	}
+	switch c.VKMode {
+	case ModeCallback:
+	case ModeLongPoll:
+		if cs, err := c.Communities(); err == nil {
+			for _, g := range cs {
+				if len(g.Tokens()) == 0 {
+					errs = append(errs, fmt.Errorf("VK_MODE=longpoll: community %d has no token (VK_TOKEN or the token of VK_GROUPS); long poll needs one", g.GroupID))
+				}
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("VK_MODE %q: must be callback or longpoll", c.VKMode))
+	}
+	if c.LongPollWait < time.Second || c.LongPollWait > 90*time.Second || c.LongPollWait%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("LONGPOLL_WAIT %s: must be whole seconds, 1s to 90s", c.LongPollWait))
 	}
 	if c.VKTimeout <= 0 {
 		errs = append(errs, errors.New("VK_TIMEOUT: must be positive"))

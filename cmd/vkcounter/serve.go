@@ -48,16 +48,17 @@ type Main struct {
 	adminSrv   *http.Server
 	counterLn  net.Listener // nil when COUNTER_ADDR=off
 	counterSrv *counters.Server
+	pollers    *pollers       // VK_MODE=longpoll
 	wg         sync.WaitGroup // serving goroutines
 }
 
 // prefixes are the Redis key prefixes of each part of the service.
-type prefixes struct{ freq, outbox, access, participants string }
+type prefixes struct{ freq, outbox, access, participants, longpoll string }
 
 // keyPrefixes derives every part's prefix from KEY_PREFIX; the load tool
 // uses it too, to find the bot's keys.
 func keyPrefixes(keyPrefix string) prefixes {
-	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:"}
+	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:", longpoll: keyPrefix + "l:"}
 }
 
 // NewMain returns a Main for cfg; nothing is opened until Run.
@@ -114,8 +115,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.serveCounters(); err != nil {
 		return err
 	}
+	if err := m.startPollers(communities); err != nil {
+		return err
+	}
 	m.warnRisky(ctx, communities)
-	m.log.Info().Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("callback", m.cfg.CallbackPath).
+	m.log.Info().Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Str("callback", m.cfg.CallbackPath).
 		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
 		Msg("vkcounter serving")
 	return nil
@@ -335,7 +339,9 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	}
 	healthz := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
 	pub := http.NewServeMux()
-	pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	if m.cfg.VKMode == ModeCallback {
+		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	}
 	pub.Handle(counters.HTTPPrefix, counters.RequireToken(m.cfg.CountersHTTPToken, api))
 	pub.HandleFunc("GET /healthz", healthz)
 	adm := http.NewServeMux()
@@ -408,6 +414,9 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 		"bot":            m.bot.Stats(),
 		"counters":       m.counterStats(r.Context()),
 	}
+	if s := m.pollerStats(); s != nil {
+		out["longpoll"] = s
+	}
 	if s, err := m.outboxStats(r.Context()); err == nil {
 		out["outbox"] = map[string]any{"length": s.Length, "oldest_seconds": s.Oldest.Seconds(), "redeliveries": m.outbox.Redeliveries()}
 	} else {
@@ -473,6 +482,7 @@ func (m *Main) Close() error {
 		close(m.stopTick)
 	}
 	m.wg.Wait()
+	m.stopPollers()
 	if m.bot != nil {
 		if err := m.bot.Close(ctx); err != nil {
 			errs = append(errs, err)

@@ -2,23 +2,30 @@ package main
 
 import (
 	"context"
+	"strconv"
+	"sync"
 
+	"github.com/SevereCloud/vksdk/v2/api"
+
+	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/vkapi"
 )
 
-// fetchConfirmations fills in the confirmation string of every community
-// that has a token and none configured, from
+// fetchConfirmations fills in, in callback mode, the confirmation string of
+// every community that has a token and none configured, from
 // groups.getCallbackConfirmationCode. A failure is logged, not fatal: the
 // bot still counts and answers, and only the confirmation event is refused
 // until a restart fetches the code or VK_CONFIRMATION gives it.
 func (m *Main) fetchConfirmations(ctx context.Context, communities []Community) {
+	if m.cfg.VKMode != ModeCallback {
+		return
+	}
 	for i, c := range communities {
 		tokens := c.Tokens()
 		if c.Confirmation != "" || len(tokens) == 0 {
 			continue
 		}
-		vk := vkapi.New(tokens[0], vkapi.Options{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout})
-		code, err := vkapi.Confirmation(ctx, vk, c.GroupID)
+		code, err := vkapi.Confirmation(ctx, m.vkAPI(tokens[0]), c.GroupID)
 		if err != nil {
 			m.log.Warn().Err(err).Int("group_id", c.GroupID).
 				Msg("cannot fetch the confirmation code: VK's confirmation request will be refused; set VK_CONFIRMATION or give the token the manage right")
@@ -27,4 +34,74 @@ func (m *Main) fetchConfirmations(ctx context.Context, communities []Community) 
 		communities[i].Confirmation = code
 		m.log.Info().Int("group_id", c.GroupID).Msg("confirmation code fetched from VK")
 	}
+}
+
+// vkAPI returns a VK API client for token, configured by VK_API_URL and
+// VK_TIMEOUT.
+func (m *Main) vkAPI(token string) *api.VK {
+	return vkapi.New(token, vkapi.Options{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout})
+}
+
+// pollers are the Bots Long Poll pollers of VK_MODE=longpoll, one per
+// community.
+type pollers struct {
+	list   map[int]*longpoll.Poller
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startPollers starts, in longpoll mode, one poller per community feeding
+// the bot. Of several instances sharing the Redis, one polls each
+// community at a time (a lease in Redis); the others stand by.
+func (m *Main) startPollers(communities []Community) error {
+	if m.cfg.VKMode != ModeLongPoll {
+		return nil
+	}
+	store := longpoll.NewRedisStore(m.rdb, keyPrefixes(m.cfg.KeyPrefix).longpoll)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.pollers = &pollers{list: map[int]*longpoll.Poller{}, cancel: cancel}
+	for _, c := range communities {
+		p, err := longpoll.New(longpoll.Options{
+			GroupID: c.GroupID,
+			API:     m.vkAPI(c.Tokens()[0]),
+			Handler: m.bot,
+			Store:   store,
+			Wait:    m.cfg.LongPollWait,
+			Logger:  m.log,
+		})
+		if err != nil {
+			return err
+		}
+		m.pollers.list[c.GroupID] = p
+	}
+	for _, p := range m.pollers.list {
+		m.pollers.wg.Add(1)
+		go func() {
+			defer m.pollers.wg.Done()
+			p.Run(ctx)
+		}()
+	}
+	return nil
+}
+
+// stopPollers stops the pollers and waits for the messages they are
+// handling.
+func (m *Main) stopPollers() {
+	if m.pollers == nil {
+		return
+	}
+	m.pollers.cancel()
+	m.pollers.wg.Wait()
+}
+
+// pollerStats are the pollers' totals for /stats, by community.
+func (m *Main) pollerStats() map[string]longpoll.Stats {
+	if m.pollers == nil {
+		return nil
+	}
+	out := make(map[string]longpoll.Stats, len(m.pollers.list))
+	for g, p := range m.pollers.list {
+		out[strconv.Itoa(g)] = p.Stats()
+	}
+	return out
 }

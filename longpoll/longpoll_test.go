@@ -1,0 +1,241 @@
+package longpoll_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/longpoll"
+	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+const group = 77
+
+// recorder is a MessageHandler that records the event ids it handled and
+// can be told to fail.
+type recorder struct {
+	mu      sync.Mutex
+	handled []string
+	fails   int // the next fails calls fail
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) HandleMessage(_ context.Context, m callback.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fails > 0 {
+		r.fails--
+		return errors.New("storage down")
+	}
+	r.handled = append(r.handled, m.EventID)
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// wait waits until n messages were handled and returns their event ids.
+func (r *recorder) wait(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := append([]string(nil), r.handled...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("%d of %d messages handled: %v", len(got), n, got)
+		}
+	}
+}
+
+func message(i int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"type":"message_new","event_id":"e%d","v":"5.199","group_id":%d,`+
+		`"object":{"message":{"id":%d,"peer_id":5,"from_id":5,"conversation_message_id":%d,"text":"t%d"},"client_info":{}}}`,
+		i, group, i, i, i))
+}
+
+func queue(vk *vktest.Server, from, to int) {
+	var evs []json.RawMessage
+	for i := from; i < to; i++ {
+		evs = append(evs, message(i))
+	}
+	vk.QueueEvents(group, evs...)
+}
+
+type env struct {
+	vk    *vktest.Server
+	store *longpoll.RedisStore
+}
+
+func newEnv(t *testing.T) *env {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	return &env{vk: vk, store: longpoll.NewRedisStore(rdb, "t:l:")}
+}
+
+// start runs a poller until the returned stop is called.
+func (e *env) start(t *testing.T, h callback.MessageHandler, owner string) (*longpoll.Poller, func()) {
+	t.Helper()
+	p, err := longpoll.New(longpoll.Options{GroupID: group, API: vkapi.New("tok", vkapi.Options{MethodURL: e.vk.MethodURL()}),
+		Handler: h, Store: e.store, Owner: owner, Wait: time.Second, LeaseTTL: 600 * time.Millisecond,
+		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return p, stop
+}
+
+// waitSession waits until the poller has a long-poll session going.
+func (e *env) waitSession(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); e.vk.Calls("groups.getLongPollServer") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no long-poll session started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wantEach checks that got holds e<from>…e<to-1>, each exactly once, in order.
+func wantEach(t *testing.T, got []string, from, to int) {
+	t.Helper()
+	if len(got) != to-from {
+		t.Fatalf("handled %d messages, want %d: %v", len(got), to-from, got)
+	}
+	for i, id := range got {
+		if want := fmt.Sprintf("e%d", from+i); id != want {
+			t.Fatalf("message #%d is %s, want %s (all: %v)", i, id, want, got)
+		}
+	}
+}
+
+func TestFailuresLoseNothing(t *testing.T) {
+	for _, code := range []int{vktest.FailedHistory, vktest.FailedKey, vktest.FailedLost} {
+		t.Run(fmt.Sprintf("failed %d", code), func(t *testing.T) {
+			e := newEnv(t)
+			e.vk.SetLongPollBatch(3)
+			rec := newRecorder()
+			p, _ := e.start(t, rec, "a")
+			e.waitSession(t)
+			queue(e.vk, 0, 5)
+			rec.wait(t, 5)
+			e.vk.FailLongPoll(group, code)
+			queue(e.vk, 5, 10)
+			wantEach(t, rec.wait(t, 10), 0, 10)
+			s := p.Stats()
+			if got := []int64{0, s.Failed1, s.Failed2, s.Failed3}[code]; got != 1 {
+				t.Errorf("stats %+v: want one failed %d", s, code)
+			}
+			if code != vktest.FailedHistory && e.vk.Calls("groups.getLongPollServer") != 2 {
+				t.Errorf("%d calls of groups.getLongPollServer, want 2 (a new key)", e.vk.Calls("groups.getLongPollServer"))
+			}
+		})
+	}
+}
+
+func TestFailedThreeTwiceTakesTheNewTS(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	p, _ := e.start(t, rec, "a")
+	e.waitSession(t)
+	e.vk.FailLongPoll(group, vktest.FailedLost, vktest.FailedLost)
+	queue(e.vk, 0, 3)
+	// Both failures answer before the events are asked for, so the second
+	// one moves ts to the newest event: those queued before are skipped,
+	// as VK's documentation has it; the next ones arrive.
+	for p.Stats().Failed3 < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	queue(e.vk, 3, 5)
+	wantEach(t, rec.wait(t, 2), 3, 5)
+}
+
+func TestHandlerFailureReplays(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	rec.fails = 3 // storage down for three attempts
+	p, _ := e.start(t, rec, "a")
+	e.waitSession(t)
+	queue(e.vk, 0, 4)
+	wantEach(t, rec.wait(t, 4), 0, 4)
+	if s := p.Stats(); s.Retries < 3 || s.Messages != 4 {
+		t.Errorf("stats %+v: want 3 retries and 4 messages", s)
+	}
+}
+
+func TestRestartResumesFromSavedTS(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	_, stop := e.start(t, rec, "a")
+	e.waitSession(t)
+	queue(e.vk, 0, 3)
+	rec.wait(t, 3)
+	stop()
+	queue(e.vk, 3, 8) // while no poller runs
+	rec2 := newRecorder()
+	e.start(t, rec2, "b")
+	queue(e.vk, 8, 10)
+	wantEach(t, rec2.wait(t, 7), 3, 10)
+}
+
+func TestOnePollerPerCommunity(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	a, stopA := e.start(t, rec, "a")
+	e.waitSession(t)
+	b, _ := e.start(t, rec, "b")
+	queue(e.vk, 0, 5)
+	rec.wait(t, 5)
+	if a.Stats().Sessions != 1 || b.Stats().Sessions != 0 {
+		t.Fatalf("sessions: a %+v, b %+v; want a polling and b standing by", a.Stats(), b.Stats())
+	}
+	stopA() // releases the lease: b takes over
+	queue(e.vk, 5, 9)
+	wantEach(t, rec.wait(t, 9), 0, 9)
+	if b.Stats().Sessions != 1 {
+		t.Errorf("b never took over: %+v", b.Stats())
+	}
+}
+
+func TestMalformedEventsAreSkipped(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	p, _ := e.start(t, rec, "a")
+	e.waitSession(t)
+	e.vk.QueueEvents(group,
+		json.RawMessage(`{"type":"message_new","event_id":"bad","group_id":77,"object":{"message":{"peer_id":0}}}`),
+		json.RawMessage(`{"type":"message_new","event_id":"other","group_id":78,"object":{"message":{"peer_id":1}}}`),
+		json.RawMessage(`{"no":"type"}`),
+		json.RawMessage(`{"type":"group_join","event_id":"j","group_id":77,"object":{}}`),
+		message(0))
+	wantEach(t, rec.wait(t, 1), 0, 1)
+	if s := p.Stats(); s.Skipped != 3 || s.Events != 5 {
+		t.Errorf("stats %+v: want 3 skipped of 5 events", s)
+	}
+}
