@@ -239,3 +239,24 @@ func TestMalformedEventsAreSkipped(t *testing.T) {
 		t.Errorf("stats %+v: want 3 skipped of 5 events", s)
 	}
 }
+
+func TestVKOutageLosesNothing(t *testing.T) {
+	for _, o := range []vktest.Outage{vktest.Unreachable, vktest.BadGateway, vktest.Hang} {
+		t.Run(fmt.Sprint(o), func(t *testing.T) {
+			e := newEnv(t)
+			e.vk.SetLongPollBatch(2)
+			rec := newRecorder()
+			p, _ := e.start(t, rec, "a")
+			e.waitSession(t)
+			e.vk.SetOutage(o)
+			queue(e.vk, 0, 6) // the request waiting already gets the first two
+			time.Sleep(150 * time.Millisecond)
+			queue(e.vk, 6, 8)
+			e.vk.SetOutage(vktest.Up)
+			wantEach(t, rec.wait(t, 8), 0, 8)
+			if o != vktest.Hang && p.Stats().Retries == 0 {
+				t.Errorf("no retry during the outage: %+v", p.Stats())
+			}
+		})
+	}
+}
