@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -85,6 +87,21 @@ type CallbackOptions struct {
 	// as not counted (default 5). Failed attempts are posted again with
 	// X-Retry-Counter, as VK re-delivers.
 	MaxAttempts int
+	// Faults is the fault schedule of the run (see ParseFaults): each is
+	// applied at its time from the first event posted, for its duration.
+	// The run lasts until posting is done and every fault has ended, then
+	// waits ReplyTimeout for the replies. Redis faults need RedisProxy.
+	Faults []Fault
+	// RedisProxy is a proxy the bot reaches its Redis through, for the
+	// Redis faults.
+	RedisProxy *faultproxy.Proxy
+	// StrictSends makes a reply sent again with the same random_id a
+	// problem (RepeatedSend) rather than a resend VK drops: one counted
+	// message, one messages.send. It is on whenever Faults are given: the
+	// fake VK API's faults never lose an answer to a send it accepted, so
+	// a bot never needs to repeat one.
+	StrictSends bool
+
 	// AllowRemote permits a webhook outside the loopback range.
 	AllowRemote bool
 	// Progress, if not nil, receives the live progress line.
@@ -139,6 +156,13 @@ func (o *CallbackOptions) validate() error {
 	if o.Expired > 0 && (o.Redis == nil || o.FreqPrefix == "") {
 		bad("expired occurrences need the bot's Redis and key prefix")
 	}
+	for _, f := range o.Faults {
+		if _, ok := faultSpecs[f.Kind]; !ok {
+			bad("fault %s: unknown kind", f)
+		} else if f.Redis() && o.RedisProxy == nil {
+			bad("fault %s: Redis faults need a proxy in front of the bot's Redis", f)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("loadtest: %w", errors.Join(errs...))
 	}
@@ -191,6 +215,7 @@ type callbackRun struct {
 	start  time.Time
 
 	webhook *series
+	next    atomic.Int64 // index of the next event to hand to a worker
 	posted  atomic.Int64 // events done (counted or not)
 	reqs    atomic.Int64
 	reposts atomic.Int64
@@ -258,6 +283,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	stopCollect := make(chan struct{})
 	go func() { collected <- r.collect(baseline, stopCollect) }()
 
+	faults := startFaults(ctx, &faultInjector{proxy: o.RedisProxy, vk: o.VK, peers: r.upcomingPeers}, r.start, o.Faults)
 	prog := startProgress(o.Progress, func() string {
 		h := r.webhook.snapshot()
 		return statusLine("events", r.posted.Load(), int64(len(r.events)), time.Since(r.start), r.errorCount(), h.Quantile(0.99)) +
@@ -265,6 +291,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	})
 	rep.Stopped = r.post(ctx)
 	rep.Elapsed = time.Since(r.start)
+	rep.Faults = faults() // the run lasts until every fault has ended
 	close(stopCollect)
 	sends := <-collected
 	prog.Stop()
@@ -326,6 +353,13 @@ func (r *callbackRun) describe() string {
 	if o.Peers > 0 {
 		s += fmt.Sprintf(", %d conversations", o.Peers)
 	}
+	if len(o.Faults) > 0 {
+		specs := make([]string, len(o.Faults))
+		for i, f := range o.Faults {
+			specs[i] = f.String()
+		}
+		s += ", faults " + strings.Join(specs, ",")
+	}
 	return s + ", window " + r.window.String()
 }
 
@@ -339,7 +373,7 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 	})
 	deadline := time.Now().Add(r.o.Wait)
 	for {
-		status, answer, err := r.do(ctx, body, 0)
+		status, answer, _, err := r.do(ctx, body, 0)
 		switch {
 		case err == nil && status == http.StatusOK && answer == "ok":
 			return nil
@@ -554,6 +588,7 @@ func (r *callbackRun) post(ctx context.Context) string {
 		}
 		select {
 		case jobs <- e:
+			r.next.Store(int64(i + 1))
 		case <-timer.C:
 			return stopped
 		case <-ctx.Done():
@@ -561,6 +596,20 @@ func (r *callbackRun) post(ctx context.Context) string {
 		}
 	}
 	return "done"
+}
+
+// upcomingPeers returns the distinct conversations of the next events to
+// be posted, at most n.
+func (r *callbackRun) upcomingPeers(n int) []int {
+	var out []int
+	seen := map[int]bool{}
+	for i := int(r.next.Load()); i < len(r.events) && len(out) < n; i++ {
+		if p := r.events[i].peer; !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // postEvent posts e until it is answered "ok", then re-posts it if it is
@@ -583,12 +632,14 @@ func (r *callbackRun) postEvent(ctx context.Context, e *event) {
 }
 
 // deliver posts body until the bot answers "ok", at most MaxAttempts
-// times, each retry with the next X-Retry-Counter.
+// times, each retry with the next X-Retry-Counter. As VK does, it waits the
+// Retry-After of a refusal (at most maxRetryAfter) before the next
+// attempt, else a short backoff.
 func (r *callbackRun) deliver(ctx context.Context, body []byte, retry int) eventState {
 	backoff := 50 * time.Millisecond
 	for attempt := range r.o.MaxAttempts {
 		begin := time.Now()
-		status, answer, err := r.do(ctx, body, retry+attempt)
+		status, answer, retryAfter, err := r.do(ctx, body, retry+attempt)
 		r.webhook.record(begin, time.Since(begin))
 		r.reqs.Add(1)
 		switch {
@@ -603,8 +654,15 @@ func (r *callbackRun) deliver(ctx context.Context, body []byte, retry int) event
 		default:
 			r.addError("HTTP " + strconv.Itoa(status))
 		}
+		if attempt == r.o.MaxAttempts-1 {
+			break
+		}
+		wait := backoff
+		if retryAfter > 0 {
+			wait = min(retryAfter, maxRetryAfter)
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return interrupted
 		}
@@ -613,11 +671,12 @@ func (r *callbackRun) deliver(ctx context.Context, body []byte, retry int) event
 	return failed
 }
 
-// do posts body once and returns the status and the start of the answer.
-func (r *callbackRun) do(ctx context.Context, body []byte, retry int) (int, string, error) {
+// do posts body once and returns the status, the start of the answer and
+// its Retry-After (zero if none, or not in seconds).
+func (r *callbackRun) do(ctx context.Context, body []byte, retry int) (int, string, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.o.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if retry > 0 {
@@ -625,12 +684,16 @@ func (r *callbackRun) do(ctx context.Context, body []byte, retry int) (int, stri
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", 0, err
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 256))
 	io.Copy(io.Discard, resp.Body) // let the connection be reused
-	return resp.StatusCode, string(answer), err
+	var retryAfter time.Duration
+	if secs, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && secs > 0 {
+		retryAfter = time.Duration(secs) * time.Second
+	}
+	return resp.StatusCode, string(answer), retryAfter, err
 }
 
 func (r *callbackRun) addError(kind string) {

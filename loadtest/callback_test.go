@@ -46,6 +46,14 @@ type fakeBot struct {
 	fault func(k int, m callback.Message, n int64, r []reply) (status int, replies []reply)
 	// countRetries makes the bot count a re-delivered event again.
 	countRetries bool
+	// patient makes the bot retry a failed send until VK accepts it,
+	// as the real bot's outbox does.
+	patient bool
+	// quietRetries makes the bot send no reply again for a re-delivered
+	// event it answered "ok" (by default it sends the same reply again).
+	quietRetries bool
+	// retryAfter is the Retry-After header of a refusal, if not empty.
+	retryAfter string
 
 	mu     sync.Mutex // guards the fields below
 	counts map[string]int64
@@ -120,10 +128,16 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if !retried {
 		b.uncount(m) // as the real bot: not "ok" means not counted
 	}
+	if retried && b.quietRetries {
+		replies = nil
+	}
 	for _, rp := range replies {
 		b.send(rp)
 	}
 	if status != http.StatusOK {
+		if b.retryAfter != "" {
+			w.Header().Set("Retry-After", b.retryAfter)
+		}
 		http.Error(w, "unavailable", status)
 		return
 	}
@@ -152,15 +166,43 @@ func (b *fakeBot) uncount(m callback.Message) {
 }
 
 func (b *fakeBot) send(rp reply) {
-	resp, err := http.PostForm(b.vk.MethodURL()+"messages.send", url.Values{
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := b.sendOnce(rp)
+		if err == nil {
+			return
+		}
+		if !b.patient || time.Now().After(deadline) {
+			b.t.Errorf("send: %v", err)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sendOnce makes one messages.send call and returns its transport or VK
+// error.
+func (b *fakeBot) sendOnce(rp reply) error {
+	client := &http.Client{Timeout: time.Second}
+	resp, err := client.PostForm(b.vk.MethodURL()+"messages.send", url.Values{
 		"peer_id": {strconv.Itoa(rp.peer)}, "message": {rp.message},
 		"random_id": {strconv.FormatInt(rp.rid, 10)}, "access_token": {"t"},
 	})
 	if err != nil {
-		b.t.Errorf("send: %v", err)
-		return
+		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	var answer struct {
+		Error *struct {
+			Code int `json:"error_code"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		return fmt.Errorf("status %d: %w", resp.StatusCode, err)
+	}
+	if answer.Error != nil {
+		return fmt.Errorf("VK error %d", answer.Error.Code)
+	}
+	return nil
 }
 
 func newVK(t testing.TB) *vktest.Server {

@@ -66,7 +66,7 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 		c.Checked++
 		first := e.sends[0]
 		reply.record(e.start, first.At.Sub(e.start))
-		c.Resent += int64(r.checkDeliveries(e, c))
+		c.Resent += int64(r.checkDeliveries(e, c, r.o.StrictSends || len(r.o.Faults) > 0))
 		n, err := strconv.ParseInt(first.Message, 10, 64)
 		if err != nil {
 			c.add(Problem{Kind: WrongNumber, Subject: e.subject(), Want: "a number", Got: strconv.Quote(first.Message)})
@@ -85,10 +85,10 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 }
 
 // checkDeliveries checks the sends attributed to e: one random_id (the one
-// derived from the message; several are a duplicate delivery), and one
-// number per random_id. It returns how
-// many sends repeated an earlier random_id, which VK drops.
-func (r *callbackRun) checkDeliveries(e *event, c *Check) (resent int) {
+// derived from the message; several are a duplicate delivery), one number
+// per random_id, and when strict, one send. It returns how many sends
+// repeated an earlier random_id, which VK drops.
+func (r *callbackRun) checkDeliveries(e *event, c *Check, strict bool) (resent int) {
 	var rids []int64
 	message := map[int64]string{}
 	for _, s := range e.sends {
@@ -110,6 +110,9 @@ func (r *callbackRun) checkDeliveries(e *event, c *Check) (resent int) {
 			got[i] = fmt.Sprintf("%q (random_id %d)", message[rid], rid)
 		}
 		c.add(Problem{Kind: Duplicate, Subject: e.subject(), Want: "one delivery", Got: fmt.Sprintf("%d: %s", len(rids), strings.Join(got, ", "))})
+	}
+	if strict && resent > 0 {
+		c.add(Problem{Kind: RepeatedSend, Subject: e.subject(), Want: "one messages.send", Got: strconv.Itoa(len(e.sends))})
 	}
 	if len(rids) == 1 && rids[0] != e.rid {
 		c.add(Problem{Kind: UnstableRandomID, Subject: e.subject(), Want: strconv.FormatInt(e.rid, 10), Got: strconv.FormatInt(rids[0], 10)})

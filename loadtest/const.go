@@ -19,6 +19,23 @@ const (
 	MaxEvents = 1 << 20
 )
 
+// Limits of a fault schedule (CallbackOptions.Faults).
+const (
+	// MaxFaults bounds the faults of one run.
+	MaxFaults = 64
+	// MaxFaultEnd bounds when the last fault ends, from the run's start.
+	MaxFaultEnd = time.Hour
+	// MaxFaultLatency bounds the delay of redis-latency.
+	MaxFaultLatency = 10 * time.Second
+	// MaxFloodPeers bounds the conversations of vk-flood.
+	MaxFloodPeers = 1000
+	// floodControl is VK's error code for too many messages to one peer.
+	floodControl = 9
+	// maxRetryAfter caps the Retry-After a re-delivery waits for, as VK
+	// bounds its own re-delivery delay.
+	maxRetryAfter = time.Minute
+)
+
 // Defaults of CountersOptions.
 const (
 	DefaultNames    = 1000

@@ -37,6 +37,7 @@ svg{background:#fafafa;border:1px solid #ddd}code{font-size:.9em}
 <h1>vkcounter loadtest {{.R.Tool}}</h1>
 <p>{{.R.Scenario}}<br>target <code>{{.R.Target}}</code>, started {{.Started}}</p>
 <p>stopped: {{.R.Stopped}} after {{.Elapsed}} — {{.R.Requests}} requests, {{.Rate}} requests/s{{if .R.Events}}, {{.R.Events}} events{{end}}; errors {{.R.Errors}}{{range $k, $v := .R.ErrorKinds}} [{{$k}}: {{$v}}]{{end}}</p>
+{{if .Faults}}<p>faults injected:</p><ul>{{range .Faults}}<li><code>{{.}}</code></li>{{end}}</ul>{{end}}
 <table><tr><th>latency</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th></tr>
 {{range .Latency}}<tr><td>{{.Name}}</td><td>{{.Count}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.Max}}</td></tr>
 {{end}}</table>
@@ -69,12 +70,16 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Rate                string
 		Latency             []latencyRow
 		Kinds               []kind
+		Faults              []string
 		MaxSamples          int
 		OverTime, Histogram template.HTML
 	}{
 		R: r, Started: r.Started.Format(time.RFC3339), Elapsed: fmtDuration(r.Elapsed),
 		Rate: fmt.Sprintf("%.0f", r.RequestsPerSecond()), MaxSamples: maxSamples,
 		OverTime: template.HTML(overTimeSVG(r.charts)), Histogram: template.HTML(histogramSVG(r.charts)),
+	}
+	for _, f := range r.Faults {
+		data.Faults = append(data.Faults, f.Fault+": "+f.span())
 	}
 	for _, l := range r.Latency {
 		data.Latency = append(data.Latency, latencyRow{l.Name, l.Count, fmtDuration(l.P50), fmtDuration(l.P90), fmtDuration(l.P99), fmtDuration(l.Max)})

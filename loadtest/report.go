@@ -30,6 +30,11 @@ const (
 	// UnstableRandomID: a reply's random_id is not the one derived from its
 	// message, so a retried send would be delivered again.
 	UnstableRandomID ProblemKind = "unstable_random_id"
+	// RepeatedSend: one event's reply was sent more than once with the
+	// same random_id. VK drops the repeats, but a bot that makes them
+	// relies on that as its first line of defence. Checked with
+	// CallbackOptions.StrictSends (on under a fault schedule).
+	RepeatedSend ProblemKind = "repeated_send"
 	// Unexpected: a reply that answers no event of the run.
 	Unexpected ProblemKind = "unexpected"
 	// NotCounted: an event the bot never answered "ok", after every retry.
@@ -53,7 +58,7 @@ const (
 // callbackKinds and counterKinds are the kinds each tool reports, in the
 // order the table lists them.
 var (
-	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, WrongPeer, UnstableRandomID, Unexpected, NotCounted}
+	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, UnstableRandomID, Unexpected, NotCounted}
 	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken}
 )
 
@@ -87,7 +92,8 @@ type Check struct {
 	// Listed holds the first few problems of each kind.
 	Listed []Problem `json:"listed,omitempty"`
 	// Resent counts sends repeating an earlier (peer, random_id), which VK
-	// drops: the legitimate second send of a retried event.
+	// drops: the second send of a retried event, a problem (RepeatedSend)
+	// only when sends are checked strictly.
 	Resent int64 `json:"resent,omitempty"`
 
 	kinds []ProblemKind
@@ -153,7 +159,10 @@ type Report struct {
 	// posting an event to its reply reaching the fake VK API) for the
 	// callback tool, one per request opcode for the counters tool.
 	Latency []Latency `json:"latency"`
-	Check   Check     `json:"check"`
+	// Faults lists the faults injected (callback only), with when each
+	// began and ended.
+	Faults []FaultRecord `json:"faults,omitempty"`
+	Check  Check         `json:"check"`
 
 	charts []chartSeries
 }
@@ -208,6 +217,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Reposts > 0 {
 		fmt.Fprintf(&b, "; %d re-posted", r.Reposts)
 	}
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "\nfault %s: %s", f.Fault, f.span())
+	}
 	fmt.Fprintf(&b, "\nerrors: %d", r.Errors)
 	for _, k := range sortedKeys(r.ErrorKinds) {
 		fmt.Fprintf(&b, "  [%s: %d]", k, r.ErrorKinds[k])
@@ -257,4 +269,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// span says when f was in force, from the run's start.
+func (f FaultRecord) span() string {
+	if f.Ended == 0 {
+		return "not applied (the run was interrupted)"
+	}
+	s := fmtDuration(f.Began) + " → " + fmtDuration(f.Ended)
+	if f.Detail != "" {
+		s += " (" + f.Detail + ")"
+	}
+	return s
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -42,7 +43,7 @@ Targets must be on the loopback unless -allow-remote is given. "vkcounter loadte
 lists a tool's flags.
 `
 
-const callbackHelp = `Usage: vkcounter loadtest callback (-url URL | -spawn) [flags]
+var callbackHelp = `Usage: vkcounter loadtest callback (-url URL | -spawn) [flags]
 
 Posts message_new events to a bot's webhook and checks the replies the bot
 sends to a fake VK API run by this command: one per event, to the right
@@ -60,6 +61,18 @@ The seed's scenarios: -texts 300 -per-text 10 and -texts 3000 -per-text 1;
 expired: -texts 3000 -per-text 1 -expired 1, which needs the bot's Redis
 (-redis or -redis-cluster, and -key-prefix).
 
+Faults (-faults): a comma-separated schedule, each fault
+KIND@START+DURATION[=VALUE], times as Go durations from the first event
+posted, e.g.
+  -faults 'redis-stall@2s+10s,vk-down@5s+12s,redis-latency@1s+5s=50ms,vk-flood@3s+5s=2'
+Redis faults act on a proxy this command runs in front of -redis (not a
+cluster, nor the embedded Redis): with -spawn the bot is given the proxy,
+with -url start it with the REDIS_URL printed. VK faults act on the fake VK
+API. The run lasts until every event is posted and every fault has ended,
+then waits -reply-timeout for the replies. Under faults a reply sent twice
+with one random_id is a problem too (as with -strict-sends); a refused
+event is posted again after its Retry-After, as VK does. Kinds:
+` + loadtest.FaultHelp() + `
 Flags:
 `
 
@@ -161,9 +174,22 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultTimeout, "time limit of one webhook request")
 	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", loadtest.DefaultReplyTimeout, "how long to wait for the replies after the last event")
+	fs.IntVar(&o.MaxAttempts, "attempts", loadtest.DefaultMaxAttempts, "times an event is posted before it counts as not counted")
+	faultSpec := fs.String("faults", "", "fault `SCHEDULE`, e.g. redis-stall@2s+10s,vk-down@5s+12s (see above)")
+	proxyAddr := fs.String("redis-proxy-addr", "127.0.0.1:0", "listen address of the proxy in front of -redis, for Redis faults")
+	fs.BoolVar(&o.StrictSends, "strict-sends", false, "a reply sent twice with one random_id is a problem (always, under -faults)")
 	if code, ok := parseFlags(fs, args, callbackHelp, stderr); !ok {
 		return code
 	}
+	usage := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "vkcounter loadtest callback: "+format+"\n", args...)
+		return loadtestUsage
+	}
+	var err error
+	if o.Faults, err = loadtest.ParseFaults(*faultSpec); err != nil {
+		return usage("-faults: %v", err)
+	}
+	redisFaults := slices.ContainsFunc(o.Faults, loadtest.Fault.Redis)
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "vkcounter loadtest callback:", err)
 		return loadtestWrong
@@ -176,9 +202,20 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	case *redisURL != "" && *redisCluster != "":
 		fmt.Fprintln(stderr, "vkcounter loadtest callback: give -redis or -redis-cluster, not both")
 		return loadtestUsage
+	case redisFaults && *redisURL == "":
+		return usage("-faults: Redis faults need the bot's Redis as -redis (a single server: the proxy can stand neither in front of a cluster nor of the embedded Redis)")
 	}
 	if err := checkRedisTargets(*redisURL, *redisCluster, out.allowRemote); err != nil {
 		return fail(err)
+	}
+	botRedis := *redisURL // what the bot is told
+	if redisFaults {
+		proxy, proxied, err := proxyRedis(*redisURL, *proxyAddr)
+		if err != nil {
+			return fail(err)
+		}
+		defer proxy.Close()
+		o.RedisProxy, botRedis = proxy, proxied
 	}
 
 	vk, err := vktest.Start(vktest.Options{Addr: *vkAddr})
@@ -191,8 +228,8 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "loadtest", "VK_GROUP_ID": strconv.Itoa(o.GroupID),
 		"VK_SECRET": o.Secret, "VK_RATE": "1000000",
 	}
-	if *redisURL != "" || out.spawn { // empty: the spawned bot's embedded Redis
-		env["REDIS_URL"] = *redisURL
+	if botRedis != "" || out.spawn { // empty: the spawned bot's embedded Redis
+		env["REDIS_URL"] = botRedis
 	}
 	if *redisCluster != "" || out.spawn {
 		env["REDIS_CLUSTER"] = *redisCluster
@@ -358,6 +395,25 @@ func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
 		}
 	}
 	return nil
+}
+
+// proxyRedis starts a fault proxy on listen in front of the server of
+// redisURL and returns it with the URL that reaches the server through it.
+func proxyRedis(redisURL, listen string) (*faultproxy.Proxy, string, error) {
+	u, err := url.Parse(redisURL)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return nil, "", fmt.Errorf("-redis %q: Redis faults need a redis:// or rediss:// URL with a host", redisURL)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "6379")
+	}
+	p, err := faultproxy.Listen(listen, target)
+	if err != nil {
+		return nil, "", fmt.Errorf("-redis-proxy-addr: %w", err)
+	}
+	u.Host = p.Addr()
+	return p, u.String(), nil
 }
 
 func openRedis(redisURL, cluster string) (redis.UniversalClient, error) {

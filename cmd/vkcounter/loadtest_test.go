@@ -136,6 +136,11 @@ func TestLoadtestUsage(t *testing.T) {
 		{"remote redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, 1, "loopback"},
 		{"remote counters", []string{"counters", "-addr", "10.1.2.3:11215"}, 1, "loopback"},
 		{"expired without redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-expired", "1"}, 1, "-redis"},
+		{"bad fault", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "redis-melt@1s+1s"}, 2, "unknown kind"},
+		{"fault without duration", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "vk-down@1s"}, 2, "START+DURATION"},
+		{"overlapping faults", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "vk-down@1s+5s,vk-hang@2s+1s"}, 2, "overlap"},
+		{"redis fault, embedded redis", []string{"callback", "-spawn", "-faults", "redis-stall@1s+1s"}, 2, "-redis"},
+		{"redis fault, cluster", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis-cluster", "127.0.0.1:7000", "-faults", "redis-stall@1s+1s"}, 2, "-redis"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
