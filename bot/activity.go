@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
 // The counters the bot feeds through Options.Activity.
@@ -29,6 +30,9 @@ const (
 	activityMaxUsers = 100000
 	// visitChunk is the most keys in one VisitMany call.
 	visitChunk = 1000
+	// activityFailLogEvery spaces the failure lines while the store is
+	// down (a batch is retried every ActivityFlush).
+	activityFailLogEvery = 10 * time.Second
 )
 
 // An activityBatch gathers the activity of counted messages between
@@ -42,7 +46,8 @@ type activityBatch struct {
 	users map[string]struct{}
 	order []string // users in the order first seen
 
-	kick     chan struct{} // a batch is big enough to flush early
+	failLog  *ratelog.Logger // the failure line, rate-limited
+	kick     chan struct{}   // a batch is big enough to flush early
 	quit     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
@@ -50,6 +55,7 @@ type activityBatch struct {
 
 func (a *activityBatch) start(b *Bot) {
 	a.bot = b
+	a.failLog = ratelog.New(b.log, activityFailLogEvery)
 	a.users = map[string]struct{}{}
 	a.kick = make(chan struct{}, 1)
 	a.quit = make(chan struct{})
@@ -141,7 +147,7 @@ func (a *activityBatch) flush() {
 func (a *activityBatch) failed(err error, counter string, hits int64, users []string) {
 	b := a.bot
 	b.stats.activityErrors.Add(1)
-	b.log.Error().Err(err).Str("counter", counter).Msg("activity counter not updated; retrying with the next batch")
+	a.failLog.Error().Err(err).Str("counter", counter).Msg("activity counter not updated; retrying with the next batch")
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.hits += hits

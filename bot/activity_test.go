@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
@@ -236,5 +239,51 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	calls, live := a.snapshot()
 	if !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 101 5m0s"}) || slices.Contains(live, false) {
 		t.Fatalf("activity calls %q (live %v), want one message and one visit with a live context", calls, live)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the bot's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestActivityFailureLogRateLimited: while the counters keep failing, the
+// batch is retried at every flush, but the failure is logged once per
+// period, not once per retry.
+func TestActivityFailureLogRateLimited(t *testing.T) {
+	a := &fakeActivity{fails: 1 << 30}
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	var log lockedBuffer
+	opts := fastOptions()
+	opts.Activity = a
+	opts.ActivityFlush = 5 * time.Millisecond
+	opts.Logger = zerolog.New(&log)
+	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
+	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Stats().ActivityErrors < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d failed activity writes", b.Stats().ActivityErrors)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := strings.Count(log.String(), "activity counter not updated"); n != 1 {
+		t.Fatalf("%d failure lines for %d failures within seconds, want 1:\n%s", n, b.Stats().ActivityErrors, log.String())
 	}
 }

@@ -87,7 +87,8 @@ type Options struct {
 	// before trying again (default 1m).
 	HaltPause time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
-	// outbox: delivered, dropped (Drop, Flood). age is the time since the
+	// outbox: delivered, dropped (Drop, Flood) or logged in dry-run
+	// (Logged). age is the time since the
 	// reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Activity, if set, is fed once per message counted for the first time
@@ -158,7 +159,7 @@ type Bot struct {
 
 // counters are the bot's running totals, read by Stats.
 type counters struct {
-	received, duplicates, sent, retried, dropped, unsent, activityErrors atomic.Int64
+	received, duplicates, sent, retried, dropped, dryRun, unsent, activityErrors atomic.Int64
 }
 
 var _ callback.MessageHandler = (*Bot)(nil)
@@ -280,6 +281,7 @@ type Stats struct {
 	Sent       int64 `json:"sent"`       // replies VK accepted
 	Retried    int64 `json:"retried"`    // send attempts that will be retried
 	Dropped    int64 `json:"dropped"`    // replies VK refused for good
+	DryRun     int64 `json:"dry_run"`    // replies logged instead of sent (dry-run)
 	Unsent     int64 `json:"unsent"`     // replies this process stopped holding at shutdown
 	// ActivityErrors counts failed Options.Activity calls.
 	ActivityErrors int64 `json:"activity_errors"`
@@ -293,6 +295,7 @@ func (b *Bot) Stats() Stats {
 		Sent:       b.stats.sent.Load(),
 		Retried:    b.stats.retried.Load(),
 		Dropped:    b.stats.dropped.Load(),
+		DryRun:     b.stats.dryRun.Load(),
 		Unsent:     b.stats.unsent.Load(),
 
 		ActivityErrors: b.stats.activityErrors.Load(),

@@ -27,9 +27,15 @@ const (
 	// Halt: the token is unusable (5, 7, 29, 912); the token stops sending,
 	// keeps its replies, retries rarely, and the service reports not ready.
 	Halt
+	// Logged: the reply was logged instead of sent (ErrDryRun); it leaves
+	// the outbox, but is neither sent nor delivered.
+	Logged
 )
 
-var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt"}
+// ErrDryRun is what the DryRun sender returns for each reply it logged.
+var ErrDryRun = errors.New("bot: dry-run: reply logged, not sent")
+
+var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt", Logged: "dry_run"}
 
 // String names the class, for logs and metric labels.
 func (c Class) String() string { return classNames[c] }
@@ -46,6 +52,9 @@ var vkErrorClasses = map[int]Class{
 func Classify(err error) Class {
 	if err == nil {
 		return Delivered
+	}
+	if errors.Is(err, ErrDryRun) {
+		return Logged
 	}
 	if code, ok := VKErrorCode(err); ok {
 		if c, listed := vkErrorClasses[code]; listed {

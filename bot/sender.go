@@ -148,13 +148,16 @@ func (s *VKSender) execute(ctx context.Context, replies []Reply) []error {
 	return errs
 }
 
-// DryRun returns a Sender that logs each reply instead of sending it.
+// DryRun returns a Sender that logs each reply instead of sending it, and
+// reports ErrDryRun for each, so that no reply counts as sent.
 func DryRun(log zerolog.Logger) Sender {
 	return SenderFunc(func(_ context.Context, replies []Reply) []error {
-		for _, r := range replies {
+		errs := make([]error, len(replies))
+		for i, r := range replies {
 			log.Info().Int("group_id", r.GroupID).Int("peer_id", r.PeerID).
 				Int32("random_id", r.RandomID).Str("reply", r.Message).Msg("reply (dry-run, not sent)")
+			errs[i] = ErrDryRun
 		}
-		return make([]error, len(replies))
+		return errs
 	})
 }

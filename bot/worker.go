@@ -78,6 +78,8 @@ func (w *tokenWorker) deliver(batch []Reply) {
 			case Delivered:
 				b.stats.sent.Add(1)
 				b.halted.Delete(w)
+			case Logged:
+				b.stats.dryRun.Add(1)
 			case Drop:
 				b.stats.dropped.Add(1)
 				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
@@ -94,7 +96,7 @@ func (w *tokenWorker) deliver(batch []Reply) {
 				pause = max(pause, b.opts.HaltPause)
 				about(w.log.Error(), r).Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
-			if class == Delivered || class == Drop {
+			if class == Delivered || class == Drop || class == Logged {
 				finished = append(finished, r.ID)
 				if f := b.opts.OnReplyDone; f != nil {
 					f(class, time.Since(r.Queued))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"sync"
@@ -51,6 +52,34 @@ func NewClient(nc net.Conn) *Client {
 // Close closes the connection; the server then releases everything it
 // acquired.
 func (c *Client) Close() error { return c.nc.Close() }
+
+// Hold blocks while the connection stays open and idle, holding what it
+// acquired, until ctx ends (it then returns nil, the connection still
+// open) or the connection is lost (it returns why, e.g. the server closed
+// it; the Client is then unusable). No other call may be made meanwhile.
+func (c *Client) Hold(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
+	var b [1]byte
+	_, err := c.nc.Read(b[:])
+	if !stop() { // ctx ended and may have cut the read short
+		c.nc.SetReadDeadline(time.Time{})
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+	}
+	if err == nil {
+		err = errors.New("the server sent data no request asked for")
+	} else if errors.Is(err, io.EOF) {
+		err = errors.New("the server closed the connection")
+	}
+	return c.fail(err)
+}
 
 // nextOpaque returns a fresh opaque value for a request.
 func (c *Client) nextOpaque() uint32 { return c.opaque.Add(1) }

@@ -232,6 +232,47 @@ func (rc *RingClient) Close() error {
 	return nil
 }
 
+// Hold blocks while every connection this client has open stays open,
+// holding what was acquired on it, until ctx ends (it returns nil) or one
+// of them is lost (it returns that error, naming the server: what was held
+// there is gone). No other call may be made meanwhile.
+func (rc *RingClient) Hold(ctx context.Context) error {
+	type open struct {
+		addr string
+		c    *Client
+	}
+	var conns []open
+	rc.mu.Lock()
+	for addr, conn := range rc.conns {
+		conn.mu.Lock()
+		if conn.c != nil {
+			conns = append(conns, open{addr, conn.c})
+		}
+		conn.mu.Unlock()
+	}
+	rc.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(conns))
+	for _, o := range conns {
+		go func() {
+			err := o.c.Hold(ctx)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", o.addr, err)
+				cancel() // the others stop holding: the caller learns of the loss now
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range conns {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 func (c *ringConn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -80,8 +80,13 @@ const acquireMaximum = 1 << 30
 // every stride-th is kept, so the kept ones stay spread evenly in time.
 const maxSamples = 20000
 
-// progressEvery is how often the live progress line is rewritten.
-const progressEvery = 250 * time.Millisecond
+// progressEvery is how often the live progress line is rewritten on a
+// terminal, plainProgressEvery how often a plain progress line is written
+// elsewhere.
+const (
+	progressEvery      = 250 * time.Millisecond
+	plainProgressEvery = 10 * time.Second
+)
 
 // maxListed is how many problems of each kind a Report lists; all are
 // counted.

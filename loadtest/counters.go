@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -72,7 +73,8 @@ type CountersOptions struct {
 	// Names is how many shared counter names OpAcquire cycles through
 	// (default 1000).
 	Names int
-	// Requests is how many requests to send in all (default 100000); one
+	// Requests is how many requests to send in all (default 100000, but
+	// no limit when Duration is set: the run then lasts Duration); one
 	// fewer when the last one would split an acquire+release pair.
 	Requests int64
 	// Duration stops sending after that long; zero means no limit.
@@ -92,7 +94,9 @@ func (o *CountersOptions) setDefaults() {
 	setDefault(&o.Conns, 1)
 	setDefault(&o.Depth, 1)
 	setDefault(&o.Names, DefaultNames)
-	setDefault(&o.Requests, DefaultRequests)
+	if o.Duration == 0 {
+		setDefault(&o.Requests, DefaultRequests)
+	}
 	setDefault(&o.Timeout, DefaultCounterTimeout)
 }
 
@@ -197,6 +201,9 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 		r.keys[i] = fmt.Sprintf("k%d", i)
 	}
 	r.budget.Store(o.Requests)
+	if o.Requests == 0 {
+		r.budget.Store(math.MaxInt64) // until the duration ends
+	}
 
 	conns := make([]*counterConn, o.Conns)
 	for i := range conns {

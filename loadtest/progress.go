@@ -6,13 +6,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vkcounter/vkcounter/internal/tty"
 )
 
-// A progress rewrites one status line on a terminal, with \r, until
-// stopped. Its line function is called from the progress goroutine.
+// A progress reports a run's status until stopped: on a terminal it
+// rewrites one line in place (with \r) every progressEvery; elsewhere (a
+// file, a pipe, a CI log) it writes a plain line every plainProgressEvery.
+// Its line function is called from the progress goroutine.
 type progress struct {
 	w    io.Writer
 	line func() string
+	tty  bool
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -22,14 +27,18 @@ type progress struct {
 // startProgress starts rewriting line() on w every progressEvery; with a
 // nil w it does nothing.
 func startProgress(w io.Writer, line func() string) *progress {
-	p := &progress{w: w, line: line, stop: make(chan struct{})}
+	p := &progress{w: w, line: line, tty: tty.Is(w), stop: make(chan struct{})}
 	if w == nil {
 		return p
+	}
+	every := plainProgressEvery
+	if p.tty {
+		every = progressEvery
 	}
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
-		t := time.NewTicker(progressEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -45,6 +54,10 @@ func startProgress(w io.Writer, line func() string) *progress {
 
 func (p *progress) print() {
 	s := p.line()
+	if !p.tty {
+		fmt.Fprintln(p.w, s)
+		return
+	}
 	pad := max(p.last-len(s), 0)
 	p.last = len(s)
 	fmt.Fprintf(p.w, "\r%s%s", s, strings.Repeat(" ", pad))
@@ -59,7 +72,9 @@ func (p *progress) Stop() {
 	close(p.stop)
 	p.done.Wait()
 	p.print()
-	fmt.Fprintln(p.w)
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
 }
 
 // statusLine is the progress line of both tools.

@@ -58,7 +58,7 @@ func New() *Metrics {
 	m.scriptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
 		Help: "Counting script calls that failed (the webhook answered 503)."})
 	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
-		Help: "Replies that left the outbox, by result (delivered, drop)."}, []string{"result"})
+		Help: "Replies that left the outbox, by result (delivered, drop, dry_run: logged instead of sent)."}, []string{"result"})
 	m.replyAge = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "reply_age_seconds",
 		Help: "Time from storing a reply in the outbox to VK accepting (or refusing) it.", Buckets: latencyBuckets})
 	m.vkCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vk_api_calls_total",

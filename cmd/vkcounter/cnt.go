@@ -14,13 +14,6 @@ import (
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
-// Exit codes of `vkcounter cnt`, as yc-cnt's.
-const (
-	cntOK          = 0
-	cntFailed      = 1 // bad usage, connection failure
-	cntServerError = 2 // the server answered with an error status
-)
-
 const cntUsage = `Usage: vkcounter cnt [-addr HOST:PORT[,HOST:PORT...] | -dns HOST:PORT] [-timeout D] [-hold] COMMAND [ARGS] [COMMAND [ARGS]]...
 
 Talks to counter ports like yc-cnt. Commands run in order, on one connection
@@ -45,8 +38,12 @@ Access and participant counters (vkcounter's extension opcodes):
 TIMEOUT is in seconds; 0 means the server's default (300).
 
 Resources acquired are released when the connection closes; with -hold the
-connection stays open, holding them, until the command is interrupted.
-An error answer prints "ERROR: <status hex> <message>" and exits 2.
+connection stays open, holding them, until the command is interrupted (exit
+0) or the connection is lost (an error, exit 1: the resources are no longer
+held). An error answer prints "ERROR: <status hex> <message>" on stderr and
+exits 1, as does a connection failure; a usage error exits 2.
+
+Example: vkcounter cnt -addr 127.0.0.1:11215 acquire jobs 1 10 get jobs
 
 Flags:
 `
@@ -63,6 +60,15 @@ type cntCommand struct {
 	delta     int64
 }
 
+// cntSynopsis shows each command with its arguments, for errors.
+var cntSynopsis = map[string]string{
+	"noop": "noop", "get": "get NAME", "acquire": "acquire NAME RESOURCES MAXIMUM (e.g. acquire jobs 1 10)",
+	"release": "release NAME RESOURCES (e.g. release jobs 1)", "stats": "stats", "dump": "dump",
+	"hit": "hit NAME", "add": "add NAME N (e.g. add pages 5)", "total": "total NAME",
+	"visit": "visit NAME KEY TIMEOUT (e.g. visit room alice 300)", "leave": "leave NAME KEY",
+	"active": "active NAME TIMEOUT (e.g. active room 300)",
+}
+
 // cntArity is the number of arguments of each command.
 var cntArity = map[string]int{
 	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
@@ -73,27 +79,17 @@ var cntArity = map[string]int{
 // server, printing what yc-cnt prints, and returns the exit code.
 func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "localhost:11215", "counter server(s), comma-separated `HOST:PORT,...`")
+	addr := fs.String("addr", "127.0.0.1:11215", "counter server(s), comma-separated `HOST:PORT,...`")
 	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr")
 	vnodes := fs.Int("vnodes", counters.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")
 	hold := fs.Bool("hold", false, "after the commands, keep the connection (and what it acquired) until interrupted")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, cntUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cntOK
-		}
-		return cntFailed
+	if code, ok := parseFlags(fs, args, cntUsage, stdout, stderr); !ok {
+		return code
 	}
 	cmds, err := parseCnt(fs.Args())
 	if err != nil {
-		fmt.Fprintln(stderr, "vkcounter cnt:", err)
-		fs.Usage()
-		return cntFailed
+		return usageError(stderr, "cnt", err)
 	}
 
 	opts := counters.RingOptions{VirtualNodes: *vnodes, DNS: *dns}
@@ -105,48 +101,48 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := counters.NewRingClient(dctx, addrs, opts)
 	cancel()
 	if err != nil {
-		fmt.Fprintln(stderr, "vkcounter cnt:", err)
-		return cntFailed
+		return failure(stderr, "cnt", fmt.Errorf("cannot connect to %s: %w", *addr, err))
 	}
 	defer c.Close()
-	r := cntRun{c: c, stdout: stdout, prefix: len(c.Servers()) > 1}
+	r := cntRun{c: c, stdout: stdout, stderr: stderr, prefix: len(c.Servers()) > 1}
 	for _, cmd := range cmds {
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
 		err := r.run(cctx, cmd)
 		cancel()
 		if r.statusErr != nil {
-			return cntServerError
+			return exitFailure
 		}
 		var se *wire.StatusError
 		if errors.As(err, &se) {
-			fmt.Fprintf(stdout, "ERROR: %02x %s\n", byte(se.Status), se.Message)
-			return cntServerError
+			fmt.Fprintf(stderr, "ERROR: %02x %s\n", byte(se.Status), se.Message)
+			return exitFailure
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "vkcounter cnt: %s: %v\n", cmd.name, err)
-			return cntFailed
+			return failure(stderr, "cnt", fmt.Errorf("%s: %w", cmd.name, err))
 		}
 	}
 	if *hold {
 		fmt.Fprintln(stderr, "vkcounter cnt: holding the connection; interrupt to release")
-		<-ctx.Done()
+		if err := c.Hold(ctx); err != nil {
+			return failure(stderr, "cnt", fmt.Errorf("connection lost; nothing is held any more: %w", err))
+		}
 	}
-	return cntOK
+	return exitOK
 }
 
 // parseCnt splits the arguments into commands and checks their numbers.
 func parseCnt(args []string) ([]cntCommand, error) {
 	if len(args) == 0 {
-		return nil, errors.New("no command")
+		return nil, errors.New("no command given; for example: noop, or acquire NAME 1 10")
 	}
 	var cmds []cntCommand
 	for len(args) > 0 {
 		n, ok := cntArity[args[0]]
 		if !ok {
-			return nil, fmt.Errorf("unknown command %q", args[0])
+			return nil, fmt.Errorf("unknown command %q (see the list with -h)", args[0])
 		}
 		if len(args)-1 < n {
-			return nil, fmt.Errorf("%s needs %d arguments", args[0], n)
+			return nil, fmt.Errorf("%s needs %d arguments: %s", args[0], n, cntSynopsis[args[0]])
 		}
 		cmd := cntCommand{name: args[0]}
 		if n > 0 {
@@ -172,7 +168,7 @@ func parseCnt(args []string) ([]cntCommand, error) {
 			}
 		case "add":
 			if cmd.delta, err = strconv.ParseInt(args[2], 10, 64); err != nil || cmd.delta < 1 {
-				return nil, fmt.Errorf("N %q must be an integer from 1 to %d", args[2], int64(wire.MaxDelta))
+				return nil, fmt.Errorf("N %q: want a whole number from 1 to %d, such as 5", args[2], int64(wire.MaxDelta))
 			}
 		case "leave":
 			cmd.key = args[2]
@@ -190,7 +186,7 @@ func parseCnt(args []string) ([]cntCommand, error) {
 func parseUint32(what, s string) (uint32, error) {
 	v, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("%s %q must be an unsigned 4-byte integer", what, s)
+		return 0, fmt.Errorf("%s %q: want a whole number from 0 to 4294967295, such as 10", what, s)
 	}
 	return uint32(v), nil
 }
@@ -213,13 +209,14 @@ func flag01(b bool) int {
 // cntRun runs commands on a ring of servers and prints their answers as
 // yc-cnt does.
 type cntRun struct {
-	c      *counters.RingClient
-	stdout io.Writer
+	c              *counters.RingClient
+	stdout, stderr io.Writer
 	// prefix puts the server's address before each line of noop, stats
 	// and dump: set with several servers.
 	prefix bool
 	// statusErr is the first error status a server answered to a command
-	// sent to every server; it was printed on that server's line.
+	// sent to every server; it was printed on stderr, on a line of its own
+	// (prefixed like the server's other lines).
 	statusErr *wire.StatusError
 }
 
@@ -227,14 +224,16 @@ type cntRun struct {
 // status is printed on its server's line and the other servers still run.
 func (r *cntRun) each(ctx context.Context, fn func(c *counters.Client, println func(a ...any)) error) error {
 	return r.c.Each(ctx, func(addr string, c *counters.Client) error {
-		println := func(a ...any) { fmt.Fprintln(r.stdout, a...) }
-		if r.prefix {
-			println = func(a ...any) { fmt.Fprintln(r.stdout, append([]any{addr}, a...)...) }
+		printer := func(w io.Writer) func(a ...any) {
+			if r.prefix {
+				return func(a ...any) { fmt.Fprintln(w, append([]any{addr}, a...)...) }
+			}
+			return func(a ...any) { fmt.Fprintln(w, a...) }
 		}
-		err := fn(c, println)
+		err := fn(c, printer(r.stdout))
 		var se *wire.StatusError
 		if errors.As(err, &se) {
-			println(fmt.Sprintf("ERROR: %02x %s", byte(se.Status), se.Message))
+			printer(r.stderr)(fmt.Sprintf("ERROR: %02x %s", byte(se.Status), se.Message))
 			if r.statusErr == nil {
 				r.statusErr = se
 			}

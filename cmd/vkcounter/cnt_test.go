@@ -59,18 +59,18 @@ func TestCnt(t *testing.T) {
 		{"commands in one session", []string{"acquire", "jobs", "2", "5", "get", "jobs", "release", "jobs", "2", "get", "jobs"},
 			0, "2\n2\nOK\n0\n", ""},
 		{"get", []string{"get", "seen"}, 0, "4\n", ""},
-		{"error answer", []string{"get", "missing"}, 2, "ERROR: 01 Not found\n", ""},
-		{"stops at the first error", []string{"acquire", "seen", "7", "10", "noop"}, 2, "ERROR: 21 Resource not available\n", ""},
-		{"release not held", []string{"release", "seen", "1"}, 2, "ERROR: 22 Not acquired\n", ""},
+		{"error answer", []string{"get", "missing"}, 1, "", "ERROR: 01 Not found\n"},
+		{"stops at the first error", []string{"acquire", "seen", "7", "10", "noop"}, 1, "", "ERROR: 21 Resource not available\n"},
+		{"release not held", []string{"release", "seen", "1"}, 1, "", "ERROR: 22 Not acquired\n"},
 		{"dump", []string{"dump"}, 0, "0 2 jobs\n4 4 seen\n", ""},
 		{"invalid acquire refused locally", []string{"acquire", "x", "0", "1"}, 1, "", "invalid arguments"},
-		{"no command", nil, 1, "", "no command"},
-		{"unknown command", []string{"frob"}, 1, "", `unknown command "frob"`},
-		{"missing arguments", []string{"acquire", "x", "1"}, 1, "", "acquire needs 3 arguments"},
-		{"bad number", []string{"release", "x", "-1"}, 1, "", `RESOURCES "-1" must be an unsigned 4-byte integer`},
-		{"number too big", []string{"acquire", "x", "1", "4294967296"}, 1, "", "MAXIMUM"},
-		{"help", []string{"-h"}, 0, "", "acquire NAME RESOURCES MAXIMUM"},
-		{"bad flag", []string{"-nope"}, 1, "", "flag provided but not defined"},
+		{"no command", nil, 2, "", "no command"},
+		{"unknown command", []string{"frob"}, 2, "", `unknown command "frob"`},
+		{"missing arguments", []string{"acquire", "x", "1"}, 2, "", "acquire needs 3 arguments: acquire NAME RESOURCES MAXIMUM (e.g. acquire jobs 1 10)"},
+		{"bad number", []string{"release", "x", "-1"}, 2, "", `RESOURCES "-1": want a whole number from 0 to 4294967295, such as 10`},
+		{"number too big", []string{"acquire", "x", "1", "4294967296"}, 2, "", "MAXIMUM"},
+		{"help", []string{"-h"}, 0, "acquire NAME RESOURCES MAXIMUM", ""},
+		{"bad flag", []string{"-nope"}, 2, "", "flag provided but not defined: -nope\nRun \"vkcounter cnt -h\" for usage.\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -80,6 +80,12 @@ func TestCnt(t *testing.T) {
 			code, stdout, stderr := cnt(t, ctx, args...)
 			if tc.name == "dump" {
 				stdout = sortLines(stdout)
+			}
+			if tc.name == "help" { // the whole usage on stdout, nothing on stderr
+				if code != 0 || !strings.Contains(stdout, tc.stdout) || !strings.Contains(stdout, "-hold") || stderr != "" {
+					t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+				}
+				return
 			}
 			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
@@ -155,6 +161,42 @@ func TestCntHold(t *testing.T) {
 	waitFor(t, "resource released", func() bool { return get() == 0 })
 }
 
+// TestCntHoldServerGone: when the server goes away while cnt -hold holds
+// resources, cnt says the connection is lost and exits 1: nobody may
+// believe the resources are still held.
+func TestCntHoldServerGone(t *testing.T) {
+	srv := counterstest.NewServer(t, counters.ServerOptions{})
+	addr := counterstest.Listen(t, srv)
+	watcher, err := counters.Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := runCnt(context.Background(), []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	waitFor(t, "resource held", func() bool {
+		v, _ := watcher.Get(context.Background(), "lock")
+		return v == 1
+	})
+	srv.Close()
+	select {
+	case r := <-done:
+		if r.code != 1 || r.stdout != "1\n" || !strings.Contains(r.stderr, "connection lost; nothing is held any more") {
+			t.Fatalf("cnt -hold after the server stopped: %+v; want exit 1 and the error", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cnt -hold did not notice the server going away")
+	}
+}
+
 // waitFor polls cond for up to five seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -178,22 +220,22 @@ func TestCntExtension(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"total never hit", []string{"total", "pages"}, 2, "ERROR: 01 Not found\n", ""},
+		{"total never hit", []string{"total", "pages"}, 1, "", "ERROR: 01 Not found\n"},
 		{"hit and total", []string{"hit", "pages", "hit", "pages", "total", "pages"}, 0, "1\n2\n2\n", ""},
 		{"add", []string{"add", "pages", "5", "total", "pages"}, 0, "7\n7\n", ""},
-		{"add 0 refused locally", []string{"add", "pages", "0"}, 1, "", `N "0" must be an integer from 1`},
-		{"add not a number", []string{"add", "pages", "x"}, 1, "", `N "x"`},
-		{"add beyond int64", []string{"add", "pages", "9223372036854775808"}, 1, "", "N"},
+		{"add 0 refused locally", []string{"add", "pages", "0"}, 2, "", `N "0": want a whole number from 1 to`},
+		{"add not a number", []string{"add", "pages", "x"}, 2, "", `N "x"`},
+		{"add beyond int64", []string{"add", "pages", "9223372036854775808"}, 2, "", "N"},
 		{"visits", []string{"visit", "room", "u1", "300", "visit", "room", "u1", "300", "visit", "room", "u2", "0", "active", "room", "300"},
 			0, "1 1\n1 0\n2 1\n2\n", ""},
 		{"leaves", []string{"leave", "room", "u1", "leave", "room", "u1", "active", "room", "0"}, 0, "1 1\n1 0\n1\n", ""},
-		{"name over the store's limit", []string{"hit", long}, 2, "ERROR: 04 Invalid arguments\n", ""},
+		{"name over the store's limit", []string{"hit", long}, 1, "", "ERROR: 04 Invalid arguments\n"},
 		{"empty key refused locally", []string{"visit", "room", "", "0"}, 1, "", "invalid arguments"},
 		{"empty name refused locally", []string{"hit", ""}, 1, "", "invalid arguments"},
-		{"missing arguments", []string{"visit", "room", "k"}, 1, "", "visit needs 3 arguments"},
-		{"bad timeout", []string{"active", "room", "-1"}, 1, "", `TIMEOUT "-1" must be an unsigned 4-byte integer`},
-		{"timeout too big", []string{"visit", "room", "k", "4294967296"}, 1, "", "TIMEOUT"},
-		{"help lists them", []string{"-h"}, 0, "", "visit NAME KEY TIMEOUT"},
+		{"missing arguments", []string{"visit", "room", "k"}, 2, "", "visit needs 3 arguments"},
+		{"bad timeout", []string{"active", "room", "-1"}, 2, "", `TIMEOUT "-1": want a whole number`},
+		{"timeout too big", []string{"visit", "room", "k", "4294967296"}, 2, "", "TIMEOUT"},
+		{"help lists them", []string{"-h"}, 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
@@ -201,6 +243,12 @@ func TestCntExtension(t *testing.T) {
 				args = append([]string{"-addr", addr}, args...)
 			}
 			code, stdout, stderr := cnt(t, ctx, args...)
+			if tc.name == "help lists them" {
+				if code != 0 || !strings.Contains(stdout, "visit NAME KEY TIMEOUT") || stderr != "" {
+					t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+				}
+				return
+			}
 			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
 					code, stdout, stderr, tc.code, tc.stdout, tc.stderr)
@@ -225,9 +273,9 @@ func (brokenStore) Add(context.Context, string, int64) (int64, error) {
 
 func TestCntStoreFailure(t *testing.T) {
 	addr, _ := cntServerWith(t, counters.ServerOptions{Stores: counters.Stores{Access: brokenStore{}}})
-	code, stdout, _ := cnt(t, context.Background(), "-addr", addr, "hit", "x", "noop")
-	if code != 2 || stdout != "ERROR: 86 Store unavailable\n" {
-		t.Fatalf("exit %d, stdout %q", code, stdout)
+	code, stdout, stderr := cnt(t, context.Background(), "-addr", addr, "hit", "x", "noop")
+	if code != 1 || stdout != "" || stderr != "ERROR: 86 Store unavailable\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

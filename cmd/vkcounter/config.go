@@ -137,16 +137,19 @@ func settings(c *Config) []setting {
 func flagName(env string) string { return strings.ReplaceAll(strings.ToLower(env), "_", "-") }
 
 // parseConfig reads the serve configuration: defaults, then environment
-// variables, then flags. Bad values are errors naming the variable.
+// variables, then flags. Bad values are errors naming the variable and
+// saying what is expected. On -h it prints the commands and every setting
+// to usageOut and returns flag.ErrHelp.
 func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(usageOut)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	list := settings(&c)
 	for _, s := range list {
 		s.bind(fs, flagName(s.env), s.help)
 	}
-	fs.Usage = func() { printSettings(usageOut, list) }
+	explainValues(fs)
 	for _, s := range list {
 		v, src := s.def, "default"
 		if e := getenv(s.env); e != "" {
@@ -160,17 +163,22 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 		}
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printCommands(usageOut)
+			fmt.Fprintln(usageOut)
+			printSettings(usageOut, list)
+		}
 		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, c.validate()
 }
 
 func printSettings(w io.Writer, list []setting) {
-	fmt.Fprintln(w, "Usage: vkcounter serve [flags]")
-	fmt.Fprintln(w, "\nEvery setting is an environment variable; the flag of the same name overrides it.")
+	fmt.Fprintln(w, "Usage: vkcounter [serve] [flags]")
+	fmt.Fprintln(w, "\nRuns the service. Every setting is an environment variable; the flag of the same name overrides it.")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")

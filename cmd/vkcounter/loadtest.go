@@ -26,20 +26,15 @@ import (
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
-// Exit codes of `vkcounter loadtest`.
-const (
-	loadtestOK    = 0
-	loadtestWrong = 1 // the run found wrong answers, or could not run
-	loadtestUsage = 2
-)
-
 const loadtestHelp = `Usage:
   vkcounter loadtest callback [flags]   post VK Callback API events to a bot and check every reply
   vkcounter loadtest counters [flags]   drive a counter port and check every response
 
-Both print a live progress line on stderr, then a summary (or -json) on
-stdout, and exit 1 if any answer was wrong or the run could not be made.
-Targets must be on the loopback unless -allow-remote is given. "vkcounter loadtest TOOL -help"
+Both report progress on stderr (a live line on a terminal, a plain line
+every 10 seconds otherwise), then print a summary (or -json) on stdout.
+They exit 0 when every answer was right, 1 if any was wrong or the run
+could not be made, 2 on a usage error (nothing is sent). Targets must be on
+the loopback unless -allow-remote is given. "vkcounter loadtest TOOL -h"
 lists a tool's flags.
 `
 
@@ -80,7 +75,10 @@ const countersHelp = `Usage: vkcounter loadtest counters (-addr HOST:PORT | -spa
 
 Sends counter protocol requests over -conns connections, each with up to
 -depth requests in flight, and checks every response: magic, opcode,
-opaque, status and body. Workloads (-op, comma-separated, cycled):
+opaque, status and body. It runs only against the server named by -addr,
+or one it starts itself with -spawn. It stops after -requests requests or
+after -duration, whichever comes first; -requests 0 with -duration runs
+for the whole duration. Workloads (-op, comma-separated, cycled):
   acquire   acquire 1 of one of -names shared counters, then release it
   get       get a counter this connection holds (the value is known)
   noop      noop
@@ -112,7 +110,7 @@ func (f *outputFlags) bind(fs *flag.FlagSet) {
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, loadtestHelp)
-		return loadtestUsage
+		return exitUsage
 	}
 	switch args[0] {
 	case "callback":
@@ -121,35 +119,25 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return loadtestCounters(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, loadtestHelp)
-		return loadtestOK
+		return exitOK
 	}
-	fmt.Fprintf(stderr, "vkcounter loadtest: unknown tool %q (callback, counters)\n", args[0])
-	return loadtestUsage
+	return usageError(stderr, "loadtest", fmt.Errorf("unknown tool %q (callback, counters)", args[0]))
 }
 
-// parseFlags parses args into fs, printing help on -help; ok is false when
-// the command should exit with code.
-func parseFlags(fs *flag.FlagSet, args []string, help string, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, help)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return loadtestOK, false
-		}
-		return loadtestUsage, false
+// parseLoadtestFlags is parseFlags for a load tool, which takes no
+// arguments besides its flags.
+func parseLoadtestFlags(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Writer) (code int, ok bool) {
+	if code, ok := parseFlags(fs, args, help, stdout, stderr); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vkcounter loadtest %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return loadtestUsage, false
+		return usageError(stderr, fs.Name(), fmt.Errorf("unexpected argument %q", fs.Arg(0))), false
 	}
-	return 0, true
+	return exitOK, true
 }
 
 func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("callback", flag.ContinueOnError)
+	fs := flag.NewFlagSet("loadtest callback", flag.ContinueOnError)
 	var out outputFlags
 	out.bind(fs)
 	var o loadtest.CallbackOptions
@@ -178,35 +166,37 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	faultSpec := fs.String("faults", "", "fault `SCHEDULE`, e.g. redis-stall@2s+10s,vk-down@5s+12s (see above)")
 	proxyAddr := fs.String("redis-proxy-addr", "127.0.0.1:0", "listen address of the proxy in front of -redis, for Redis faults")
 	fs.BoolVar(&o.StrictSends, "strict-sends", false, "a reply sent twice with one random_id is a problem (always, under -faults)")
-	if code, ok := parseFlags(fs, args, callbackHelp, stderr); !ok {
+	if code, ok := parseLoadtestFlags(fs, args, callbackHelp, stdout, stderr); !ok {
 		return code
-	}
-	usage := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "vkcounter loadtest callback: "+format+"\n", args...)
-		return loadtestUsage
 	}
 	var err error
 	if o.Faults, err = loadtest.ParseFaults(*faultSpec); err != nil {
-		return usage("-faults: %v", err)
+		return usageError(stderr, fs.Name(), fmt.Errorf("-faults: %v", err))
 	}
 	redisFaults := slices.ContainsFunc(o.Faults, loadtest.Fault.Redis)
-	fail := func(err error) int {
-		fmt.Fprintln(stderr, "vkcounter loadtest callback:", err)
-		return loadtestWrong
-	}
+	fail := func(err error) int { return failure(stderr, fs.Name(), err) }
 	o.AllowRemote, o.Progress = out.allowRemote, stderr
 	switch {
 	case (*webhook == "") == !out.spawn:
-		fmt.Fprintln(stderr, "vkcounter loadtest callback: give -url or -spawn (one of them)")
-		return loadtestUsage
+		return usageError(stderr, fs.Name(), errors.New("give -url or -spawn (one of them)"))
 	case *redisURL != "" && *redisCluster != "":
-		fmt.Fprintln(stderr, "vkcounter loadtest callback: give -redis or -redis-cluster, not both")
-		return loadtestUsage
+		return usageError(stderr, fs.Name(), errors.New("give -redis or -redis-cluster, not both"))
 	case redisFaults && *redisURL == "":
-		return usage("-faults: Redis faults need the bot's Redis as -redis (a single server: the proxy can stand neither in front of a cluster nor of the embedded Redis)")
+		return usageError(stderr, fs.Name(), errors.New("-faults: Redis faults need the bot's Redis as -redis (a single server: the proxy can stand neither in front of a cluster nor of the embedded Redis)"))
+	case o.Expired > 0 && *redisURL == "" && *redisCluster == "":
+		return usageError(stderr, fs.Name(), errors.New("-expired writes into the bot's Redis: give -redis or -redis-cluster"))
 	}
 	if err := checkRedisTargets(*redisURL, *redisCluster, out.allowRemote); err != nil {
-		return fail(err)
+		return usageError(stderr, fs.Name(), err)
+	}
+	if *webhook != "" {
+		u, err := url.Parse(*webhook)
+		if err != nil {
+			return usageError(stderr, fs.Name(), fmt.Errorf("-url %q: %w", *webhook, err))
+		}
+		if err := loadtest.CheckHost(u.Hostname(), out.allowRemote); err != nil {
+			return usageError(stderr, fs.Name(), err)
+		}
 	}
 	botRedis := *redisURL // what the bot is told
 	if redisFaults {
@@ -267,25 +257,41 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("counters", flag.ContinueOnError)
+	fs := flag.NewFlagSet("loadtest counters", flag.ContinueOnError)
 	var out outputFlags
 	out.bind(fs)
 	var o loadtest.CountersOptions
-	fs.StringVar(&o.Addr, "addr", "127.0.0.1:11215", "the counter server, `HOST:PORT`")
+	fs.StringVar(&o.Addr, "addr", "", "the counter server, `HOST:PORT`, e.g. 127.0.0.1:11215 (or -spawn)")
 	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit")
 	fs.IntVar(&o.Conns, "conns", 1, "connections")
 	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
 	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")
-	fs.Int64Var(&o.Requests, "requests", loadtest.DefaultRequests, "requests to send in all")
-	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0 = after -requests)")
+	fs.Int64Var(&o.Requests, "requests", loadtest.DefaultRequests, "requests to send in all; 0 = no limit, run for -duration")
+	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0 = no limit, stop after -requests)")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultCounterTimeout, "time limit for connecting and for each response")
-	if code, ok := parseFlags(fs, args, countersHelp, stderr); !ok {
+	if code, ok := parseLoadtestFlags(fs, args, countersHelp, stdout, stderr); !ok {
 		return code
 	}
 	var err error
 	if o.Ops, err = loadtest.ParseOps(*ops); err != nil {
-		fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
-		return loadtestUsage
+		return usageError(stderr, fs.Name(), err)
+	}
+	switch {
+	case (o.Addr == "") == !out.spawn:
+		return usageError(stderr, fs.Name(), errors.New("give -addr HOST:PORT or -spawn (one of them)"))
+	case o.Requests == 0 && o.Duration == 0:
+		return usageError(stderr, fs.Name(), errors.New("-requests 0 runs until -duration: give -duration too"))
+	case o.Requests < 0 || o.Duration < 0:
+		return usageError(stderr, fs.Name(), errors.New("-requests and -duration must not be negative"))
+	}
+	if o.Addr != "" {
+		host, _, err := net.SplitHostPort(o.Addr)
+		if err != nil {
+			return usageError(stderr, fs.Name(), fmt.Errorf("-addr %q: want HOST:PORT such as 127.0.0.1:11215", o.Addr))
+		}
+		if err := loadtest.CheckHost(host, out.allowRemote); err != nil {
+			return usageError(stderr, fs.Name(), err)
+		}
 	}
 	o.AllowRemote, o.Progress = out.allowRemote, stderr
 	if out.spawn {
@@ -294,20 +300,17 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 			"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_GROUPS": "", "VK_SECRET": "",
 		})
 		if err != nil {
-			fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
-			return loadtestWrong
+			return failure(stderr, fs.Name(), err)
 		}
 		defer c.stop(stderr)
 		if c.counterAddr == "" || c.counterAddr == CounterOff {
-			fmt.Fprintln(stderr, "vkcounter loadtest counters: the spawned service does not say where its counter port is")
-			return loadtestWrong
+			return failure(stderr, fs.Name(), errors.New("the spawned service does not say where its counter port is"))
 		}
 		o.Addr = c.counterAddr
 	}
 	rep, err := loadtest.RunCounters(ctx, o)
 	if err != nil {
-		fmt.Fprintln(stderr, "vkcounter loadtest counters:", err)
-		return loadtestWrong
+		return failure(stderr, fs.Name(), err)
 	}
 	return finish(rep, out, stdout, stderr)
 }
@@ -325,13 +328,12 @@ func finish(rep *loadtest.Report, out outputFlags, stdout, stderr io.Writer) int
 		err = writeHTMLReport(rep, out.report)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "vkcounter loadtest:", err)
-		return loadtestWrong
+		return failure(stderr, "loadtest", err)
 	}
 	if !rep.OK() {
-		return loadtestWrong
+		return exitFailure
 	}
-	return loadtestOK
+	return exitOK
 }
 
 func writeHTMLReport(rep *loadtest.Report, path string) error {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -132,10 +134,14 @@ func TestLoadtestUsage(t *testing.T) {
 		{"both url and spawn", []string{"callback", "-url", "http://127.0.0.1:1/", "-spawn"}, 2, "-url or -spawn"},
 		{"stray argument", []string{"counters", "extra"}, 2, "unexpected argument"},
 		{"unknown workload", []string{"counters", "-op", "burn"}, 2, "burn"},
-		{"remote webhook", []string{"callback", "-url", "http://10.1.2.3/callback"}, 1, "loopback"},
-		{"remote redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, 1, "loopback"},
-		{"remote counters", []string{"counters", "-addr", "10.1.2.3:11215"}, 1, "loopback"},
-		{"expired without redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-expired", "1"}, 1, "-redis"},
+		{"remote webhook", []string{"callback", "-url", "http://10.1.2.3/callback"}, 2, "loopback"},
+		{"remote redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, 2, "loopback"},
+		{"remote counters", []string{"counters", "-addr", "10.1.2.3:11215"}, 2, "loopback"},
+		{"expired without redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-expired", "1"}, 2, "-redis"},
+		{"counters without a target", []string{"counters", "-op", "noop"}, 2, "give -addr HOST:PORT or -spawn"},
+		{"counters with both targets", []string{"counters", "-addr", "127.0.0.1:1", "-spawn"}, 2, "give -addr HOST:PORT or -spawn"},
+		{"requests 0 without a duration", []string{"counters", "-addr", "127.0.0.1:1", "-requests", "0"}, 2, "give -duration too"},
+		{"bad duration", []string{"counters", "-addr", "127.0.0.1:1", "-duration", "10"}, 2, "want a Go duration such as"},
 		{"bad fault", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "redis-melt@1s+1s"}, 2, "unknown kind"},
 		{"fault without duration", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "vk-down@1s"}, 2, "START+DURATION"},
 		{"overlapping faults", []string{"callback", "-url", "http://127.0.0.1:1/", "-faults", "vk-down@1s+5s,vk-hang@2s+1s"}, 2, "overlap"},
@@ -146,9 +152,22 @@ func TestLoadtestUsage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := runLoadtest(context.Background(), tc.args, &stdout, &stderr)
-			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), tc.code, tc.want)
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) || stdout.Len() != 0 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q on stderr only", code, stdout.String(), stderr.String(), tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestLoadtestCountersForADuration: -requests 0 with -duration sends until
+// the duration ends, more than any fixed count would need to be guessed.
+func TestLoadtestCountersForADuration(t *testing.T) {
+	addr := counterstest.Start(t, counters.ServerOptions{})
+	code, rep, stderr := runLoad(t, "counters", "-addr", addr, "-op", "noop", "-requests", "0", "-duration", "300ms", "-json")
+	if code != 0 || !rep.OK || rep.Stopped != "duration" || rep.Requests == 0 {
+		t.Fatalf("exit %d, stopped %q after %d requests; want exit 0, stopped by the duration\n%s", code, rep.Stopped, rep.Requests, stderr)
+	}
+	if strings.Contains(stderr, "\r") {
+		t.Errorf("progress rewrote a terminal line on a non-terminal: %q", stderr)
 	}
 }

@@ -8,6 +8,10 @@
 //	vkcounter cnt …             talk to a counter port, like yc-cnt
 //	vkcounter loadtest …        simulate traffic and check every answer
 //	vkcounter setup -url …      register the Callback server with VK
+//	vkcounter version           print the build's version
+//
+// Every command exits 0 on success, 1 on a failure while running and 2 on
+// a usage error; help goes to stdout, errors to stderr.
 package main
 
 import (
@@ -20,9 +24,12 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
+	"text/tabwriter"
 
-	"github.com/rs/zerolog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/ratelog"
+	"github.com/vkcounter/vkcounter/internal/version"
 )
 
 func main() {
@@ -31,65 +38,99 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
+// A command is one subcommand of vkcounter.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands in the order the help shows them.
+func commands() []command {
+	return []command{
+		{"serve", "run the service (the default when no command is given)", runServe},
+		{"cnt", "talk to a counter port, like yc-cnt", func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+			return runCnt(ctx, args, stdout, stderr)
+		}},
+		{"loadtest", "simulate VK and counter traffic and check every answer", func(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+			return runLoadtest(ctx, args, stdout, stderr)
+		}},
+		{"setup", "register the community's Callback API server with VK", runSetup},
+		{"version", "print the version and build of this binary", runVersion},
+	}
+}
+
+// printCommands writes the top of every `vkcounter -h`: the subcommands
+// and the exit-code rule.
+func printCommands(w io.Writer) {
+	fmt.Fprintln(w, "Usage: vkcounter [COMMAND] [flags]")
+	fmt.Fprintln(w, "\nCommands:")
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\n\"vkcounter COMMAND -h\" shows a command's flags. Exit status: 0 success, 1 failure while")
+	fmt.Fprintln(w, "running, 2 usage error.")
+}
+
 // run dispatches a subcommand and returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	name := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
-	switch cmd {
-	case "serve":
-		return runServe(ctx, args, getenv, stdout, stderr)
-	case "cnt":
-		return runCnt(ctx, args, stdout, stderr)
-	case "loadtest":
-		return runLoadtest(ctx, args, stdout, stderr)
-	case "setup":
-		return runSetup(ctx, args, getenv, stdout, stderr)
-	case "help":
-		fmt.Fprintln(stdout, "usage: vkcounter [serve|cnt|loadtest|setup] [flags]; vkcounter serve -help lists every setting")
-		return 0
+	if name == "help" {
+		name, args = "serve", []string{"-h"}
 	}
-	fmt.Fprintf(stderr, "vkcounter: unknown command %q (serve, cnt, loadtest, setup, help)\n", cmd)
-	return 2
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, args, getenv, stdout, stderr)
+		}
+	}
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return usageError(stderr, "", fmt.Errorf("unknown command %q (%s)", name, strings.Join(names, ", ")))
+}
+
+// runVersion is `vkcounter version`.
+func runVersion(_ context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if code, ok := parseFlags(fs, args, "Usage: vkcounter version\n\nPrints the module version, VCS revision and Go version of this binary.\n", stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "version", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	fmt.Fprintln(stdout, version.Get())
+	return exitOK
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "vkcounter:", err)
-		return 2
+		return usageError(stderr, "serve", err)
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "vkcounter:", err)
-		return 2
+		return usageError(stderr, "serve", err)
 	}
+	redis.SetLogger(redisLogger{ratelog.New(log.With().Str("component", "go-redis").Logger(), failureLogEvery)})
 	m := NewMain(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		log.Error().Err(err).Msg("cannot start")
-		return 1
+		return exitFailure
 	}
 	<-ctx.Done()
 	log.Info().Stringer("timeout", cfg.ShutdownTimeout).Msg("shutting down")
 	if err := m.Close(); err != nil {
 		log.Error().Err(err).Msg("shutdown incomplete")
-		return 1
+		return exitFailure
 	}
 	log.Info().Msg("stopped")
-	return 0
-}
-
-func newLogger(cfg Config, w io.Writer) (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(cfg.LogLevel)
-	if err != nil || cfg.LogLevel == "" {
-		return zerolog.Logger{}, fmt.Errorf("LOG_LEVEL %q: want trace, debug, info, warn or error", cfg.LogLevel)
-	}
-	if cfg.LogFormat == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+	return exitOK
 }

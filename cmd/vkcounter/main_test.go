@@ -397,7 +397,10 @@ func TestConfigErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"bad window", map[string]string{"WINDOW": "soon"}, "WINDOW"},
+		{"bad window", map[string]string{"WINDOW": "soon"}, `WINDOW (environment) "soon": want a Go duration such as 90s, 10m or 24h`},
+		{"bad number", map[string]string{"VK_RATE": "fast"}, `VK_RATE (environment) "fast": want a number such as 20 or 2.5`},
+		{"bad whole number", map[string]string{"OUTBOX_MAX_LEN": "1e3"}, `OUTBOX_MAX_LEN (environment) "1e3": want a whole number such as 100`},
+		{"bad boolean", map[string]string{"NORMALIZE": "yes please"}, `NORMALIZE (environment) "yes please": want true or false`},
 		{"fractional window", map[string]string{"WINDOW": "1500ms"}, "WINDOW"},
 		{"token without group", map[string]string{"VK_TOKEN": "t"}, "VK_GROUP_ID"},
 		{"both redis", map[string]string{"REDIS_URL": "redis://x", "REDIS_CLUSTER": "a:1"}, "REDIS_CLUSTER"},

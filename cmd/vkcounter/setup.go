@@ -29,26 +29,15 @@ Flags:
 // runSetup is `vkcounter setup`.
 func runSetup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	fs.SetOutput(stdout)
 	cbURL := fs.String("url", "", "public URL of the webhook, such as https://example.com/callback (required)")
 	title := fs.String("title", vkapi.DefaultTitle, fmt.Sprintf("title of the server in VK's settings (at most %d characters)", vkapi.MaxTitle))
 	group := fs.Int("group-id", 0, "community id (default VK_GROUP_ID)")
 	token := fs.String("token", "", "community token with the manage right (default VK_TOKEN)")
 	secret := fs.String("secret", "", "secret key (default VK_SECRET; empty keeps the server's or generates one)")
 	apiURL := fs.String("api-url", "", "VK API base URL (default VK_API_URL or https://api.vk.com/method/)")
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, setupUsage, vkapi.Version)
-		fs.PrintDefaults()
-	}
-	usage := func(err error) int {
-		fmt.Fprintln(stderr, "vkcounter setup:", err)
-		return 2
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	usage := func(err error) int { return usageError(stderr, "setup", err) }
+	if code, ok := parseFlags(fs, args, fmt.Sprintf(setupUsage, vkapi.Version), stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
@@ -97,9 +86,9 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 		printSetup(stdout, o, res, len(jobs) > 1)
 	}
 	if failed {
-		return 1
+		return exitFailure
 	}
-	return 0
+	return exitOK
 }
 
 // printSetup tells what Setup did and the settings to serve with.

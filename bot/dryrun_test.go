@@ -1,0 +1,51 @@
+package bot_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/outbox"
+)
+
+// TestDryRunIsNotSent: in dry-run a reply is logged and leaves the outbox
+// with its own result, never counted as sent or delivered.
+func TestDryRunIsNotSent(t *testing.T) {
+	var log lockedBuffer
+	var mu sync.Mutex
+	var classes []bot.Class
+	opts := fastOptions()
+	opts.OnReplyDone = func(c bot.Class, _ time.Duration) {
+		mu.Lock()
+		classes = append(classes, c)
+		mu.Unlock()
+	}
+	o := newOutbox(t, outbox.Options{})
+	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(&log))}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.HandleMessage(context.Background(), msg(1, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.Sent != 0 || st.DryRun != 1 || st.Dropped != 0 {
+		t.Fatalf("stats %+v, want 1 dry-run reply and none sent", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(classes) != 1 || classes[0] != bot.Logged || classes[0].String() != "dry_run" {
+		t.Fatalf("OnReplyDone classes %v, want [dry_run]", classes)
+	}
+	if !strings.Contains(log.String(), `"reply":"0","message":"reply (dry-run, not sent)"`) {
+		t.Fatalf("no dry-run line in %s", log.String())
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/internal/ratelog"
+	"github.com/vkcounter/vkcounter/internal/tty"
+)
+
+// failureLogEvery is how often a repeated failure line may be logged.
+const failureLogEvery = 10 * time.Second
+
+// newLogger returns the service's logger writing to w: JSON lines, or with
+// LOG_FORMAT=console human-readable ones, coloured only when w is a
+// terminal.
+func newLogger(cfg Config, w io.Writer) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || cfg.LogLevel == "" {
+		return zerolog.Logger{}, fmt.Errorf("LOG_LEVEL %q: want trace, debug, info, warn or error", cfg.LogLevel)
+	}
+	if cfg.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !tty.Is(w)}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
+
+// redisLogger routes go-redis's own log lines (pool and reconnection
+// messages) into the service's log as warnings, at most one per
+// failureLogEvery, so that a JSON log stays JSON and an outage does not
+// flood it.
+type redisLogger struct{ log *ratelog.Logger }
+
+// Printf is go-redis's logging interface.
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
