@@ -56,6 +56,11 @@ type CallbackOptions struct {
 	// once answered "ok", with the same event_id and X-Retry-Counter: 1, as
 	// VK does when an "ok" is lost. They must be counted once.
 	RetryFraction float64
+	// NoEventID is the share of events posted without an event_id, as a
+	// message can arrive: the bot must recognise their re-deliveries by
+	// the message's own identity (group, peer_id,
+	// conversation_message_id).
+	NoEventID float64
 
 	// Expired, when positive, stores that many occurrences of every text,
 	// older than the window, in the bot's Redis before the run, as the
@@ -147,6 +152,9 @@ func (o *CallbackOptions) validate() error {
 	if o.RetryFraction < 0 || o.RetryFraction > 1 {
 		bad("retry fraction %g: must be between 0 and 1", o.RetryFraction)
 	}
+	if o.NoEventID < 0 || o.NoEventID > 1 {
+		bad("share without event_id %g: must be between 0 and 1", o.NoEventID)
+	}
 	if o.Window < 0 || o.Window%time.Second != 0 {
 		bad("window %v: must be whole seconds", o.Window)
 	}
@@ -180,6 +188,7 @@ type event struct {
 	msgID int // message id; 0 in group chats
 	cmid  int // conversation_message_id
 	rid   int64
+	bare  bool // posted without event_id (id still names it in reports)
 
 	start time.Time // first attempt
 	acked time.Time // first "ok"
@@ -347,6 +356,9 @@ func (r *callbackRun) describe() string {
 	if o.RetryFraction > 0 {
 		s += fmt.Sprintf(", %g%% re-posted", 100*o.RetryFraction)
 	}
+	if o.NoEventID > 0 {
+		s += fmt.Sprintf(", %g%% without event_id", 100*o.NoEventID)
+	}
 	if o.Expired > 0 {
 		s += fmt.Sprintf(", each text prefilled with %d expired occurrences", o.Expired)
 	}
@@ -430,7 +442,7 @@ func (r *callbackRun) plan() {
 		if o.Peers > 0 {
 			conv = seq % o.Peers
 		}
-		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: userBase + conv}
+		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: userBase + conv, bare: picked(seq, o.NoEventID)}
 		e.peer, e.msgID = e.from, seq+1
 		if conv%chatEvery == chatEvery-1 {
 			e.peer, e.msgID = chatPeerBase+1+conv/chatEvery, 0
@@ -451,9 +463,23 @@ func (r *callbackRun) plan() {
 // message is e as the bot decodes it.
 func (r *callbackRun) message(e *event) callback.Message {
 	return callback.Message{
-		GroupID: r.o.GroupID, EventID: e.id, ID: e.msgID, ConversationMessageID: e.cmid,
+		GroupID: r.o.GroupID, EventID: e.eventID(), ID: e.msgID, ConversationMessageID: e.cmid,
 		PeerID: e.peer, FromID: e.from, Text: r.texts[e.text],
 	}
+}
+
+// eventID is the event_id e is posted with: empty for a bare event.
+func (e *event) eventID() string {
+	if e.bare {
+		return ""
+	}
+	return e.id
+}
+
+// picked tells whether the event numbered seq is one of a share f of all
+// events, spread evenly: exactly floor(n·f) of the first n are (Bresenham).
+func picked(seq int, f float64) bool {
+	return int(float64(seq+1)*f) > int(float64(seq)*f)
 }
 
 // body is e as VK posts it (API 5.199).
@@ -477,14 +503,14 @@ func (r *callbackRun) body(e *event) []byte {
 	v := struct {
 		GroupID int    `json:"group_id"`
 		Type    string `json:"type"`
-		EventID string `json:"event_id"`
+		EventID string `json:"event_id,omitempty"`
 		V       string `json:"v"`
 		Object  struct {
 			Message    message    `json:"message"`
 			ClientInfo clientInfo `json:"client_info"`
 		} `json:"object"`
 		Secret string `json:"secret"`
-	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.id, V: apiVersion, Secret: r.o.Secret}
+	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.eventID(), V: apiVersion, Secret: r.o.Secret}
 	v.Object.Message = message{
 		Date: time.Now().Unix(), FromID: e.from, ID: e.msgID, Attachments: []any{},
 		CMID: e.cmid, Text: r.texts[e.text], PeerID: e.peer,
@@ -623,9 +649,7 @@ func (r *callbackRun) postEvent(ctx context.Context, e *event) {
 		return
 	}
 	e.acked = time.Now()
-	// Bresenham: re-post exactly floor(n·f) of the first n events, spread evenly.
-	f := r.o.RetryFraction
-	if int(float64(e.seq+1)*f) > int(float64(e.seq)*f) {
+	if picked(e.seq, r.o.RetryFraction) {
 		r.reposts.Add(1)
 		r.deliver(ctx, body, 1)
 	}

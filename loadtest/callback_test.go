@@ -46,6 +46,9 @@ type fakeBot struct {
 	fault func(k int, m callback.Message, n int64, r []reply) (status int, replies []reply)
 	// countRetries makes the bot count a re-delivered event again.
 	countRetries bool
+	// eventIDOnly makes the bot recognise re-deliveries by event_id only,
+	// so it counts a re-delivered message without one again.
+	eventIDOnly bool
 	// patient makes the bot retry a failed send until VK accepts it,
 	// as the real bot's outbox does.
 	patient bool
@@ -57,9 +60,9 @@ type fakeBot struct {
 
 	mu     sync.Mutex // guards the fields below
 	counts map[string]int64
-	seen   map[string]int64 // event id → its number once answered "ok"
-	index  map[string]int   // event id → k
-	ids    []string         // event ids by k
+	seen   map[string]int64 // event id (else message identity) → its number once answered "ok"
+	index  map[string]int   // event id (else message identity) → k
+	ids    []string         // event ids (else message identities) by k
 }
 
 func newFakeBot(t testing.TB, vk *vktest.Server) (*fakeBot, string) {
@@ -105,17 +108,24 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.Retry, _ = strconv.Atoi(r.Header.Get(callback.HeaderRetryCounter))
 
 	b.mu.Lock()
-	k, known := b.index[m.EventID]
+	key := m.EventID // what re-deliveries are recognised by
+	if key == "" {
+		key = fmt.Sprintf("message %d:%d:%d", m.PeerID, m.ConversationMessageID, m.ID)
+		if b.eventIDOnly {
+			key = fmt.Sprintf("request %d", len(b.ids))
+		}
+	}
+	k, known := b.index[key]
 	if !known {
 		k = len(b.ids)
-		b.index[m.EventID] = k
-		b.ids = append(b.ids, m.EventID)
+		b.index[key] = k
+		b.ids = append(b.ids, key)
 	}
-	n, retried := b.seen[m.EventID]
+	n, retried := b.seen[key]
 	retried = retried && !b.countRetries
 	b.mu.Unlock()
 	if !retried {
-		n = b.count(r.Context(), m)
+		n = b.count(r.Context(), m, key)
 	}
 	status, replies := http.StatusOK, []reply{{m.PeerID, strconv.FormatInt(n, 10), int64(bot.RandomID(m))}}
 	if b.fault != nil && !retried {
@@ -123,7 +133,7 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if status == http.StatusOK {
 		b.mu.Lock()
-		b.seen[m.EventID] = n
+		b.seen[key] = n
 		b.mu.Unlock()
 	} else if !retried {
 		b.uncount(m) // as the real bot: not "ok" means not counted
@@ -144,9 +154,9 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
-func (b *fakeBot) count(ctx context.Context, m callback.Message) int64 {
+func (b *fakeBot) count(ctx context.Context, m callback.Message, key string) int64 {
 	if b.store != nil {
-		res, err := b.store.Count(ctx, bot.Identity(m, false), m.EventID)
+		res, err := b.store.Count(ctx, bot.Identity(m, false), key)
 		if err != nil {
 			b.t.Errorf("count: %v", err)
 		}

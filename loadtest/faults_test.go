@@ -204,3 +204,49 @@ func TestRedisFaultNeedsProxy(t *testing.T) {
 		t.Fatalf("error %v, want one about the missing proxy", err)
 	}
 }
+
+// TestEventsWithoutEventID: re-delivered messages without an event_id
+// must be recognised by the message's identity; a bot that goes by
+// event_id alone counts them again, and the checker says so.
+func TestEventsWithoutEventID(t *testing.T) {
+	for _, byID := range []bool{false, true} {
+		t.Run("event_id only "+strconv.FormatBool(byID), func(t *testing.T) {
+			vk := newVK(t)
+			b, u := newFakeBot(t, vk)
+			b.eventIDOnly, b.quietRetries = byID, true
+			o := options(u, vk)
+			o.RetryFraction, o.NoEventID, o.StrictSends = 0.2, 0.5, true
+			rep := run(t, o)
+			if !strings.Contains(rep.Scenario, "50% without event_id") {
+				t.Errorf("scenario %q", rep.Scenario)
+			}
+			got := problems(rep)
+			if !byID {
+				if len(got) != 0 {
+					t.Fatalf("problems %v: %v", got, rep.Check.Listed)
+				}
+				return
+			}
+			// Events 9, 19 and 29 are re-posted and bare (4, 14 and 24
+			// carry an event_id): each is counted again, so its second
+			// reply carries another number under the same random_id.
+			if got[loadtest.WrongNumber] < 3 {
+				t.Fatalf("problems %v, want the recounted bare events caught; listed %v", got, rep.Check.Listed)
+			}
+			recounted := 0
+			for _, p := range rep.Check.Listed {
+				if p.Kind != loadtest.WrongNumber || !strings.Contains(p.Want, "again for random_id") {
+					continue
+				}
+				recounted++
+				id := strings.Fields(p.Subject)[1] // "event ID (text …"
+				if seq, _ := strconv.ParseInt(id[len(id)-8:], 16, 0); seq%10 != 9 {
+					t.Errorf("%s: not one of the bare re-posted events", p)
+				}
+			}
+			if recounted != 3 {
+				t.Errorf("%d events answered twice with different numbers, want 3; listed %v", recounted, rep.Check.Listed)
+			}
+		})
+	}
+}

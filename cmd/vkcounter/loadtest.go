@@ -152,6 +152,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.Float64Var(&o.Rate, "rate", 0, "events per second (0 = as fast as possible)")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop posting after this long (0 = when every event is posted)")
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0, "share of events posted again with the same event_id and X-Retry-Counter")
+	fs.Float64Var(&o.NoEventID, "no-event-id", 0, "share of events posted without event_id, to be recognised by the message's identity")
 	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run")
 	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
