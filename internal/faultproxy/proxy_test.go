@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
 // echoServer echoes every line it gets; received gets a copy of each line
@@ -70,16 +71,6 @@ func echoServer(t *testing.T) (addr string, received <-chan string) {
 	return ln.Addr().String(), lines
 }
 
-func newProxy(t *testing.T, target string) *faultproxy.Proxy {
-	t.Helper()
-	p, err := faultproxy.New(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
 type client struct {
 	t *testing.T
 	c net.Conn
@@ -125,7 +116,7 @@ func quiet(t *testing.T, lines <-chan string) {
 
 func TestForwards(t *testing.T) {
 	addr, _ := echoServer(t)
-	p := newProxy(t, addr)
+	p := redistest.NewProxy(t, addr)
 	if p.Target() != addr {
 		t.Errorf("target %q, want %q", p.Target(), addr)
 	}
@@ -142,7 +133,7 @@ func TestForwards(t *testing.T) {
 // after Resume, in order, and the connections stay usable.
 func TestStallHoldsBytesAndResumeDeliversInOrder(t *testing.T) {
 	addr, lines := echoServer(t)
-	p := newProxy(t, addr)
+	p := redistest.NewProxy(t, addr)
 	old := dial(t, p.Addr())
 	old.send("before\n")
 	old.expect("before\n")
@@ -174,7 +165,7 @@ func TestStallHoldsBytesAndResumeDeliversInOrder(t *testing.T) {
 // TestStallHoldsAnswers: an answer on its way back is held too.
 func TestStallHoldsAnswers(t *testing.T) {
 	addr, lines := echoServer(t)
-	p := newProxy(t, addr)
+	p := redistest.NewProxy(t, addr)
 	p.SetLatency(200 * time.Millisecond)
 	c := dial(t, p.Addr())
 	c.send("ping\n")
@@ -195,7 +186,7 @@ func isTimeout(err error) bool {
 
 func TestCutDuringStallDropsAndRestores(t *testing.T) {
 	addr, lines := echoServer(t)
-	p := newProxy(t, addr)
+	p := redistest.NewProxy(t, addr)
 	c := dial(t, p.Addr())
 	p.Stall()
 	c.send("lost\n")
@@ -221,7 +212,7 @@ func TestCutDuringStallDropsAndRestores(t *testing.T) {
 // latency, and pipelined lines keep their order.
 func TestLatencyDelaysEachDirection(t *testing.T) {
 	addr, _ := echoServer(t)
-	p := newProxy(t, addr)
+	p := redistest.NewProxy(t, addr)
 	const d = 100 * time.Millisecond
 	p.SetLatency(d)
 	c := dial(t, p.Addr())
@@ -246,7 +237,7 @@ func TestLatencyDelaysEachDirection(t *testing.T) {
 // write a client's blind retry makes.
 func TestRedisThroughStall(t *testing.T) {
 	m := miniredis.RunT(t)
-	p := newProxy(t, m.Addr())
+	p := redistest.NewProxy(t, m.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
