@@ -18,13 +18,30 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/version"
 )
 
 const namespace = "vkcounter"
 
-// latencyBuckets span 100µs to 10s: a webhook answers in milliseconds, a
-// VK call may take seconds.
-var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 12)
+// latencyBuckets span 100µs to about 93s (×2.5 each): a webhook answers in
+// milliseconds, while a VK call or a reply's age under retries and rate
+// limits runs to tens of seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
+
+// Known label values, created at start so that every series exists (at 0)
+// from the first scrape and rate() works from there.
+var (
+	webhookOutcomes = []string{"ok", "bad_request", "forbidden", "method_not_allowed", "too_large", "unavailable", "other"}
+	replyResults    = []bot.Class{bot.Delivered, bot.Drop, bot.Logged}
+	vkMethods       = []string{"messages.send", "execute"}
+	// countersRoutes are the routes of the /counters/ HTTP API (the
+	// patterns of counters.HTTPHandler) with their methods.
+	countersRoutes = [][2]string{
+		{"GET", "/counters/access/{name}"}, {"POST", "/counters/access/{name}"},
+		{"GET", "/counters/participants/{name}"},
+		{"POST", "/counters/participants/{name}/visit"}, {"POST", "/counters/participants/{name}/leave"},
+	}
+)
 
 // Metrics holds every collector. Its methods are safe for concurrent use.
 type Metrics struct {
@@ -40,6 +57,8 @@ type Metrics struct {
 	vkDuration      *prometheus.HistogramVec
 	counterRequests *prometheus.CounterVec
 	counterConns    prometheus.Gauge
+	httpRequests    *prometheus.CounterVec
+	httpDuration    *prometheus.HistogramVec
 }
 
 // New returns a Metrics with Go runtime and process collectors and every
@@ -65,15 +84,45 @@ func New() *Metrics {
 		Help: `VK API calls by method and error code ("0" success, "transport" no VK answer).`}, []string{"method", "code"})
 	m.vkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "vk_api_duration_seconds",
 		Help: "Duration of VK API calls.", Buckets: latencyBuckets}, []string{"method"})
-	m.counterRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "counter_requests_total",
-		Help: "Counter protocol requests by opcode and status."}, []string{"opcode", "status"})
-	m.counterConns = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "counter_connections",
+	m.counterRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "counterport_requests_total",
+		Help: "Counter protocol requests by opcode and status (snake_case, e.g. ok, not_found)."}, []string{"opcode", "status"})
+	m.counterConns = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "counterport_connections",
 		Help: "Open counter protocol connections."})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "counters_http_requests_total",
+		Help: "Requests to the /counters/ HTTP API by method, route (the pattern matched) and HTTP status code."}, []string{"method", "route", "code"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "counters_http_duration_seconds",
+		Help: "Time to answer a /counters/ HTTP API request, by route.", Buckets: latencyBuckets}, []string{"route"})
+	v := version.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the labels say which build is running."}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	for _, c := range []prometheus.Collector{m.webhookRequests, m.webhookDuration, m.scriptDuration, m.scriptErrors,
-		m.replies, m.replyAge, m.vkCalls, m.vkDuration, m.counterRequests, m.counterConns} {
+		m.replies, m.replyAge, m.vkCalls, m.vkDuration, m.counterRequests, m.counterConns, m.httpRequests, m.httpDuration, build} {
 		f(c)
 	}
+	m.initLabels()
 	return m
+}
+
+// initLabels creates every known series at 0.
+func (m *Metrics) initLabels() {
+	for _, o := range webhookOutcomes {
+		m.webhookRequests.WithLabelValues(o)
+	}
+	for _, c := range replyResults {
+		m.replies.WithLabelValues(c.String())
+	}
+	for _, method := range vkMethods {
+		m.vkCalls.WithLabelValues(method, "0")
+		m.vkDuration.WithLabelValues(method)
+	}
+	for _, op := range wire.Opcodes() {
+		m.counterRequests.WithLabelValues(op.String(), wire.StatusOK.Label())
+	}
+	for _, r := range countersRoutes {
+		m.httpRequests.WithLabelValues(r[0], r[1], "200")
+		m.httpDuration.WithLabelValues(r[1])
+	}
 }
 
 // Handler serves the metrics in the Prometheus text format.
@@ -90,6 +139,29 @@ func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 // CounterFunc registers a counter whose value is read from f at each scrape.
 func (m *Metrics) CounterFunc(name, help string, f func() float64) {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, f))
+}
+
+// CountersHTTP wraps the /counters/ HTTP API (its token check included),
+// counting requests by method, matched route and status code, and timing
+// them. The route is the pattern the API's mux matched (http.Request's
+// Pattern, set on the request as it passes through), so names never become
+// label values.
+func (m *Metrics) CountersHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		m.httpDuration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		method := r.Method
+		if method != http.MethodGet && method != http.MethodPost {
+			method = "other" // any string may arrive here: keep the label set bounded
+		}
+		m.httpRequests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
+	})
 }
 
 // Webhook wraps the webhook handler, counting requests by outcome and
@@ -173,7 +245,7 @@ func (m *Metrics) ReplyDone(class bot.Class, age time.Duration) {
 
 // OnRequest records one counter protocol request (counters.Observer).
 func (m *Metrics) OnRequest(op wire.Opcode, st wire.Status) {
-	m.counterRequests.WithLabelValues(op.String(), st.String()).Inc()
+	m.counterRequests.WithLabelValues(op.String(), st.Label()).Inc()
 }
 
 // OnConn records a counter connection opening (+1) or closing (-1)

@@ -344,7 +344,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if m.cfg.VKMode == ModeCallback {
 		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
 	}
-	pub.Handle(counters.HTTPPrefix, counters.RequireToken(m.cfg.CountersHTTPToken, api))
+	pub.Handle(counters.HTTPPrefix, m.metrics.CountersHTTP(counters.RequireToken(m.cfg.CountersHTTPToken, api)))
 	pub.HandleFunc("GET /healthz", healthz)
 	adm := http.NewServeMux()
 	adm.Handle("GET /metrics", m.metrics.Handler())

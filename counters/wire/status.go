@@ -1,6 +1,9 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // statusMessages holds the error body of each status: ASCII, no NUL, exactly
 // what the reference server sends.
@@ -13,6 +16,38 @@ var statusMessages = map[Status]string{
 	StatusUnknownCommand: "Unknown command",
 	StatusOutOfMemory:    "OutOfMemory",
 	StatusStoreFailure:   "Store unavailable",
+}
+
+// statusLabels names each status in snake_case, for metric labels and
+// machine-readable output.
+var statusLabels = map[Status]string{
+	StatusOK:             "ok",
+	StatusNotFound:       "not_found",
+	StatusInvalid:        "invalid_arguments",
+	StatusNotAvailable:   "resource_not_available",
+	StatusNotAcquired:    "not_acquired",
+	StatusUnknownCommand: "unknown_command",
+	StatusOutOfMemory:    "out_of_memory",
+	StatusStoreFailure:   "store_unavailable",
+}
+
+// Label returns the status's snake_case name ("not_found"), or "0xnn" for
+// a status this codec does not know.
+func (s Status) Label() string {
+	if l, ok := statusLabels[s]; ok {
+		return l
+	}
+	return fmt.Sprintf("0x%02x", byte(s))
+}
+
+// Statuses returns every status this codec knows, in ascending order.
+func Statuses() []Status {
+	out := make([]Status, 0, len(statusLabels))
+	for s := range statusLabels {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Message returns the text an error response with this status carries as

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// scrapeMetrics returns the admin server's /metrics.
+func (a *app) scrapeMetrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(a.adminURL("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// TestMetricsFollowPrometheusConventions lints a live scrape with
+// client_golang's promlint, after traffic on every instrumented path, and
+// checks what the linter cannot: the known series exist from the first
+// scrape, status labels are snake_case, and latency buckets reach tens of
+// seconds.
+func TestMetricsFollowPrometheusConventions(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": ""})
+
+	fresh := a.scrapeMetrics(t)
+	for _, want := range []string{
+		`vkcounter_webhook_requests_total{outcome="unavailable"} 0`,
+		`vkcounter_replies_total{result="dry_run"} 0`,
+		`vkcounter_replies_total{result="drop"} 0`,
+		`vkcounter_vk_api_calls_total{code="0",method="execute"} 0`,
+		`vkcounter_counterport_requests_total{opcode="acquire",status="ok"} 0`,
+		`vkcounter_counters_http_requests_total{code="200",method="POST",route="/counters/participants/{name}/visit"} 0`,
+		`vkcounter_build_info{goversion="go`,
+	} {
+		if !strings.Contains(fresh, want) {
+			t.Errorf("first scrape lacks %s", want)
+		}
+	}
+
+	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": demoGroupID, "event_id": "m1",
+		"object": map[string]any{"message": map[string]any{"peer_id": 5, "text": "lint me", "conversation_message_id": 1}}})
+	a.mustOK(t, body)
+	a.post(t, []byte("{"), nil)
+	a.mustAPI(t, "POST", "/counters/access/pages", "", 200, `{"name":"pages","total":1}`)
+	a.mustAPI(t, "GET", "/counters/access/never", "", 404, `{"error":"access: counter not found"}`)
+	a.mustCnt(t, "1\n", "total", "pages")
+	cnt(t, t.Context(), "-addr", a.CounterAddr(), "total", "never")
+	eventually(t, func() error {
+		if !strings.Contains(a.scrapeMetrics(t), `vkcounter_replies_total{result="dry_run"} 1`) {
+			return errors.New("the dry-run reply is not in /metrics")
+		}
+		return nil
+	})
+
+	scrape := a.scrapeMetrics(t)
+	problems, err := promlint.New(strings.NewReader(scrape)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for _, want := range []string{
+		`vkcounter_replies_total{result="delivered"} 0`, // dry-run is not delivered
+		`vkcounter_counterport_requests_total{opcode="total",status="not_found"} 1`,
+		`vkcounter_counterport_requests_total{opcode="total",status="ok"} 1`,
+		`vkcounter_counters_http_requests_total{code="200",method="POST",route="/counters/access/{name}"} 1`,
+		`vkcounter_counters_http_requests_total{code="404",method="GET",route="/counters/access/{name}"} 1`,
+		`vkcounter_counters_http_duration_seconds_count{route="/counters/access/{name}"} 2`,
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	for _, m := range regexp.MustCompile(`status="([^"]*)"`).FindAllStringSubmatch(scrape, -1) {
+		if !regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`).MatchString(m[1]) {
+			t.Errorf("status label %q is not snake_case", m[1])
+		}
+	}
+	largest := 0.0
+	for _, m := range regexp.MustCompile(`vkcounter_vk_api_duration_seconds_bucket\{method="execute",le="([0-9.e+]+)"\}`).FindAllStringSubmatch(scrape, -1) {
+		if v, err := strconv.ParseFloat(m[1], 64); err == nil && v > largest {
+			largest = v
+		}
+	}
+	if largest < 60 {
+		t.Errorf("largest finite latency bucket %gs: VK calls and reply ages run to tens of seconds", largest)
+	}
+}
