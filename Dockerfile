@@ -1,16 +1,31 @@
+# syntax=docker/dockerfile:1
 # Build a static binary, then ship it alone in a distroless image as a non-root user.
-FROM golang:1.26 AS build
+
+# The builder's Go must satisfy go.mod's go line: the golang images set
+# GOTOOLCHAIN=local, so an older one fails rather than download a newer Go.
+ARG GO_VERSION=1.26.8
+
+FROM golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/vkcounter ./cmd/vkcounter
+# VERSION is stamped into the binary (`vkcounter version`, the start-up log
+# line, vkcounter_build_info); the build context has no .git to read it from:
+#   fly deploy --build-arg VERSION=$(git describe --tags --always --dirty)
+ARG VERSION=unknown
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+    -ldflags="-s -w -X github.com/vkcounter/vkcounter/internal/version.Stamp=${VERSION}" \
+    -o /out/vkcounter ./cmd/vkcounter
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/vkcounter /usr/local/bin/vkcounter
 USER nonroot:nonroot
-# 8080: webhook, /counters/, /healthz (public). 9090: /metrics, /stats, /readyz, and 11215: counter
-# protocol (both without authentication: keep them private).
+# 8080: webhook, /counters/, /healthz (public). 9090: /metrics, /stats,
+# /readyz, and 11215: counter protocol (neither has authentication: keep
+# them private; the image's defaults listen on loopback only, fly.toml
+# opens them to Fly's private network).
 EXPOSE 8080 9090 11215
 ENTRYPOINT ["/usr/local/bin/vkcounter"]
 CMD ["serve"]

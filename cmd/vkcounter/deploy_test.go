@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	goversion "go/version"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,13 +162,17 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 
 // dockerBuild is the `go build` of the Dockerfile, parsed.
 type dockerBuild struct {
-	env  []string // e.g. CGO_ENABLED=0
-	args []string // after "go build", without -o and its value
-	pkg  string
+	mounts []string // --mount=… of the RUN line
+	env    []string // e.g. CGO_ENABLED=0
+	args   []string // after "go build", without -o and its value; ${VERSION} is testVersion
+	pkg    string
 }
 
+// testVersion is what staticBinary stamps for the Dockerfile's ${VERSION}.
+const testVersion = "v0.0.0-dockerfile-test"
+
 var (
-	buildLine  = regexp.MustCompile(`(?m)^RUN ((?:[A-Z_]+=\S+ )*)go build (.*)$`)
+	buildLine  = regexp.MustCompile(`(?m)^RUN ((?:--mount=\S+ )*)((?:[A-Z_]+=\S+ )*)go build (.*)$`)
 	shellWords = regexp.MustCompile(`(?:[^\s"']+|"[^"]*"|'[^']*')+`) // words as sh splits them
 )
 
@@ -177,13 +183,15 @@ func parseDockerfile(t *testing.T) (dockerBuild, string) {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	m := buildLine.FindStringSubmatch(text)
+	joined := regexp.MustCompile(`\\\n\s*`).ReplaceAllString(text, "") // continuation lines
+	m := buildLine.FindStringSubmatch(joined)
 	if m == nil {
 		t.Fatal("Dockerfile has no RUN … go build line")
 	}
 	var b dockerBuild
-	b.env = strings.Fields(m[1])
-	fields := shellWords.FindAllString(m[2], -1)
+	b.mounts = strings.Fields(m[1])
+	b.env = strings.Fields(m[2])
+	fields := shellWords.FindAllString(m[3], -1)
 	for i := 0; i < len(fields); i++ {
 		switch f := fields[i]; {
 		case f == "-o":
@@ -191,7 +199,7 @@ func parseDockerfile(t *testing.T) (dockerBuild, string) {
 		case strings.HasPrefix(f, "./"):
 			b.pkg = f
 		default:
-			b.args = append(b.args, strings.NewReplacer(`"`, "", "'", "").Replace(f))
+			b.args = append(b.args, strings.NewReplacer(`"`, "", "'", "", "${VERSION}", testVersion).Replace(f))
 		}
 	}
 	return b, text
@@ -217,6 +225,50 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
 		}
 	}
+
+	// Go's caches survive between builds.
+	for _, target := range []string{"/go/pkg/mod", "/root/.cache/go-build"} {
+		if !slices.Contains(b.mounts, "--mount=type=cache,target="+target) {
+			t.Errorf("go build has no cache mount of %s: %v", target, b.mounts)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^RUN --mount=type=cache,target=/go/pkg/mod go mod download$`).MatchString(text) ||
+		!strings.HasPrefix(text, "# syntax=docker/dockerfile:1\n") {
+		t.Error("go mod download needs the module cache mount, and the Dockerfile the syntax line that enables it")
+	}
+	// The builder's Go satisfies go.mod's go line: the golang images set
+	// GOTOOLCHAIN=local and will not fetch a newer toolchain.
+	m := regexp.MustCompile(`(?m)^ARG GO_VERSION=(\S+)$`).FindStringSubmatch(text)
+	if m == nil || !strings.Contains(text, "FROM golang:${GO_VERSION} AS build") {
+		t.Fatal("the build stage must be FROM golang:${GO_VERSION} with ARG GO_VERSION=<version>")
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goLine == nil || goversion.Compare("go"+m[1], "go"+string(goLine[1])) < 0 || !goversion.IsValid("go"+m[1]) {
+		t.Errorf("builder golang:%s does not satisfy go.mod's go %s", m[1], goLine[1])
+	}
+	// The version is stamped in.
+	if !slices.ContainsFunc(b.args, func(a string) bool {
+		return strings.Contains(a, "-X github.com/vkcounter/vkcounter/internal/version.Stamp="+testVersion)
+	}) || !regexp.MustCompile(`(?m)^ARG VERSION=`).MatchString(text) {
+		t.Errorf("go build %v does not stamp ${VERSION} into internal/version.Stamp", b.args)
+	}
+}
+
+// TestStaticBinaryVersion: the binary built as the Dockerfile builds it
+// reports the stamped version, in `vkcounter version` and at start-up.
+func TestStaticBinaryVersion(t *testing.T) {
+	out, err := exec.Command(staticBinary(t), "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "vkcounter "+testVersion+" ") {
+		t.Fatalf("vkcounter version: %v, %q; want it to start with vkcounter %s", err, out, testVersion)
+	}
+	p := startBinary(t, nil)
+	waitFor(t, "the start-up line with the version", func() bool {
+		return strings.Contains(p.log.String(), `"version":"`+testVersion+`"`)
+	})
 }
 
 var (
