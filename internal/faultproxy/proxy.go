@@ -15,6 +15,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -230,15 +231,15 @@ func (p *Proxy) forward(l *link, dst, src net.Conn) {
 	go func() { // reader
 		defer p.wg.Done()
 		defer close(queue)
+		buf := make([]byte, chunkSize)
 		for {
-			b := make([]byte, chunkSize)
-			n, err := src.Read(b)
+			n, err := src.Read(buf)
 			if n > 0 {
 				p.mu.Lock()
 				due := time.Now().Add(p.latency)
 				p.mu.Unlock()
 				select {
-				case queue <- chunk{b[:n], due}:
+				case queue <- chunk{bytes.Clone(buf[:n]), due}:
 				case <-l.done:
 					return
 				}
