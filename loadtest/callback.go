@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,13 @@ import (
 // defaults.
 type CallbackOptions struct {
 	// URL is the bot's webhook, e.g. http://127.0.0.1:8080/callback.
+	// Unused with LongPoll.
 	URL string
+	// LongPoll delivers the events through the fake VK API's Bots Long
+	// Poll server instead of the webhook: the bot runs with VK_MODE=longpoll
+	// and VK_API_URL pointing at VK. An event counts as answered "ok" once
+	// the bot asks for the events after it (see vktest.LongPollAcked).
+	LongPoll bool
 	// VK is the fake VK API the bot sends its replies to.
 	VK *vktest.Server
 	// GroupID (default 1) and Secret are the community as the bot knows it.
@@ -232,6 +239,8 @@ type callbackRun struct {
 
 	mu     sync.Mutex // guards errors
 	errors map[string]int64
+
+	lp longPollRun // with LongPoll
 }
 
 // RunCallback posts message_new events to a bot's webhook and checks every
@@ -248,10 +257,6 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	u, err := checkURL(o.URL, o.AllowRemote)
-	if err != nil {
-		return nil, err
-	}
 	r := &callbackRun{
 		o:      o,
 		client: newHTTPClient(o.Concurrency, o.Timeout),
@@ -265,17 +270,22 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	r.window = o.Window
 	if r.window == 0 {
 		stats := o.StatsURL
-		if stats == "" {
+		if stats == "" && !o.LongPoll {
+			u, _ := url.Parse(o.URL) // checked by waitReady
 			stats = u.Scheme + "://" + u.Host + "/stats"
 		}
 		r.window = r.askWindow(ctx, stats)
 	}
+	var err error
 	if r.runID, err = newRunID(); err != nil {
 		return nil, err
 	}
 	r.plan()
 
 	rep := &Report{Tool: "callback", Scenario: r.describe(), Target: o.URL, Check: newCheck(callbackKinds)}
+	if o.LongPoll {
+		rep.Target = "long poll of " + o.VK.MethodURL()
+	}
 	if o.Expired > 0 {
 		begin := time.Now()
 		if err := r.prefill(ctx); err != nil {
@@ -288,6 +298,9 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	r.start = time.Now()
 	rep.Started = r.start
 	r.webhook = newSeries("webhook", r.start)
+	if o.LongPoll {
+		r.webhook = newSeries("long poll", r.start)
+	}
 	collected := make(chan []vktest.Send, 1)
 	stopCollect := make(chan struct{})
 	go func() { collected <- r.collect(baseline, stopCollect) }()
@@ -299,6 +312,9 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 			fmt.Sprintf("  replies %d", r.replies.Load())
 	})
 	rep.Stopped = r.post(ctx)
+	if o.LongPoll {
+		r.awaitAcks(ctx)
+	}
 	rep.Elapsed = time.Since(r.start)
 	rep.Faults = faults() // the run lasts until every fault has ended
 	close(stopCollect)
@@ -314,7 +330,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 			rep.Events++
 		}
 	}
-	reply := newSeries("webhook→reply", r.start)
+	reply := newSeries("event→reply", r.start)
 	r.check(sends, &rep.Check, reply)
 	rep.charts = []chartSeries{r.webhook.chart(), reply.chart()}
 	for _, c := range rep.charts {
@@ -345,6 +361,9 @@ func newRunID() (string, error) {
 func (r *callbackRun) describe() string {
 	o := r.o
 	s := fmt.Sprintf("%d texts × %d, concurrency %d, ", o.Texts, o.PerText, o.Concurrency)
+	if o.LongPoll {
+		s = fmt.Sprintf("%d texts × %d through Bots Long Poll, ", o.Texts, o.PerText)
+	}
 	if o.Rate > 0 {
 		s += fmt.Sprintf("%g events/s", o.Rate)
 	} else {
@@ -379,6 +398,12 @@ func (r *callbackRun) describe() string {
 // (typing in a dialog) until it does, for up to o.Wait. Any other answer,
 // such as 403 for a wrong group or secret, fails at once.
 func (r *callbackRun) waitReady(ctx context.Context) error {
+	if r.o.LongPoll {
+		return r.waitPolling(ctx)
+	}
+	if _, err := checkURL(r.o.URL, r.o.AllowRemote); err != nil {
+		return err
+	}
 	body, _ := json.Marshal(map[string]any{
 		"type": "message_typing_state", "group_id": r.o.GroupID, "event_id": "loadtest-probe", "v": apiVersion, "secret": r.o.Secret,
 		"object": map[string]any{"state": "typing", "from_id": userBase, "to_id": -r.o.GroupID},
@@ -509,7 +534,7 @@ func (r *callbackRun) body(e *event) []byte {
 			Message    message    `json:"message"`
 			ClientInfo clientInfo `json:"client_info"`
 		} `json:"object"`
-		Secret string `json:"secret"`
+		Secret string `json:"secret,omitempty"`
 	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.eventID(), V: apiVersion, Secret: r.o.Secret}
 	v.Object.Message = message{
 		Date: time.Now().Unix(), FromID: e.from, ID: e.msgID, Attachments: []any{},
@@ -585,12 +610,18 @@ func (r *callbackRun) post(ctx context.Context) string {
 
 	jobs := make(chan *event)
 	var wg sync.WaitGroup
-	for range r.o.Concurrency {
+	work, workers := r.postEvent, r.o.Concurrency
+	if r.o.LongPoll {
+		// One worker queues the events in order, as VK numbers them.
+		r.startAcks(ctx)
+		work, workers = r.queueEvent, 1
+	}
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for e := range jobs {
-				r.postEvent(ctx, e)
+				work(ctx, e)
 			}
 		}()
 	}

@@ -80,7 +80,7 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 		byText[e.text] = append(byText[e.text], e)
 	}
 	for _, events := range byText {
-		checkText(events, numbers, c)
+		checkText(events, numbers, c, r.o.LongPoll)
 	}
 }
 
@@ -122,16 +122,19 @@ func (r *callbackRun) checkDeliveries(e *event, c *Check, strict bool) (resent i
 
 // checkText checks the numbers the events of one text got. Counted in
 // Redis one after another, they must be 0 … n−1, each once. When each event
-// was answered "ok" before the next was posted, the order is known too:
+// was answered "ok" before the next was posted, or when they were handled
+// in the order posted (ordered: a long poll), the order is known too:
 // the k-th event must get k. Events not answered "ok" may or may not have
 // been counted, so with them only the range and uniqueness are checked.
-func checkText(events []*event, numbers map[*event]int64, c *Check) {
-	slices.SortFunc(events, func(a, b *event) int { return a.start.Compare(b.start) })
+func checkText(events []*event, numbers map[*event]int64, c *Check, ordered bool) {
+	slices.SortFunc(events, func(a, b *event) int {
+		return cmp.Or(a.start.Compare(b.start), cmp.Compare(a.seq, b.seq))
+	})
 	sequential := true
 	for i, e := range events {
 		if e.state != counted {
 			sequential = false
-		} else if i > 0 && events[i-1].acked.After(e.start) {
+		} else if i > 0 && events[i-1].acked.After(e.start) && !ordered {
 			sequential = false
 		}
 	}

@@ -35,10 +35,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,11 +61,16 @@ const (
 	DefaultLeaseTTL = 30 * time.Second
 	// DefaultHandleTimeout bounds the handling of one message.
 	DefaultHandleTimeout = 5 * time.Second
+	// DefaultWorkers is how many messages of one answer are handled at once.
+	DefaultWorkers = 8
 	// DefaultRetryBase and DefaultRetryMax bound the backoff after a
 	// failure.
 	DefaultRetryBase = 200 * time.Millisecond
 	DefaultRetryMax  = 30 * time.Second
 )
+
+// saveTimeout bounds the saving of ts.
+const saveTimeout = 2 * time.Second
 
 // maxAnswerBytes limits the body of one long-poll answer.
 const maxAnswerBytes = 32 << 20
@@ -89,6 +96,14 @@ type Options struct {
 	// HandleTimeout bounds Handler.HandleMessage (default
 	// DefaultHandleTimeout).
 	HandleTimeout time.Duration
+	// Workers is how many messages of one answer are handled at once
+	// (default DefaultWorkers). Messages with the same Key are handled one
+	// after another, in the order VK lists them.
+	Workers int
+	// Key says which messages must keep their order: the bot's identity
+	// of a message ("the same message"). Nil keeps the order of all
+	// messages, as Workers 1 does.
+	Key func(callback.Message) string
 	// RetryBase and RetryMax bound the exponential backoff after a failed
 	// request or message.
 	RetryBase, RetryMax time.Duration
@@ -149,6 +164,12 @@ func New(opts Options) (*Poller, error) {
 	def(&opts.HandleTimeout, DefaultHandleTimeout)
 	def(&opts.RetryBase, DefaultRetryBase)
 	def(&opts.RetryMax, DefaultRetryMax)
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.Key == nil {
+		opts.Workers = 1
+	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: opts.Wait + 15*time.Second}
 	}
@@ -320,11 +341,13 @@ func (p *Poller) session(parent context.Context) error {
 // at worst a restart asks for events already handled again. It reports
 // false when the lease is lost (and ends the session).
 func (p *Poller) save(ctx context.Context, ts string) bool {
-	ok, err := p.opts.Store.SaveTS(ctx, p.opts.GroupID, p.opts.Owner, ts)
+	// Not cancelled with ctx: a shutdown right after a batch was handled
+	// must still record it, or the next start handles it again.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	ok, err := p.opts.Store.SaveTS(sctx, p.opts.GroupID, p.opts.Owner, ts)
 	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn().Err(err).Str("ts", ts).Msg("long poll: cannot save the ts; a restart would ask for these events again")
-		}
+		p.log.Warn().Err(err).Str("ts", ts).Msg("long poll: cannot save the ts; a restart would ask for these events again")
 		return true
 	}
 	if !ok {
@@ -361,9 +384,11 @@ func (p *Poller) renew(ctx context.Context, cancel context.CancelCauseFunc, done
 }
 
 // handle passes the message of every message_new event in updates to the
-// handler, in order. A malformed or foreign event is skipped: asking for it
-// again would bring the same bytes.
+// handler: those with the same Key in order, the others up to Workers at
+// once. A malformed or foreign event is skipped: asking for it again would
+// bring the same bytes. The error is the first message not handled.
 func (p *Poller) handle(ctx context.Context, updates []json.RawMessage) error {
+	lanes := make([][]callback.Message, p.opts.Workers)
 	for _, raw := range updates {
 		p.stats.events.Add(1)
 		ev, err := callback.DecodeEvent(raw)
@@ -383,11 +408,39 @@ func (p *Poller) handle(ctx context.Context, updates []json.RawMessage) error {
 			p.skip(err, raw)
 			continue
 		}
+		lane := 0
+		if len(lanes) > 1 {
+			h := fnv.New32a()
+			h.Write([]byte(p.opts.Key(m)))
+			lane = int(h.Sum32() % uint32(len(lanes)))
+		}
+		lanes[lane] = append(lanes[lane], m)
+	}
+	errs := make([]error, len(lanes))
+	var wg sync.WaitGroup
+	for i, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.handleLane(ctx, lane)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// handleLane handles messages one after another, stopping at the first
+// that fails.
+func (p *Poller) handleLane(ctx context.Context, messages []callback.Message) error {
+	for _, m := range messages {
 		hctx, cancel := context.WithTimeout(ctx, p.opts.HandleTimeout)
-		err = p.opts.Handler.HandleMessage(hctx, m)
+		err := p.opts.Handler.HandleMessage(hctx, m)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("event %s: %w", ev.EventID, err)
+			return fmt.Errorf("event %s: %w", m.EventID, err)
 		}
 		p.stats.messages.Add(1)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,10 +97,16 @@ func newEnv(t *testing.T) *env {
 
 // start runs a poller until the returned stop is called.
 func (e *env) start(t *testing.T, h callback.MessageHandler, owner string) (*longpoll.Poller, func()) {
+	return e.startWith(t, h, longpoll.Options{Owner: owner})
+}
+
+// startWith runs a poller with opts completed for the test.
+func (e *env) startWith(t *testing.T, h callback.MessageHandler, opts longpoll.Options) (*longpoll.Poller, func()) {
 	t.Helper()
-	p, err := longpoll.New(longpoll.Options{GroupID: group, API: vkapi.New("tok", vkapi.Options{MethodURL: e.vk.MethodURL()}),
-		Handler: h, Store: e.store, Owner: owner, Wait: time.Second, LeaseTTL: 600 * time.Millisecond,
-		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	opts.GroupID, opts.Handler, opts.Store = group, h, e.store
+	opts.API = vkapi.New("tok", vkapi.Options{MethodURL: e.vk.MethodURL()})
+	opts.Wait, opts.LeaseTTL, opts.RetryBase, opts.RetryMax = time.Second, 600*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	p, err := longpoll.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,5 +266,27 @@ func TestVKOutageLosesNothing(t *testing.T) {
 				t.Errorf("no retry during the outage: %+v", p.Stats())
 			}
 		})
+	}
+}
+
+func TestWorkersKeepTheOrderOfEachKey(t *testing.T) {
+	e := newEnv(t)
+	e.vk.SetLongPollBatch(50)
+	rec := newRecorder()
+	key := func(m callback.Message) string { return strconv.Itoa(m.ConversationMessageID % 3) }
+	e.startWith(t, rec, longpoll.Options{Owner: "a", Workers: 4, Key: key})
+	e.waitSession(t)
+	queue(e.vk, 0, 60)
+	got := rec.wait(t, 60)
+	last := map[int]int{} // key → the last event number handled
+	for _, id := range got {
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "e"))
+		if prev, ok := last[n%3]; ok && n < prev {
+			t.Fatalf("key %d: e%d handled after e%d: %v", n%3, n, prev, got)
+		}
+		last[n%3] = n
+	}
+	if len(got) != 60 {
+		t.Fatalf("handled %d, want 60", len(got))
 	}
 }

@@ -1,6 +1,7 @@
 package vktest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -54,6 +55,8 @@ type lpGroup struct {
 	failures []int // failed codes for the next requests, in order
 	polls    int   // long-poll requests answered
 	changed  chan struct{}
+	acked    int           // the highest ts a client asked for with a valid key
+	ackedCh  chan struct{} // closed and replaced when acked grows
 }
 
 // group returns the state of community id, creating it. lp.mu must be held.
@@ -63,7 +66,7 @@ func (lp *longPoll) group(id int) *lpGroup {
 	}
 	g := lp.groups[id]
 	if g == nil {
-		g = &lpGroup{changed: make(chan struct{})}
+		g = &lpGroup{changed: make(chan struct{}), ackedCh: make(chan struct{})}
 		lp.groups[id] = g
 	}
 	return g
@@ -103,6 +106,35 @@ func (s *Server) LongPollRequests(group int) int {
 	s.lp.mu.Lock()
 	defer s.lp.mu.Unlock()
 	return s.lp.group(group).polls
+}
+
+// LongPollAcked returns the highest ts a client of group asked for with a
+// valid key. A client asking for the events after ts has, if it follows
+// VK's protocol, handled those up to ts: it is the long-poll counterpart
+// of a webhook's "ok".
+func (s *Server) LongPollAcked(group int) int {
+	s.lp.mu.Lock()
+	defer s.lp.mu.Unlock()
+	return s.lp.group(group).acked
+}
+
+// WaitLongPollAcked blocks until LongPollAcked(group) reaches ts or ctx
+// ends, and returns it.
+func (s *Server) WaitLongPollAcked(ctx context.Context, group, ts int) (int, error) {
+	for {
+		s.lp.mu.Lock()
+		g := s.lp.group(group)
+		acked, ch := g.acked, g.ackedCh
+		s.lp.mu.Unlock()
+		if acked >= ts {
+			return acked, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return acked, fmt.Errorf("vktest: long poll acknowledged %d of %d: %w", acked, ts, ctx.Err())
+		}
+	}
 }
 
 // FailLongPoll makes the next len(codes) long-poll requests of group fail
@@ -216,6 +248,11 @@ func (s *Server) checkLongPoll(group int, key string, ts int) (map[string]any, <
 			g.key = ""
 		}
 		return failed(code, max(ts, g.trimmed)), nil
+	}
+	if key == g.key && ts > g.acked && ts <= g.last() {
+		g.acked = ts
+		close(g.ackedCh)
+		g.ackedCh = make(chan struct{})
 	}
 	switch {
 	case g.key == "" || key != g.key:

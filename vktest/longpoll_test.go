@@ -1,10 +1,12 @@
 package vktest_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/SevereCloud/vksdk/v2/api"
 
@@ -90,5 +92,27 @@ func TestLongPollServer(t *testing.T) {
 	}
 	if n := s.LongPollRequests(7); n != 9 {
 		t.Errorf("LongPollRequests = %d, want 10", n)
+	}
+}
+
+func TestLongPollAcked(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	vk := newVK(s, "t")
+	lp, err := vk.GroupsGetLongPollServer(api.Params{"group_id": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.QueueEvents(7, event(1), event(2), event(3))
+	check(t, lp.Server, "wrongkey", 2, 0)
+	check(t, lp.Server, lp.Key, 9, 0) // beyond the history
+	if n := s.LongPollAcked(7); n != 0 {
+		t.Fatalf("acked %d after requests with a wrong key or ts, want 0", n)
+	}
+	check(t, lp.Server, lp.Key, 2, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if n, err := s.WaitLongPollAcked(ctx, 7, 2); err != nil || n != 2 {
+		t.Fatalf("WaitLongPollAcked = %d, %v; want 2", n, err)
 	}
 }

@@ -38,13 +38,18 @@ the loopback unless -allow-remote is given. "vkcounter loadtest TOOL -h"
 lists a tool's flags.
 `
 
-var callbackHelp = `Usage: vkcounter loadtest callback (-url URL | -spawn) [flags]
+var callbackHelp = `Usage: vkcounter loadtest callback (-url URL | -spawn) [-longpoll] [flags]
 
 Posts message_new events to a bot's webhook and checks the replies the bot
 sends to a fake VK API run by this command: one per event, to the right
 peer, with the random_id derived from the message, and for each text the
 numbers 0 … M-1 (in order when the text's events were not in flight
 together).
+
+With -longpoll, the events are queued instead in the Bots Long Poll server
+of the fake VK API, which the bot (VK_MODE=longpoll) polls; an event counts
+as answered "ok" once the bot asks for the events after it, and each
+text's numbers must follow the order of the events.
 
 With -url, start the bot with the VK_API_URL and community this command
 prints (it waits -wait for the bot to answer); fix the fake API's address
@@ -142,6 +147,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	out.bind(fs)
 	var o loadtest.CallbackOptions
 	webhook := fs.String("url", "", "the bot's webhook `URL`, e.g. http://127.0.0.1:8080/callback")
+	fs.BoolVar(&o.LongPoll, "longpoll", false, "deliver the events through the fake API's Bots Long Poll server (the bot runs with VK_MODE=longpoll) instead of the webhook")
 	vkAddr := fs.String("vk-addr", "127.0.0.1:0", "listen address of the fake VK API")
 	fs.IntVar(&o.GroupID, "group", loadtest.DefaultGroupID, "community id the bot serves")
 	fs.StringVar(&o.Secret, "secret", "loadtest", "the community's Callback API secret")
@@ -178,7 +184,9 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fail := func(err error) int { return failure(stderr, fs.Name(), err) }
 	o.AllowRemote, o.Progress = out.allowRemote, stderr
 	switch {
-	case (*webhook == "") == !out.spawn:
+	case o.LongPoll && *webhook != "":
+		return usageError(stderr, fs.Name(), errors.New("-longpoll takes no -url: the bot asks the fake VK API for the events"))
+	case !o.LongPoll && (*webhook == "") == !out.spawn:
 		return usageError(stderr, fs.Name(), errors.New("give -url or -spawn (one of them)"))
 	case *redisURL != "" && *redisCluster != "":
 		return usageError(stderr, fs.Name(), errors.New("give -redis or -redis-cluster, not both"))
@@ -219,6 +227,9 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "loadtest", "VK_GROUP_ID": strconv.Itoa(o.GroupID),
 		"VK_SECRET": o.Secret, "VK_RATE": "1000000",
 	}
+	if o.LongPoll {
+		env["VK_MODE"] = ModeLongPoll
+	}
 	if botRedis != "" || out.spawn { // empty: the spawned bot's embedded Redis
 		env["REDIS_URL"] = botRedis
 	}
@@ -236,7 +247,9 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 			return fail(err)
 		}
 		defer c.stop(stderr)
-		*webhook = "http://" + c.httpAddr + "/callback"
+		if !o.LongPoll {
+			*webhook = "http://" + c.httpAddr + "/callback"
+		}
 	} else {
 		fmt.Fprintf(stderr, "fake VK API at %s; start the bot with:\n  %s vkcounter serve\n", vk.MethodURL(), envLine(env))
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,4 +139,22 @@ func TestLongPollTwoInstancesAnswerOnce(t *testing.T) {
 			t.Errorf("%d instances polled, want 1 (the lease holder)", polling)
 		}
 	})
+}
+
+// TestLoadtestLongPollAgainstProgram runs the load tool in long-poll mode
+// against the whole program: every answer must be right, in the order of
+// each text's events.
+func TestLoadtestLongPollAgainstProgram(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vkAddr := freePort(t)
+		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "VK_MODE": ModeLongPoll, "LONGPOLL_WAIT": "1s"})
+		code, rep, stderr := runLoad(t, "callback", "-longpoll", "-vk-addr", vkAddr, "-group", strconv.Itoa(testGroup),
+			"-stats-url", a.adminURL("/stats"), "-texts", "40", "-per-text", "8", "-json")
+		if code != 0 || !rep.OK || wrongAnswers(rep) != 0 || rep.Events != 320 || rep.Check.Checked != 320 {
+			t.Fatalf("exit %d, events %d checked %d problems %v %v\n%s", code, rep.Events, rep.Check.Checked, rep.Check.Problems, rep.Check.Listed, stderr)
+		}
+		if !strings.Contains(rep.Scenario, "Long Poll") {
+			t.Errorf("scenario %q does not say long poll", rep.Scenario)
+		}
+	}, redistest.Real)
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/SevereCloud/vksdk/v2/api"
 
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/vkapi"
 )
@@ -67,6 +69,7 @@ func (m *Main) startPollers(communities []Community) error {
 			Handler: m.bot,
 			Store:   store,
 			Wait:    m.cfg.LongPollWait,
+			Key:     func(msg callback.Message) string { return bot.Identity(msg, m.cfg.Normalize) },
 			Logger:  m.log,
 		})
 		if err != nil {

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench/longpoll.sh — Bots Long Poll mode next to the webhook, in one run on
+# one fresh Redis: the load tool spawns the real program each time and
+# checks every answer; the two modes alternate, twice each, so that a
+# change in the machine's load shows up in both.
+source "$(dirname "$0")/lib.sh"
+start_redis 26400
+go build -o "$work/vkcounter" ./cmd/vkcounter
+
+load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
+  local name=$1; shift
+  echo "== $name"
+  "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
+    grep -E 'stopped:|errors:|latency|webhook|long poll|event→reply|answers checked|result:' || true
+}
+
+machine
+scenario=(-texts 3000 -per-text 3 -reply-timeout 60s)
+for round in 1 2; do
+  load "round $round: webhook, 10 in flight" "${scenario[@]}" -concurrency 10
+  load "round $round: long poll" "${scenario[@]}" -longpoll
+done
