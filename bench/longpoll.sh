@@ -11,7 +11,7 @@ load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
   local name=$1; shift
   echo "== $name"
   "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
-    grep -E 'stopped:|errors:|latency|webhook|long poll|event→reply|answers checked|result:' || true
+    grep -E 'stopped:|errors:|latency|webhook|long poll|→reply|answers checked|result:' || true
 }
 
 machine

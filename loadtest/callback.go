@@ -330,7 +330,11 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 			rep.Events++
 		}
 	}
-	reply := newSeries("event→reply", r.start)
+	replyName := "webhook→reply"
+	if o.LongPoll {
+		replyName = "queued→reply"
+	}
+	reply := newSeries(replyName, r.start)
 	r.check(sends, &rep.Check, reply)
 	rep.charts = []chartSeries{r.webhook.chart(), reply.chart()}
 	for _, c := range rep.charts {
