@@ -15,8 +15,9 @@ load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
 }
 
 machine
-scenario=(-texts 3000 -per-text 3 -reply-timeout 60s)
-for round in 1 2; do
+scenario=(-texts 3000 -per-text 5 -reply-timeout 60s)
+for round in 1 2 3; do
   load "round $round: webhook, 10 in flight" "${scenario[@]}" -concurrency 10
-  load "round $round: long poll" "${scenario[@]}" -longpoll
+  load "round $round: webhook, 50 in flight" "${scenario[@]}" -concurrency 50
+  load "round $round: long poll (8 messages at once)" "${scenario[@]}" -longpoll
 done
