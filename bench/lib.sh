@@ -20,3 +20,12 @@ start_redis() {
 machine() {
   echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# load NAME FLAGS…: one load-tool run against a freshly spawned bot on $url,
+# with the lines of its summary that the reports quote.
+load() {
+  local name=$1; shift
+  echo "== loadtest: $name"
+  "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
+    grep -E 'stopped:|errors:|latency|webhook|long poll|→reply|answers checked|result:' || true
+}

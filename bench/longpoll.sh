@@ -7,13 +7,6 @@ source "$(dirname "$0")/lib.sh"
 start_redis 26400
 go build -o "$work/vkcounter" ./cmd/vkcounter
 
-load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
-  local name=$1; shift
-  echo "== $name"
-  "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
-    grep -E 'stopped:|errors:|latency|webhook|long poll|→reply|answers checked|result:' || true
-}
-
 machine
 scenario=(-texts 3000 -per-text 5 -reply-timeout 60s)
 for round in 1 2 3; do

@@ -18,13 +18,6 @@ ceiling() {
     tr '\r' '\n' | grep 'requests per second' | tail -1
 }
 cleanup() { redis-cli -p $port --scan --pattern 'bench:*' | xargs -r -n 1000 redis-cli -p $port DEL >/dev/null; }
-load() { # load NAME FLAGS…: one load-tool run against a freshly spawned bot
-  local name=$1; shift
-  echo "== loadtest: $name"
-  "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
-    grep -E 'stopped:|errors:|latency|webhook|answers checked|result:' || true
-}
-
 machine
 # The Redis server's CPU (user + system seconds, its own INFO), to divide by the calls made.
 redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }

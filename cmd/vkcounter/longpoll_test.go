@@ -34,6 +34,15 @@ func startLongPoll(t *testing.T, tg *redistest.Target, vk *vktest.Server, env ma
 	return a
 }
 
+// newLongPollVK starts a fake VK API whose long-poll answers carry at most
+// batch events.
+func newLongPollVK(t *testing.T, batch int) *vktest.Server {
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	vk.SetLongPollBatch(batch)
+	return vk
+}
+
 // queueSame queues events from..to-1 of one text for the test group.
 func queueSame(vk *vktest.Server, from, to int, text string) {
 	var evs []json.RawMessage
@@ -71,9 +80,7 @@ func wantSequence(t *testing.T, vk *vktest.Server, n int) {
 
 func TestLongPollSeedSequence(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vk := vktest.NewServer()
-		defer vk.Close()
-		vk.SetLongPollBatch(7)
+		vk := newLongPollVK(t, 7)
 		startLongPoll(t, tg, vk, nil)
 		const n = 30
 		queueSame(vk, 0, n, "hello")
@@ -83,9 +90,7 @@ func TestLongPollSeedSequence(t *testing.T) {
 
 func TestLongPollFailuresLoseNothing(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vk := vktest.NewServer()
-		defer vk.Close()
-		vk.SetLongPollBatch(4)
+		vk := newLongPollVK(t, 4)
 		startLongPoll(t, tg, vk, nil)
 		n := 0
 		for _, code := range []int{vktest.FailedHistory, vktest.FailedKey, vktest.FailedLost} {
@@ -100,9 +105,7 @@ func TestLongPollFailuresLoseNothing(t *testing.T) {
 
 func TestLongPollRestartMidStream(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vk := vktest.NewServer()
-		defer vk.Close()
-		vk.SetLongPollBatch(3)
+		vk := newLongPollVK(t, 3)
 		a := startLongPoll(t, tg, vk, nil)
 		queueSame(vk, 0, 10, "restart")
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -119,9 +122,7 @@ func TestLongPollRestartMidStream(t *testing.T) {
 
 func TestLongPollTwoInstancesAnswerOnce(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vk := vktest.NewServer()
-		defer vk.Close()
-		vk.SetLongPollBatch(5)
+		vk := newLongPollVK(t, 5)
 		a := startLongPoll(t, tg, vk, nil)
 		b := startLongPoll(t, tg, vk, map[string]string{"KEY_PREFIX": a.prefix})
 		queueSame(vk, 0, 40, "twice?")
