@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 secs=${1:-10}
 
 go build -o "$work/vkcounter" ./cmd/vkcounter
-HTTP_ADDR=127.0.0.1:0 COUNTER_ADDR=127.0.0.1:21215 COUNTERS_STORE=memory LOG_LEVEL=warn \
+HTTP_ADDR=127.0.0.1:0 ADMIN_ADDR=127.0.0.1:0 COUNTER_ADDR=127.0.0.1:21215 COUNTERS_STORE=memory LOG_LEVEL=warn \
   "$work/vkcounter" serve 2>"$work/serve.log" &
 ours=$!; pids+=($ours)
 
@@ -41,7 +41,7 @@ for run in ${RUNS:-acquire:1:1 acquire:50:1 acquire:4:32 noop:4:32}; do
     if [ $server = vkcounter ]; then pid=$ours port=21215; else pid=$ref port=21216; fi
     before=$(cpu $pid)
     "$work/vkcounter" loadtest counters -addr 127.0.0.1:$port -op "$1" -conns "$2" -depth "$3" \
-      -names 1000 -duration "${secs}s" -requests 1000000000 -json >"$work/out.json" 2>/dev/null || {
+      -names 1000 -duration "${secs}s" -requests 0 -json >"$work/out.json" 2>/dev/null || {
       echo "load run failed:"; cat "$work/out.json"; exit 1; }
     after=$(cpu $pid)
     rps=$(grep -o '"requests_per_s": [0-9.]*' "$work/out.json" | awk '{print $2}')

@@ -242,24 +242,6 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the bot's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestActivityFailureLogRateLimited: while the counters keep failing, the
 // batch is retried at every flush, but the failure is logged once per
 // period, not once per retry.
@@ -267,11 +249,11 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 	a := &fakeActivity{fails: 1 << 30}
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
-	var log lockedBuffer
+	var log bytes.Buffer
 	opts := fastOptions()
 	opts.Activity = a
 	opts.ActivityFlush = 5 * time.Millisecond
-	opts.Logger = zerolog.New(&log)
+	opts.Logger = zerolog.New(zerolog.SyncWriter(&log))
 	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
 	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
 		t.Fatal(err)
@@ -283,6 +265,7 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	b.Close(context.Background()) // no more writes to log
 	if n := strings.Count(log.String(), "activity counter not updated"); n != 1 {
 		t.Fatalf("%d failure lines for %d failures within seconds, want 1:\n%s", n, b.Stats().ActivityErrors, log.String())
 	}

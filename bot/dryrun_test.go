@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -16,7 +17,7 @@ import (
 // TestDryRunIsNotSent: in dry-run a reply is logged and leaves the outbox
 // with its own result, never counted as sent or delivered.
 func TestDryRunIsNotSent(t *testing.T) {
-	var log lockedBuffer
+	var log bytes.Buffer // read once the bot is closed
 	var mu sync.Mutex
 	var classes []bot.Class
 	opts := fastOptions()
@@ -26,7 +27,7 @@ func TestDryRunIsNotSent(t *testing.T) {
 		mu.Unlock()
 	}
 	o := newOutbox(t, outbox.Options{})
-	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(&log))}}}, opts)
+	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(zerolog.SyncWriter(&log)))}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

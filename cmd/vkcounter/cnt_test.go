@@ -124,22 +124,31 @@ func TestCntConnectionRefused(t *testing.T) {
 	}
 }
 
+// cntResult is what a cnt run returned and printed.
+type cntResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// holdLock runs `cnt -hold acquire lock 1 1` against addr until ctx ends
+// or cnt returns, and delivers its result.
+func holdLock(ctx context.Context, addr string) <-chan cntResult {
+	done := make(chan cntResult, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := runCnt(ctx, []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
+		done <- cntResult{code, out.String(), errOut.String()}
+	}()
+	return done
+}
+
 // TestCntHold: with -hold the acquired resources stay held until the
 // context ends (the interrupt), then are released.
 func TestCntHold(t *testing.T) {
 	addr, watcher := cntServer(t)
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	done := make(chan result, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := runCnt(ctx, []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
-		done <- result{code, out.String(), errOut.String()}
-	}()
+	done := holdLock(ctx, addr)
 	get := func() uint32 {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v
@@ -172,16 +181,7 @@ func TestCntHoldServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Close()
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	done := make(chan result, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := runCnt(context.Background(), []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
-		done <- result{code, out.String(), errOut.String()}
-	}()
+	done := holdLock(context.Background(), addr)
 	waitFor(t, "resource held", func() bool {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v == 1

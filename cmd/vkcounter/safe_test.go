@@ -153,8 +153,8 @@ func TestStartupWarnings(t *testing.T) {
 // warning saying what to set; the test servers (noeviction) get none. The
 // evicting server is one of this test's own.
 func TestEvictionWarning(t *testing.T) {
-	r := startAOFRedis(t) // a server of this test's own, so it may be reconfigured
-	tg := redistest.Target{Kind: redistest.Real, URL: "redis://127.0.0.1:" + r.port + "/0"}
+	addr := redistest.StartServer(t) // a server of this test's own, so it may be reconfigured
+	tg := redistest.Target{Kind: redistest.Real, URL: "redis://" + addr + "/0"}
 	var clean lockedBuffer
 	startAppLog(t, &tg, nil, &clean)
 	if strings.Contains(clean.String(), "maxmemory") {

@@ -1,0 +1,49 @@
+package redistest
+
+import (
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// StartServer starts a redis-server of the test's own, keeping nothing on
+// disk, on a free loopback port with the extra args (e.g.
+// "--maxmemory-policy", "allkeys-lru"), and returns its address; it is
+// killed when t ends. A test that must reconfigure, stall or stop Redis uses
+// one, never the shared servers. Without redis-server the test is skipped,
+// or fails when EnvRequire is set.
+func StartServer(t testing.TB, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("redis-server not found but %s=1", EnvRequire)
+		}
+		t.Skip("redis-server not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for range 250 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("redis-server on %s did not start", addr)
+	return ""
+}
