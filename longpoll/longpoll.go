@@ -124,6 +124,7 @@ type Poller struct {
 
 type stats struct {
 	requests, events, messages, skipped, retries, failed1, failed2, failed3, sessions atomic.Int64
+	polling                                                                           atomic.Bool
 }
 
 // Stats are a Poller's running totals.
@@ -137,6 +138,7 @@ type Stats struct {
 	Failed2  int64 `json:"failed_2"`
 	Failed3  int64 `json:"failed_3"`
 	Sessions int64 `json:"sessions"` // times this poller took the lease
+	Polling  bool  `json:"polling"`  // this poller holds the lease now
 }
 
 // New returns a Poller for opts.
@@ -182,7 +184,7 @@ func (p *Poller) Stats() Stats {
 	s := &p.stats
 	return Stats{Requests: s.requests.Load(), Events: s.events.Load(), Messages: s.messages.Load(),
 		Skipped: s.skipped.Load(), Retries: s.retries.Load(), Failed1: s.failed1.Load(),
-		Failed2: s.failed2.Load(), Failed3: s.failed3.Load(), Sessions: s.sessions.Load()}
+		Failed2: s.failed2.Load(), Failed3: s.failed3.Load(), Sessions: s.sessions.Load(), Polling: s.polling.Load()}
 }
 
 // errLeaseLost ends a session whose lease another poller holds now.
@@ -208,8 +210,10 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 		failures = 0
 		p.stats.sessions.Add(1)
+		p.stats.polling.Store(true)
 		p.log.Info().Msg("long poll: polling (this instance holds the lease)")
 		err = p.session(ctx)
+		p.stats.polling.Store(false)
 		if errors.Is(err, errLeaseLost) {
 			p.log.Warn().Msg("long poll: another instance took the lease over; standing by")
 		}

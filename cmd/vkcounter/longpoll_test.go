@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -138,6 +140,23 @@ func TestLongPollTwoInstancesAnswerOnce(t *testing.T) {
 		}
 		if polling != 1 {
 			t.Errorf("%d instances polled, want 1 (the lease holder)", polling)
+		}
+		var scrapes string
+		for _, m := range []*app{a, b} {
+			scrape := m.scrapeMetrics(t)
+			scrapes += scrape
+			problems, err := promlint.New(strings.NewReader(scrape)).Lint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range problems {
+				t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+			}
+		}
+		for _, want := range []string{"vkcounter_longpoll_polling 1", "vkcounter_longpoll_polling 0", "vkcounter_longpoll_messages_total 40"} {
+			if !strings.Contains(scrapes, want) {
+				t.Errorf("the instances' /metrics lack %q", want)
+			}
 		}
 	})
 }
