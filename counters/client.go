@@ -203,7 +203,7 @@ func (c *Client) Get(ctx context.Context, name string) (uint32, error) {
 // The arguments are checked before anything is sent: resources must be at
 // least 1 and at most maximum.
 func (c *Client) Acquire(ctx context.Context, name string, resources, maximum uint32) (uint32, error) {
-	if err := checkAcquire(name, resources, maximum); err != nil {
+	if err := CheckAcquire(name, resources, maximum); err != nil {
 		return 0, fmt.Errorf("counters: acquire: %w", err)
 	}
 	var v uint32
@@ -215,7 +215,10 @@ func (c *Client) Acquire(ctx context.Context, name string, resources, maximum ui
 	return v, err
 }
 
-func checkAcquire(name string, resources, maximum uint32) error {
+// CheckAcquire returns the error Acquire gives, before sending anything,
+// for these arguments, or nil. A tool running several requests checks them
+// all first, so that a bad one changes nothing.
+func CheckAcquire(name string, resources, maximum uint32) error {
 	switch {
 	case resources == 0:
 		return fmt.Errorf("%w: resources is 0", wire.ErrInvalid)
@@ -359,6 +362,13 @@ func checkVisit(name, key string, timeout time.Duration) (uint32, error) {
 		return 0, err
 	}
 	return timeoutSeconds(timeout)
+}
+
+// CheckTimeout returns the error Visit and Active give, before sending
+// anything, for this participant timeout, or nil.
+func CheckTimeout(timeout time.Duration) error {
+	_, err := timeoutSeconds(timeout)
+	return err
 }
 
 // timeoutSeconds converts a participant timeout to its 4-byte field: 0

@@ -177,10 +177,34 @@ func parseCnt(args []string) ([]cntCommand, error) {
 				return nil, err
 			}
 		}
+		if err := checkCnt(cmd); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", cmd.name, args[1:1+n], err)
+		}
 		cmds = append(cmds, cmd)
 		args = args[1+n:]
 	}
 	return cmds, nil
+}
+
+// checkCnt applies the client's own checks to cmd before anything is sent,
+// so that a bad command anywhere in the list runs none of them.
+func checkCnt(cmd cntCommand) error {
+	switch cmd.name {
+	case "noop", "stats", "dump":
+		return nil
+	case "acquire":
+		return counters.CheckAcquire(cmd.counter, cmd.resources, cmd.maximum)
+	case "visit", "active":
+		if err := counters.CheckTimeout(cmd.timeout); err != nil {
+			return err
+		}
+	}
+	if cmd.name == "visit" || cmd.name == "leave" {
+		if err := wire.CheckKey(cmd.key); err != nil {
+			return err
+		}
+	}
+	return wire.CheckName(cmd.counter)
 }
 
 func parseUint32(what, s string) (uint32, error) {
