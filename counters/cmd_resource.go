@@ -13,9 +13,11 @@ func (c *conn) get(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	v, err := c.s.table.Get(name)
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	v, err := c.s.res.Get(ctx, name)
 	if err != nil {
-		return err
+		return storeError(err)
 	}
 	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, v))
 	return nil
@@ -28,8 +30,10 @@ func (c *conn) acquire(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	if err := c.holder.Acquire(req.Name, req.Resources, req.Maximum); err != nil {
-		return err
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	if err := c.holder.Acquire(ctx, req.Name, req.Resources, req.Maximum); err != nil {
+		return storeError(err)
 	}
 	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, req.Resources))
 	return nil
@@ -41,8 +45,10 @@ func (c *conn) release(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	if err := c.holder.Release(req.Name, req.Resources); err != nil {
-		return err
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	if err := c.holder.Release(ctx, req.Name, req.Resources); err != nil {
+		return storeError(err)
 	}
 	c.send(wire.AppendResponse(c.buf(), f.Opcode, wire.StatusOK, f.Opaque, nil))
 	return nil
@@ -50,12 +56,19 @@ func (c *conn) release(f wire.Frame) error {
 
 // dump answers with one response per counter and an empty one at the end.
 func (c *conn) dump(f wire.Frame) error {
-	err := c.s.table.Dump(func(e resource.Entry) error {
-		_, err := c.w.Write(wire.AppendDumpEntry(c.buf(), f.Opaque, wire.DumpEntry(e)))
-		return err
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	var werr error
+	err := c.s.res.Dump(ctx, func(e resource.Entry) error {
+		_, werr = c.w.Write(wire.AppendDumpEntry(c.buf(), f.Opaque, wire.DumpEntry(e)))
+		return werr
 	})
+	if werr != nil {
+		return fmt.Errorf("dump: %w", werr)
+	}
 	if err != nil {
-		return fmt.Errorf("dump: %w", err)
+		// Entries already sent stay sent; the error ends the series.
+		return storeError(err)
 	}
 	c.send(wire.AppendDumpEnd(c.buf(), f.Opaque))
 	return nil

@@ -10,6 +10,12 @@ func (c *conn) noop(f wire.Frame) error {
 
 // stats answers with the server's statistics.
 func (c *conn) stats(f wire.Frame) error {
-	c.send(wire.AppendStatsResponse(c.buf(), f.Opaque, c.s.Stats()))
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	stats, err := c.s.stats(ctx)
+	if err != nil {
+		return storeError(err)
+	}
+	c.send(wire.AppendStatsResponse(c.buf(), f.Opaque, stats))
 	return nil
 }

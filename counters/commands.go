@@ -54,6 +54,7 @@ var statuses = []struct {
 	{resource.ErrNotAvailable, wire.StatusNotAvailable},
 	{resource.ErrNotAcquired, wire.StatusNotAcquired},
 	{resource.ErrNoMemory, wire.StatusOutOfMemory},
+	{resource.ErrStore, wire.StatusStoreFailure},
 	{access.ErrInvalidName, wire.StatusInvalid},
 	{access.ErrInvalidDelta, wire.StatusInvalid},
 	{access.ErrNotFound, wire.StatusNotFound},

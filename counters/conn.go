@@ -2,12 +2,12 @@ package counters
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -18,11 +18,14 @@ type conn struct {
 	nc     net.Conn
 	r      *wire.Reader
 	w      *bufio.Writer
-	holder *resource.Holder
+	holder ResourceHolder
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, holder: s.table.NewHolder()}
+	c := &conn{s: s, nc: nc}
+	// A holder whose holdings the store can no longer vouch for ends its
+	// connection: that is how a client learns its holdings are gone.
+	c.holder = s.res.NewHolder(func() { nc.Close() })
 	c.r = wire.NewRequestReader(connReader{c})
 	c.w = bufio.NewWriterSize(connWriter{c}, writeBufferSize)
 	return c
@@ -74,7 +77,7 @@ func (c *conn) buf() []byte { return c.w.AvailableBuffer() }
 // connection held.
 func (c *conn) serve() {
 	defer c.s.forget(c)
-	defer c.holder.ReleaseAll()
+	defer c.releaseAll()
 	defer c.nc.Close()
 	log := c.s.log.With().Stringer("remote", c.nc.RemoteAddr()).Logger()
 
@@ -98,6 +101,14 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// releaseAll gives back everything the connection held. It does not use
+// the server's context, which Close cancels: a shutdown must release too.
+func (c *conn) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.stores.Timeout)
+	defer cancel()
+	c.holder.ReleaseAll(ctx)
 }
 
 // dispatch runs one request and queues its answer. It returns an error only

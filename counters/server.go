@@ -142,6 +142,11 @@ type ServerOptions struct {
 	// Stores hold the counters of the extension opcodes; see Stores for
 	// the defaults.
 	Stores Stores
+	// Resources holds the resource counters. Nil means a table in this
+	// process's memory, made with Buckets, StatsInterval, MaxMemory and
+	// Clock and garbage-collected just after each interval boundary; with
+	// a store of its own (RedisResources), those four options are unused.
+	Resources ResourceStore
 }
 
 // A Server serves the counter protocol. Its methods are safe for
@@ -149,7 +154,8 @@ type ServerOptions struct {
 type Server struct {
 	opts   ServerOptions
 	log    zerolog.Logger
-	table  *resource.Table
+	table  *resource.Table // nil unless the resources are in memory
+	res    ResourceStore
 	stores Stores
 
 	// ctx is cancelled by Close, ending store calls in flight.
@@ -195,28 +201,36 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	table, err := resource.New(resource.Options{
-		Buckets:   opts.Buckets,
-		Interval:  opts.StatsInterval,
-		MaxMemory: opts.MaxMemory,
-		Clock:     opts.Clock,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("counters: %w", err)
+	var table *resource.Table
+	res := opts.Resources
+	if res == nil {
+		table, err = resource.New(resource.Options{
+			Buckets:   opts.Buckets,
+			Interval:  opts.StatsInterval,
+			MaxMemory: opts.MaxMemory,
+			Clock:     opts.Clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("counters: %w", err)
+		}
+		res = memoryResources{table}
 	}
 	s := &Server{
 		opts:      opts,
 		log:       opts.Logger,
 		table:     table,
+		res:       res,
 		stores:    stores,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		done:      make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.table.GC()
-	s.wg.Add(1)
-	go s.gcLoop()
+	if table != nil {
+		table.GC()
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
 	return s, nil
 }
 
@@ -358,9 +372,17 @@ func (s *Server) Close() error {
 
 // Stats returns the statistics a Stats request answers: the 15 pairs of the
 // reference server in its order, then command counts of extension opcodes,
-// then ours.
+// then ours. When the resource store fails, its figures are 0.
 func (s *Server) Stats() []wire.Stat {
-	ts := s.table.Stats()
+	ctx, cancel := s.storeContext()
+	defer cancel()
+	stats, _ := s.stats(ctx)
+	return stats
+}
+
+// stats is Stats with the resource store's error.
+func (s *Server) stats(ctx context.Context) ([]wire.Stat, error) {
+	ts, err := s.res.Stats(ctx)
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	stats := []wire.Stat{
@@ -379,8 +401,8 @@ func (s *Server) Stats() []wire.Stat {
 	}
 	return append(stats,
 		wire.Stat{Name: "rejected_connections", Value: u(s.rejected.Load())},
-		wire.Stat{Name: "stats_interval", Value: i(int64(s.table.Interval() / time.Second))},
-	)
+		wire.Stat{Name: "stats_interval", Value: i(int64(s.res.Interval() / time.Second))},
+	), err
 }
 
 // storeContext returns the context of one store call, ended by the store

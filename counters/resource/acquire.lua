@@ -1,0 +1,39 @@
+-- acquire.lua: Acquire for one holder.
+-- ARGV: holder, resources, maximum, interval s, lease ms, name.
+-- Reply: {status, created}: status 1 acquired, 0 not available, -1 the
+-- holder's earlier holding of this counter had expired (its lease was
+-- lost; nothing acquired); created 1 when this call created the counter.
+local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local created = 0
+if redis.call('EXISTS', K) == 0 then
+  redis.call('DEL', L)
+  redis.call('HSET', K, 'n', name, 'c', 0, 'm', 0, 'u', now)
+  created = 1
+elseif purge(I, holder) then
+  expire(I)
+  return {-1, 0}
+end
+local c, m, u = num('c'), num('m'), num('u')
+local sum = c + res
+if sum > max then
+  -- Only an existing counter can refuse: a new one starts at 0 and
+  -- resources <= maximum.
+  expire(I)
+  return {0, 0}
+end
+if u < boundary(now, I) then
+  m = sum
+elseif sum > m then
+  m = sum
+end
+redis.call('HSET', K, 'c', sum, 'm', m, 'u', now)
+redis.call('HINCRBY', K, 'h:' .. holder, res)
+local deadline = now_ms + lease
+local old = redis.call('ZSCORE', L, holder)
+if old and tonumber(old) > deadline then
+  deadline = tonumber(old)
+end
+redis.call('ZADD', L, deadline, holder)
+expire(I)
+return {1, created}

@@ -1,0 +1,667 @@
+package resource
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+var (
+	//go:embed common.lua
+	commonLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed drop.lua
+	dropLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed peek.lua
+	peekLua string
+
+	acquireScript = redis.NewScript(commonLua + acquireLua)
+	releaseScript = redis.NewScript(commonLua + releaseLua)
+	dropScript    = redis.NewScript(commonLua + dropLua)
+	renewScript   = redis.NewScript(commonLua + renewLua)
+	peekScript    = redis.NewScript(commonLua + peekLua)
+
+	scripts = []*redis.Script{acquireScript, releaseScript, dropScript, renewScript, peekScript}
+)
+
+// Defaults and limits of RedisOptions.
+const (
+	// DefaultLease is the default RedisOptions.Lease.
+	DefaultLease = 10 * time.Second
+	// MinLease is the shortest lease allowed.
+	MinLease = 100 * time.Millisecond
+	// dumpBatch is how many counters Dump and Stats read per round trip.
+	dumpBatch = 100
+)
+
+// ErrStore wraps the errors of Redis calls whose outcome is unknown: the
+// server was unreachable, slow or broken. A holder that got it has been
+// told it lost its holdings (see Redis.NewHolder).
+var ErrStore = errors.New("resource: store failed")
+
+// RedisOptions configure a Redis store. Zero fields mean the documented
+// defaults.
+type RedisOptions struct {
+	// Prefix goes before every key (e.g. "vkc:r:").
+	Prefix string
+	// Interval is the statistics interval, as Options.Interval.
+	Interval time.Duration
+	// Lease is how long a holding outlives its instance: an instance renews
+	// its holders' leases every Lease/4, and when it has not managed to for
+	// 3/4 of a lease it gives the holders up (see NewHolder) before Redis
+	// lets others take their resources. Default DefaultLease, at least
+	// MinLease.
+	Lease time.Duration
+	// Logger receives renewal failures and lost leases.
+	Logger zerolog.Logger
+}
+
+// Redis keeps the resource counters in Redis, so that every instance using
+// the same Redis (single server or cluster) and prefix enforces one maximum
+// per name. It has the semantics of Table and Holder: holdings per holder
+// (one per client connection), released when the holder ends, maximum
+// consumption per epoch-aligned interval, and counters garbage-collected at
+// the boundary after they fall idle at 0 (by key expiry, with no sweeper).
+// The clock is Redis's TIME, for intervals and leases alike.
+//
+// Each name is two keys with one hash tag (so one cluster slot), updated by
+// one Lua script per call. The holdings of this instance live under leases
+// that a goroutine renews; Close stops it.
+//
+// The client must not retry commands (MaxRetries -1, and for a cluster
+// MaxRedirects -1): a retried acquire would be a second acquire. NewRedis
+// refuses one that does. It is safe for concurrent use.
+type Redis struct {
+	rdb      redis.UniversalClient
+	prefix   string
+	interval int64 // seconds
+	lease    time.Duration
+	log      zerolog.Logger
+	instance string // random, names this instance's holders
+
+	holders atomic.Uint64
+	created atomic.Uint64
+
+	mu sync.Mutex
+	// names and lost are guarded by mu. names maps a held counter to the
+	// holders of this instance holding it, each with the local time
+	// before which its lease is known to hold.
+	names map[string]map[*RedisHolder]time.Time
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// NewRedis returns a store on rdb and starts its lease loop, or an error if
+// opts is invalid or rdb retries commands. It loads the scripts.
+func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions) (*Redis, error) {
+	if rdb == nil {
+		return nil, errors.New("resource: nil Redis client")
+	}
+	if err := checkNoRetries(rdb); err != nil {
+		return nil, err
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Interval < MinInterval || opts.Interval%time.Second != 0 {
+		return nil, fmt.Errorf("resource: interval %v: must be whole seconds, at least %v", opts.Interval, MinInterval)
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Lease < MinLease {
+		return nil, fmt.Errorf("resource: lease %v: must be at least %v", opts.Lease, MinLease)
+	}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	r := &Redis{
+		rdb:      rdb,
+		prefix:   opts.Prefix,
+		interval: int64(opts.Interval / time.Second),
+		lease:    opts.Lease,
+		log:      opts.Logger,
+		instance: hex.EncodeToString(id[:]),
+		names:    map[string]map[*RedisHolder]time.Time{},
+		stop:     make(chan struct{}),
+	}
+	for _, s := range scripts {
+		if err := s.Load(ctx, rdb).Err(); err != nil {
+			return nil, fmt.Errorf("resource: load scripts: %w", err)
+		}
+	}
+	r.wg.Add(2)
+	go r.renewLoop()
+	go r.checkLoop()
+	return r, nil
+}
+
+// checkNoRetries refuses a client that would resend a command on its own.
+func checkNoRetries(rdb redis.UniversalClient) error {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		if c.Options().MaxRetries >= 0 {
+			return fmt.Errorf("resource: the Redis client retries commands (MaxRetries %d): set -1", c.Options().MaxRetries)
+		}
+	case *redis.ClusterClient:
+		o := c.Options()
+		if o.MaxRetries >= 0 || o.MaxRedirects > 0 {
+			return fmt.Errorf("resource: the Redis cluster client retries commands (MaxRetries %d, MaxRedirects %d): set both -1", o.MaxRetries, o.MaxRedirects)
+		}
+	default:
+		return fmt.Errorf("resource: Redis client %T: want *redis.Client or *redis.ClusterClient", rdb)
+	}
+	return nil
+}
+
+// NoRetries returns a copy of opts that never resends a command, as
+// NewRedis requires.
+func NoRetries(opts *redis.Options) *redis.Options {
+	o := *opts
+	o.MaxRetries = -1
+	return &o
+}
+
+// ClusterNoRetries returns a copy of opts that never resends a command, as
+// NewRedis requires. MOVED and ASK redirections are then not followed
+// either: such a call fails (and the client reloads the slot map).
+func ClusterNoRetries(opts *redis.ClusterOptions) *redis.ClusterOptions {
+	o := *opts
+	o.MaxRetries = -1
+	o.MaxRedirects = -1
+	return &o
+}
+
+// Lease returns the lease.
+func (r *Redis) Lease() time.Duration { return r.lease }
+
+// Interval returns the statistics interval.
+func (r *Redis) Interval() time.Duration { return time.Duration(r.interval) * time.Second }
+
+// keys returns the two keys of a counter name: its hash and its lease set.
+func (r *Redis) keys(name []byte) []string {
+	sum := sha256.Sum256(name)
+	k := r.prefix + "{" + hex.EncodeToString(sum[:16]) + "}"
+	return []string{k, k + ":l"}
+}
+
+// Close stops the lease loop. It does not release the holdings of open
+// holders: end them first (their leases then expire on their own).
+func (r *Redis) Close() error {
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// renewEvery is how often leases are renewed, and the time limit of one
+// renewal round.
+func (r *Redis) renewEvery() time.Duration { return r.lease / 4 }
+
+// margin is how long before its lease ends in Redis a holding is given up
+// locally: a renewal may take renewEvery, the check runs every checkEvery,
+// and the rest covers the clock rates of this host and Redis differing.
+func (r *Redis) margin() time.Duration { return r.lease / 4 }
+
+// checkEvery is how often holdings past their local deadline are given up.
+func (r *Redis) checkEvery() time.Duration { return r.lease / 20 }
+
+// validUntil is the local deadline of a lease renewed by a call sent at t0:
+// Redis set it to expire lease after it ran the call, so at least lease
+// after t0; give it up margin earlier.
+func (r *Redis) validUntil(t0 time.Time) time.Time { return t0.Add(r.lease - r.margin()) }
+
+// A RedisHolder is what one connection holds in a Redis store. It is not
+// safe for concurrent use, except that the store may call its lost
+// function from its own goroutine.
+type RedisHolder struct {
+	r    *Redis
+	id   string
+	held map[string]uint32
+	lost func()
+	// gone is set once the holder was told it lost its holdings.
+	gone atomic.Bool
+}
+
+// NewHolder returns a holder that holds nothing. lost is called (once, from
+// any goroutine) when the holder's holdings can no longer be vouched for:
+// a lease could not be renewed in time, Redis says a holding expired, or a
+// call's outcome is unknown. The holder's owner must then end it (the
+// counter port closes the client's connection, which is how a client learns
+// its holdings are gone) and call ReleaseAll; every later call fails.
+func (r *Redis) NewHolder(lost func()) *RedisHolder {
+	return &RedisHolder{
+		r:    r,
+		id:   r.instance + ":" + strconv.FormatUint(r.holders.Add(1), 10),
+		held: map[string]uint32{},
+		lost: lost,
+	}
+}
+
+// errLost is returned by the calls of a holder that lost its holdings.
+var errLost = fmt.Errorf("%w: the holder lost its holdings", ErrStore)
+
+// fail tells the holder's owner that its holdings are lost.
+func (h *RedisHolder) fail() {
+	if h.gone.CompareAndSwap(false, true) && h.lost != nil {
+		h.lost()
+	}
+}
+
+// Acquire adds resources to the named counter, as Holder.Acquire. An error
+// wrapping ErrStore means the outcome is unknown; the holder has then been
+// failed.
+func (h *RedisHolder) Acquire(ctx context.Context, name []byte, resources, maximum uint32) error {
+	if resources == 0 || maximum < resources || len(name) == 0 || len(name) > MaxNameLen {
+		return ErrInvalid
+	}
+	if h.gone.Load() {
+		return errLost
+	}
+	r := h.r
+	t0 := time.Now()
+	v, err := acquireScript.Run(ctx, r.rdb, r.keys(name), h.id, resources, maximum, r.interval, r.lease.Milliseconds(), name).Int64Slice()
+	if err != nil || len(v) != 2 {
+		h.fail()
+		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
+	}
+	if v[1] == 1 {
+		r.created.Add(1)
+	}
+	switch v[0] {
+	case 1:
+	case 0:
+		return ErrNotAvailable
+	default:
+		h.fail()
+		return errLost
+	}
+	key := string(name)
+	h.held[key] += resources
+	r.mu.Lock()
+	hs := r.names[key]
+	if hs == nil {
+		hs = map[*RedisHolder]time.Time{}
+		r.names[key] = hs
+	}
+	if until := r.validUntil(t0); until.After(hs[h]) {
+		hs[h] = until
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Release gives back resources of the named counter, as Holder.Release.
+// An error wrapping ErrStore means the outcome is unknown; the holder has
+// then been failed.
+func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return ErrInvalid
+	}
+	if h.gone.Load() {
+		return errLost
+	}
+	r := h.r
+	v, err := releaseScript.Run(ctx, r.rdb, r.keys(name), h.id, resources, r.interval).Int64()
+	if err != nil {
+		h.fail()
+		return fmt.Errorf("%w: release: %v", ErrStore, err)
+	}
+	switch v {
+	case 1:
+	case -1:
+		return ErrNotFound
+	case -2:
+		return ErrNotAcquired
+	default:
+		h.fail()
+		return errLost
+	}
+	key := string(name)
+	if held := h.held[key]; held > resources {
+		h.held[key] = held - resources
+		return nil
+	}
+	delete(h.held, key)
+	r.forget(key, h)
+	return nil
+}
+
+// forget removes h from the holders of name.
+func (r *Redis) forget(name string, h *RedisHolder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if hs := r.names[name]; hs != nil {
+		delete(hs, h)
+		if len(hs) == 0 {
+			delete(r.names, name)
+		}
+	}
+}
+
+// Held returns how many resources of the named counter this holder holds,
+// as far as this instance knows.
+func (h *RedisHolder) Held(name string) uint32 { return h.held[name] }
+
+// ReleaseAll gives back everything the holder holds, in one round trip,
+// and leaves it empty; the holder must not be used afterwards. Holdings
+// whose release fails stay in Redis until their lease, no longer renewed,
+// ends.
+func (h *RedisHolder) ReleaseAll(ctx context.Context) {
+	h.gone.Store(true)
+	if len(h.held) == 0 {
+		return
+	}
+	r := h.r
+	names := make([]string, 0, len(h.held))
+	for name := range h.held {
+		names = append(names, name)
+		r.forget(name, h)
+	}
+	h.held = map[string]uint32{}
+	err := runEach(ctx, r.rdb, dropScript, len(names), func(i int) ([]string, []any) {
+		return r.keys([]byte(names[i])), []any{h.id, r.interval}
+	}, nil)
+	if err != nil {
+		r.log.Warn().Err(err).Int("counters", len(names)).Stringer("lease", r.lease).
+			Msg("resource holdings not released in Redis; they expire with their lease")
+	}
+}
+
+// runEach runs script n times in one pipeline, the i-th with the keys and
+// arguments args(i) gives, and passes each reply to reply (when not nil).
+// A script missing from the server's cache is loaded and run again.
+func runEach(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, n int,
+	args func(i int) ([]string, []any), reply func(i int, cmd *redis.Cmd)) error {
+	cmds := make([]*redis.Cmd, n)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range n {
+			keys, a := args(i)
+			cmds[i] = script.EvalSha(ctx, p, keys, a...)
+		}
+		return nil
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A SCRIPT FLUSH or a failover to a server that never saw the
+		// scripts: none of them ran. Load and run again.
+		if err := script.Load(ctx, rdb).Err(); err != nil {
+			return err
+		}
+		return runEach(ctx, rdb, script, n, args, reply)
+	}
+	if err != nil {
+		return err
+	}
+	if reply != nil {
+		for i, c := range cmds {
+			reply(i, c)
+		}
+	}
+	return nil
+}
+
+// renewLoop renews the leases of this instance's holdings every
+// renewEvery until Close. With nothing held it sends nothing.
+func (r *Redis) renewLoop() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.renewEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.renew()
+	}
+}
+
+// renew renews every lease of this instance once.
+func (r *Redis) renew() {
+	type held struct {
+		name    string
+		holders []*RedisHolder
+	}
+	r.mu.Lock()
+	round := make([]held, 0, len(r.names))
+	for name, hs := range r.names {
+		e := held{name: name}
+		for h := range hs {
+			e.holders = append(e.holders, h)
+		}
+		round = append(round, e)
+	}
+	r.mu.Unlock()
+	if len(round) == 0 {
+		return
+	}
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
+	defer cancel()
+	lost := map[*RedisHolder]bool{}
+	err := runEach(ctx, r.rdb, renewScript, len(round), func(i int) ([]string, []any) {
+		a := []any{r.lease.Milliseconds(), r.interval}
+		for _, h := range round[i].holders {
+			a = append(a, h.id)
+		}
+		return r.keys([]byte(round[i].name)), a
+	}, func(i int, cmd *redis.Cmd) {
+		gone, err := cmd.StringSlice()
+		if err != nil {
+			return // not renewed: the check gives it up in time
+		}
+		byID := map[string]*RedisHolder{}
+		for _, h := range round[i].holders {
+			byID[h.id] = h
+		}
+		for _, id := range gone {
+			if h := byID[id]; h != nil {
+				lost[h] = true
+				delete(byID, id)
+			}
+		}
+		until := r.validUntil(t0)
+		r.mu.Lock()
+		if hs := r.names[round[i].name]; hs != nil {
+			for _, h := range byID {
+				if _, ok := hs[h]; ok && until.After(hs[h]) {
+					hs[h] = until
+				}
+			}
+		}
+		r.mu.Unlock()
+	})
+	if err != nil {
+		r.log.Warn().Err(err).Int("counters", len(round)).Msg("resource leases not renewed")
+	}
+	for h := range lost {
+		r.log.Warn().Str("holder", h.id).Msg("resource holding expired in Redis: closing its connection")
+		h.fail()
+	}
+}
+
+// checkLoop gives up, every checkEvery until Close, the holders whose lease
+// may end before it is renewed.
+func (r *Redis) checkLoop() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.checkEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var late []*RedisHolder
+		r.mu.Lock()
+		for _, hs := range r.names {
+			for h, until := range hs {
+				if now.After(until) {
+					late = append(late, h)
+				}
+			}
+		}
+		r.mu.Unlock()
+		for _, h := range late {
+			if !h.gone.Load() {
+				r.log.Error().Str("holder", h.id).Stringer("lease", r.lease).
+					Msg("resource lease not renewed in time: closing the connection that holds it")
+			}
+			h.fail()
+		}
+	}
+}
+
+// Get returns the named counter's consumption, or ErrNotFound. Errors
+// other than those wrap ErrStore.
+func (r *Redis) Get(ctx context.Context, name []byte) (uint32, error) {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return 0, ErrInvalid
+	}
+	e, err := parsePeek(peekScript.Run(ctx, r.rdb, r.keys(name), r.interval))
+	if err != nil {
+		return 0, err
+	}
+	return e.Consumption, nil
+}
+
+// parsePeek decodes a peek reply.
+func parsePeek(cmd *redis.Cmd) (Entry, error) {
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return Entry{}, ErrNotFound
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("%w: %v", ErrStore, err)
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 3 {
+		return Entry{}, fmt.Errorf("%w: peek reply %v", ErrStore, v)
+	}
+	name, ok1 := a[0].(string)
+	c, ok2 := a[1].(int64)
+	m, ok3 := a[2].(int64)
+	if !ok1 || !ok2 || !ok3 || c < 0 || m < 0 || c > 1<<32-1 || m > 1<<32-1 {
+		return Entry{}, fmt.Errorf("%w: peek reply %v", ErrStore, v)
+	}
+	return Entry{Name: name, Consumption: uint32(c), MaxConsumption: uint32(m)}, nil
+}
+
+// Dump calls fn for every counter in Redis under the prefix (of every
+// instance), as Table.Dump. It scans every master of a cluster.
+func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
+	return r.scan(ctx, func(keys []string) error {
+		var es []Entry
+		var perr error
+		err := runEach(ctx, r.rdb, peekScript, len(keys), func(i int) ([]string, []any) {
+			return []string{keys[i], keys[i] + ":l"}, []any{r.interval}
+		}, func(i int, cmd *redis.Cmd) {
+			e, err := parsePeek(cmd)
+			switch {
+			case err == nil:
+				es = append(es, e)
+			case !errors.Is(err, ErrNotFound) && perr == nil:
+				perr = err
+			}
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("%w: dump: %v", ErrStore, err)
+		}
+		if perr != nil {
+			return perr
+		}
+		for _, e := range es {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scan calls fn with batches of counter hash keys under the prefix,
+// scanning every master of a cluster (fn is called one batch at a time).
+func (r *Redis) scan(ctx context.Context, fn func(keys []string) error) error {
+	match := escapeGlob(r.prefix) + "{*}"
+	one := func(ctx context.Context, c redis.Cmdable, fn func([]string) error) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, match, dumpBatch).Result()
+			if err != nil {
+				return fmt.Errorf("%w: scan: %v", ErrStore, err)
+			}
+			if len(keys) > 0 {
+				if err := fn(keys); err != nil {
+					return err
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	cc, ok := r.rdb.(*redis.ClusterClient)
+	if !ok {
+		return one(ctx, r.rdb, fn)
+	}
+	var mu sync.Mutex // ForEachMaster scans the masters at once
+	locked := func(keys []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(keys)
+	}
+	return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		return one(ctx, c, locked)
+	})
+}
+
+// escapeGlob escapes the SCAN pattern characters of s.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Stats returns the store's statistics: Objects counts the counters in
+// Redis (a scan), TotalObjects those this instance created, UsedMemory
+// estimates the counters' memory as Table does (names plus a fixed
+// overhead). Redis has no lock waits and no GC runs: the other fields are
+// 0.
+func (r *Redis) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := r.Dump(ctx, func(e Entry) error {
+		s.Objects++
+		s.UsedMemory += cost(len(e.Name))
+		return nil
+	})
+	s.TotalObjects = r.created.Load()
+	return s, err
+}
