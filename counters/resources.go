@@ -51,7 +51,9 @@ type memoryResources struct{ *resource.Table }
 
 func (m memoryResources) NewHolder(func()) ResourceHolder { return memoryHolder{m.Table.NewHolder()} }
 
-func (m memoryResources) Get(_ context.Context, name []byte) (uint32, error) { return m.Table.Get(name) }
+func (m memoryResources) Get(_ context.Context, name []byte) (uint32, error) {
+	return m.Table.Get(name)
+}
 
 func (m memoryResources) Dump(_ context.Context, fn func(resource.Entry) error) error {
 	return m.Table.Dump(fn)
