@@ -50,6 +50,8 @@ type Config struct {
 	CounterMaxConnections int
 	CounterBuckets        int
 	CounterStatsInterval  int
+	ResourceStore         string
+	ResourceLease         time.Duration
 
 	CountersStore      string
 	CountersDir        string
@@ -125,6 +127,8 @@ func settings(c *Config) []setting {
 		{"COUNTER_MAX_CONNECTIONS", "0", "most counter connections at once; 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
+		{"RESOURCE_STORE", StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
+		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first (minimum 1s)", dur(&c.ResourceLease)},
 		{"COUNTERS_STORE", StoreRedis, "where access and participant counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR)", str(&c.CountersStore)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL)", num(&c.CountersFileLevels)},
@@ -251,6 +255,14 @@ func (c *Config) validate() error {
 	}
 	if c.CounterMaxConnections < 0 || c.CounterBuckets <= 0 {
 		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))
+	}
+	switch c.ResourceStore {
+	case StoreMemory, StoreRedis:
+	default:
+		errs = append(errs, fmt.Errorf("RESOURCE_STORE %q: must be memory or redis", c.ResourceStore))
+	}
+	if c.ResourceLease < time.Second {
+		errs = append(errs, fmt.Errorf("RESOURCE_LEASE %v: minimum is 1s", c.ResourceLease))
 	}
 	errs = append(errs, c.validateCounters()...)
 	if _, err := c.Communities(); err != nil {

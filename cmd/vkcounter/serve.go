@@ -21,6 +21,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
@@ -36,6 +37,10 @@ type Main struct {
 	mini     *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
 	stopTick chan struct{}        // stops tickEmbedded
 	rdb      redis.UniversalClient
+	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
+	// the same Redis, but never retrying a command.
+	resRdb    redis.UniversalClient
+	resources *resource.Redis
 	store    *freq.Store
 	outbox   *outbox.Outbox
 	groups   []int // the communities served
@@ -54,12 +59,12 @@ type Main struct {
 }
 
 // prefixes are the Redis key prefixes of each part of the service.
-type prefixes struct{ freq, outbox, access, participants, longpoll string }
+type prefixes struct{ freq, outbox, access, participants, longpoll, resources string }
 
 // keyPrefixes derives every part's prefix from KEY_PREFIX; the load tool
 // uses it too, to find the bot's keys.
 func keyPrefixes(keyPrefix string) prefixes {
-	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:", longpoll: keyPrefix + "l:"}
+	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:", longpoll: keyPrefix + "l:", resources: keyPrefix + "r:"}
 }
 
 // NewMain returns a Main for cfg; nothing is opened until Run.
@@ -113,7 +118,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.adminLn, m.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, admin); err != nil {
 		return err
 	}
-	if err := m.serveCounters(); err != nil {
+	if err := m.serveCounters(ctx); err != nil {
 		return err
 	}
 	if err := m.startPollers(communities); err != nil {
@@ -191,11 +196,19 @@ var _ bot.Activity = activity{}
 const CounterOff = "off"
 
 // serveCounters starts the counter protocol server unless COUNTER_ADDR=off.
-func (m *Main) serveCounters() error {
+func (m *Main) serveCounters(ctx context.Context) error {
 	if m.cfg.CounterAddr == CounterOff {
 		return nil
 	}
+	var res counters.ResourceStore
+	if m.cfg.ResourceStore == StoreRedis {
+		if err := m.openResources(ctx); err != nil {
+			return err
+		}
+		res = counters.RedisResources(m.resources)
+	}
 	srv, err := counters.NewServer(counters.ServerOptions{
+		Resources:      res,
 		MaxConnections: m.cfg.CounterMaxConnections,
 		Buckets:        m.cfg.CounterBuckets,
 		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
@@ -218,6 +231,36 @@ func (m *Main) serveCounters() error {
 			m.log.Error().Err(err).Msg("counter server stopped")
 		}
 	}()
+	return nil
+}
+
+// openResources opens the Redis resource store on a client of its own to
+// the service's Redis that never resends a command: a resent acquire would
+// be a second acquire.
+func (m *Main) openResources(ctx context.Context) error {
+	switch {
+	case m.cfg.RedisCluster != "":
+		m.resRdb = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(m.cfg.RedisCluster, ",")}))
+	case m.cfg.RedisURL != "":
+		opt, err := redis.ParseURL(m.cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("REDIS_URL: %w", err)
+		}
+		m.resRdb = redis.NewClient(resource.NoRetries(opt))
+	default:
+		m.resRdb = redis.NewClient(resource.NoRetries(&redis.Options{Addr: m.mini.Addr()}))
+		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
+	}
+	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
+		Prefix:   keyPrefixes(m.cfg.KeyPrefix).resources,
+		Interval: time.Duration(m.cfg.CounterStatsInterval) * time.Second,
+		Lease:    m.cfg.ResourceLease,
+		Logger:   m.log,
+	})
+	if err != nil {
+		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
+	}
+	m.resources = r
 	return nil
 }
 
@@ -479,6 +522,12 @@ func (m *Main) Close() error {
 		if err := m.counterSrv.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("counter server: %w", err))
 		}
+	}
+	if m.resources != nil {
+		m.resources.Close()
+	}
+	if m.resRdb != nil {
+		m.resRdb.Close()
 	}
 	if m.stopTick != nil {
 		close(m.stopTick)

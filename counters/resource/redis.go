@@ -156,15 +156,17 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 }
 
 // checkNoRetries refuses a client that would resend a command on its own.
+// go-redis turns a configured -1 into 0 (no retry) and a configured 0
+// into its default, 3.
 func checkNoRetries(rdb redis.UniversalClient) error {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		if c.Options().MaxRetries >= 0 {
+		if c.Options().MaxRetries > 0 {
 			return fmt.Errorf("resource: the Redis client retries commands (MaxRetries %d): set -1", c.Options().MaxRetries)
 		}
 	case *redis.ClusterClient:
 		o := c.Options()
-		if o.MaxRetries >= 0 || o.MaxRedirects > 0 {
+		if o.MaxRetries > 0 || o.MaxRedirects > 0 {
 			return fmt.Errorf("resource: the Redis cluster client retries commands (MaxRetries %d, MaxRedirects %d): set both -1", o.MaxRetries, o.MaxRedirects)
 		}
 	default:
