@@ -41,12 +41,12 @@ type Main struct {
 	// the same Redis, but never retrying a command.
 	resRdb    redis.UniversalClient
 	resources *resource.Redis
-	store    *freq.Store
-	outbox   *outbox.Outbox
-	groups   []int // the communities served
-	bot      *bot.Bot
-	metrics  *metrics.Metrics
-	stores   counters.Stores // access and participant counters (COUNTERS_STORE)
+	store     *freq.Store
+	outbox    *outbox.Outbox
+	groups    []int // the communities served
+	bot       *bot.Bot
+	metrics   *metrics.Metrics
+	stores    counters.Stores // access and participant counters (COUNTERS_STORE)
 
 	httpLn     net.Listener // public: webhook, /counters/, /healthz
 	httpSrv    *http.Server
