@@ -25,7 +25,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc}
 	// A holder whose holdings the store can no longer vouch for ends its
 	// connection: that is how a client learns its holdings are gone.
-	c.holder = s.res.NewHolder(func() { nc.Close() })
+	c.holder = s.res.NewHolder(func() {
+		s.log.Warn().Stringer("remote", nc.RemoteAddr()).Msg("resource holdings lost: closing the connection")
+		nc.Close()
+	})
 	c.r = wire.NewRequestReader(connReader{c})
 	c.w = bufio.NewWriterSize(connWriter{c}, writeBufferSize)
 	return c

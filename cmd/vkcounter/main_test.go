@@ -408,6 +408,8 @@ func TestConfigErrors(t *testing.T) {
 		{"duplicate group", map[string]string{"VK_GROUPS": `[{"group_id":1},{"group_id":1}]`}, "twice"},
 		{"groups and group id", map[string]string{"VK_GROUPS": `[{"group_id":1}]`, "VK_GROUP_ID": "2"}, "VK_GROUPS"},
 		{"stats interval", map[string]string{"COUNTER_STATS_INTERVAL": "5"}, "COUNTER_STATS_INTERVAL"},
+		{"resource store", map[string]string{"RESOURCE_STORE": "file"}, "RESOURCE_STORE"},
+		{"resource lease", map[string]string{"RESOURCE_LEASE": "500ms"}, "RESOURCE_LEASE"},
 		{"log format", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"api url", map[string]string{"VK_API_URL": "ftp://x/"}, "VK_API_URL"},
 	}

@@ -100,13 +100,22 @@ type Redis struct {
 	created atomic.Uint64
 
 	mu sync.Mutex
-	// names and lost are guarded by mu. names maps a held counter to the
-	// holders of this instance holding it, each with the local time
-	// before which its lease is known to hold.
-	names map[string]map[*RedisHolder]time.Time
+	// names is guarded by mu. It maps a held counter to the holders of
+	// this instance holding it, each with its lease.
+	names map[string]map[*RedisHolder]*lease
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+}
+
+// A lease is one holder's lease on one counter, from the acquire that
+// made the holding until the release or drop that ends it: a new holding
+// of the same counter is a new lease, so a renewal that raced with the
+// end of an old one cannot touch the new one.
+type lease struct {
+	// until is the local time before which the lease is known to hold
+	// in Redis. Guarded by Redis.mu.
+	until time.Time
 }
 
 // NewRedis returns a store on rdb and starts its lease loop, or an error if
@@ -141,7 +150,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		lease:    opts.Lease,
 		log:      opts.Logger,
 		instance: hex.EncodeToString(id[:]),
-		names:    map[string]map[*RedisHolder]time.Time{},
+		names:    map[string]map[*RedisHolder]*lease{},
 		stop:     make(chan struct{}),
 	}
 	for _, s := range scripts {
@@ -305,11 +314,16 @@ func (h *RedisHolder) Acquire(ctx context.Context, name []byte, resources, maxim
 	r.mu.Lock()
 	hs := r.names[key]
 	if hs == nil {
-		hs = map[*RedisHolder]time.Time{}
+		hs = map[*RedisHolder]*lease{}
 		r.names[key] = hs
 	}
-	if until := r.validUntil(t0); until.After(hs[h]) {
-		hs[h] = until
+	l := hs[h]
+	if l == nil {
+		l = &lease{}
+		hs[h] = l
+	}
+	if until := r.validUntil(t0); until.After(l.until) {
+		l.until = until
 	}
 	r.mu.Unlock()
 	return nil
@@ -445,13 +459,15 @@ func (r *Redis) renew() {
 	type held struct {
 		name    string
 		holders []*RedisHolder
+		leases  []*lease
 	}
 	r.mu.Lock()
 	round := make([]held, 0, len(r.names))
 	for name, hs := range r.names {
 		e := held{name: name}
-		for h := range hs {
+		for h, l := range hs {
 			e.holders = append(e.holders, h)
+			e.leases = append(e.leases, l)
 		}
 		round = append(round, e)
 	}
@@ -474,26 +490,27 @@ func (r *Redis) renew() {
 		if err != nil {
 			return // not renewed: the check gives it up in time
 		}
-		byID := map[string]*RedisHolder{}
-		for _, h := range round[i].holders {
-			byID[h.id] = h
-		}
+		isGone := map[string]bool{}
 		for _, id := range gone {
-			if h := byID[id]; h != nil {
-				lost[h] = true
-				delete(byID, id)
-			}
+			isGone[id] = true
 		}
 		until := r.validUntil(t0)
+		e := round[i]
 		r.mu.Lock()
-		if hs := r.names[round[i].name]; hs != nil {
-			for _, h := range byID {
-				if _, ok := hs[h]; ok && until.After(hs[h]) {
-					hs[h] = until
-				}
+		defer r.mu.Unlock()
+		hs := r.names[e.name]
+		for k, h := range e.holders {
+			if hs[h] != e.leases[k] {
+				// The holding ended (and maybe began again) meanwhile:
+				// this renewal says nothing about it.
+				continue
+			}
+			if isGone[h.id] {
+				lost[h] = true
+			} else if until.After(e.leases[k].until) {
+				e.leases[k].until = until
 			}
 		}
-		r.mu.Unlock()
 	})
 	if err != nil {
 		r.log.Warn().Err(err).Int("counters", len(round)).Msg("resource leases not renewed")
@@ -520,8 +537,8 @@ func (r *Redis) checkLoop() {
 		var late []*RedisHolder
 		r.mu.Lock()
 		for _, hs := range r.names {
-			for h, until := range hs {
-				if now.After(until) {
+			for h, l := range hs {
+				if now.After(l.until) {
 					late = append(late, h)
 				}
 			}

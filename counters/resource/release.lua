@@ -19,7 +19,8 @@ release(res, now, I)
 if held == res then
   redis.call('HDEL', K, 'h:' .. holder)
   redis.call('ZREM', L, holder)
-else
+elseif res > 0 then
+  -- (Lua writes -0 for a release of 0, which Redis refuses as a number.)
   redis.call('HINCRBY', K, 'h:' .. holder, -res)
 end
 expire(I)

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// redisEnv is the environment pointing the program at tg.
+func redisEnv(tg *redistest.Target) map[string]string {
+	if tg.Kind == redistest.Cluster {
+		return map[string]string{"REDIS_CLUSTER": os.Getenv(redistest.EnvCluster)}
+	}
+	return map[string]string{"REDIS_URL": tg.URL}
+}
+
+// TestKill9ResourceHoldingsExpire: kill -9 of an instance with holdings:
+// they are still held just after, and another instance on the same Redis
+// can acquire them once RESOURCE_LEASE has passed.
+func TestKill9ResourceHoldingsExpire(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const lease = time.Second
+		env := redisEnv(tg)
+		env["KEY_PREFIX"] = redistest.Prefix(t)
+		env["RESOURCE_STORE"] = "redis"
+		env["RESOURCE_LEASE"] = lease.String()
+		addrs := []string{freePort(t), freePort(t)}
+		var procs []*process
+		for _, a := range addrs {
+			env["COUNTER_ADDR"] = a
+			procs = append(procs, startBinary(t, env))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dial := func(addr string) *counters.Client {
+			c, err := counters.Dial(ctx, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		holder, other := dial(addrs[0]), dial(addrs[1])
+		if _, err := holder.Acquire(ctx, "jobs", 3, 4); err != nil {
+			t.Fatal(err)
+		}
+		procs[0].cmd.Process.Signal(syscall.SIGKILL)
+		<-procs[0].done
+		killed := time.Now()
+		if _, err := other.Acquire(ctx, "jobs", 2, 4); !errors.Is(err, wire.StatusNotAvailable) {
+			t.Fatalf("just after the kill: %v, want 0x21", err)
+		}
+		if v, err := other.Get(ctx, "jobs"); v != 3 || err != nil {
+			t.Fatalf("get just after the kill = %d, %v; want 3", v, err)
+		}
+		for {
+			_, err := other.Acquire(ctx, "jobs", 4, 4)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, wire.StatusNotAvailable) {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling, not ordering
+		}
+		if waited := time.Since(killed); waited < lease*3/4 || waited > 3*lease {
+			t.Fatalf("the dead instance's holdings were free after %v, lease %v", waited, lease)
+		}
+	})
+}

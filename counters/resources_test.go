@@ -1,0 +1,320 @@
+package counters_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
+)
+
+// resourceClient returns a client of tg's server that never resends a
+// command, as resource.NewRedis requires; addr, when not empty, replaces
+// the address (a proxy).
+func resourceClient(t testing.TB, tg *redistest.Target, addr string) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if tg.Kind == redistest.Cluster {
+		c = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvCluster), ",")}))
+	} else {
+		opt, err := redis.ParseURL(tg.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr != "" {
+			opt.Addr = addr
+		}
+		c = redis.NewClient(resource.NoRetries(opt))
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// redisServer starts a counter server whose resource counters live in
+// Redis under prefix, through rdb, and returns its address.
+func redisServer(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) string {
+	t.Helper()
+	r, err := resource.NewRedis(ctx(t), rdb, resource.RedisOptions{Prefix: prefix, Interval: 10 * time.Second, Lease: lease, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	// Registered after r's cleanup, so it runs first: the server closes
+	// (releasing its holdings) before the store stops.
+	return listen(t, newServer(t, counters.ServerOptions{Resources: counters.RedisResources(r), Stores: counters.Stores{Timeout: testTimeout}, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}))
+}
+
+// eachResourceStore runs fn against a counter server of each resource
+// store: memory, and Redis on miniredis, a real server and a cluster. fn
+// gets a function starting another server sharing the first one's
+// counters (nil for memory, whose counters are not shared).
+func eachResourceStore(t *testing.T, fn func(t *testing.T, addr string, another func() string)) {
+	t.Run("memory", func(t *testing.T) {
+		fn(t, listen(t, newServer(t, counters.ServerOptions{})), nil)
+	})
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		another := func() string { return redisServer(t, resourceClient(t, tg, ""), prefix, 0) }
+		fn(t, another(), another)
+	})
+}
+
+// TestResourceRulesOverThePort runs the rules yrmcds's test/counter.cpp
+// checks (its six modules: noop, one_client, multi_clients,
+// over_releasing, multi_names, dump) over the port, in both store modes.
+func TestResourceRulesOverThePort(t *testing.T) {
+	eachResourceStore(t, func(t *testing.T, addr string, _ func() string) {
+		cx := ctx(t)
+		c := client(t, addr)
+		for range 3 {
+			if err := c.Noop(cx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step := func(what string, err error, want error) {
+			t.Helper()
+			if (want == nil && err != nil) || (want != nil && !errors.Is(err, want)) {
+				t.Fatalf("%s: %v, want %v", what, err, want)
+			}
+		}
+		get := func(c *counters.Client, name string, want uint32) {
+			t.Helper()
+			if v, err := c.Get(cx, name); v != want || err != nil {
+				t.Fatalf("get %s = %d, %v; want %d", name, v, err, want)
+			}
+		}
+		// one_client
+		for _, n := range []uint32{2, 3, 5} {
+			v, err := c.Acquire(cx, "hoge", n, 10)
+			step("acquire hoge", err, nil)
+			if v != n {
+				t.Fatalf("acquire answered %d, want the %d requested", v, n)
+			}
+		}
+		get(c, "hoge", 10)
+		_, err := c.Acquire(cx, "hoge", 1, 10)
+		step("acquire past 10", err, wire.StatusNotAvailable)
+		step("release 3", c.Release(cx, "hoge", 3), nil)
+		_, err = c.Acquire(cx, "hoge", 2, 10)
+		step("acquire 2", err, nil)
+		// multi_clients: a closed connection's holdings are released.
+		c1, c2 := client(t, addr), client(t, addr)
+		_, err = c1.Acquire(cx, "fuga", 1, 10)
+		step("c1 acquires 1", err, nil)
+		_, err = c2.Acquire(cx, "fuga", 9, 10)
+		step("c2 acquires 9", err, nil)
+		_, err = c1.Acquire(cx, "fuga", 1, 10)
+		step("c1 acquires 1 more", err, wire.StatusNotAvailable)
+		step("c2 releases 1", c2.Release(cx, "fuga", 1), nil)
+		_, err = c1.Acquire(cx, "fuga", 1, 10)
+		step("c1 acquires 1 now", err, nil)
+		c2.Close()
+		eventually(t, time.Second, "c2's 8 released on close", func() bool {
+			_, err := c1.Acquire(cx, "fuga", 8, 10)
+			return err == nil
+		})
+		_, err = c1.Acquire(cx, "fuga", 1, 10)
+		step("fuga full", err, wire.StatusNotAvailable)
+		// over_releasing
+		_, err = c.Acquire(cx, "foo", 1, 10)
+		step("acquire foo", err, nil)
+		step("release 2 of 1", c.Release(cx, "foo", 2), wire.StatusNotAcquired)
+		step("release of nothing held", c1.Release(cx, "foo", 0), wire.StatusNotAcquired)
+		step("release of a missing counter", c.Release(cx, "never", 0), wire.StatusNotFound)
+		_, err = c.Get(cx, "never")
+		step("get of a missing counter", err, wire.StatusNotFound)
+		// multi_names
+		for i, n := range []string{"a", "b", "c"} {
+			_, err := c.Acquire(cx, n, 1<<i, 10)
+			step("acquire "+n, err, nil)
+		}
+		step("release a 1", c.Release(cx, "a", 1), nil)
+		step("release b 1", c.Release(cx, "b", 1), nil)
+		step("release c 2", c.Release(cx, "c", 2), nil)
+		get(c, "a", 0)
+		get(c, "b", 1)
+		get(c, "c", 2)
+		// dump
+		for _, s := range []struct {
+			name    string
+			acquire bool
+			n, max  uint32
+		}{{"dump:aaa", true, 5, 10}, {"dump:aaa", true, 3, 10}, {"dump:aaa", false, 1, 0}, {"dump:bbb", true, 100, 100}, {"dump:bbb", false, 100, 0}} {
+			if s.acquire {
+				_, err = c.Acquire(cx, s.name, s.n, s.max)
+			} else {
+				err = c.Release(cx, s.name, s.n)
+			}
+			step("dump setup", err, nil)
+		}
+		found := 0
+		for _, e := range dumpAll(t, c) {
+			switch {
+			case e.Name == "dump:aaa" && e.Consumption == 7 && e.MaxConsumption == 8,
+				e.Name == "dump:bbb" && e.Consumption == 0 && e.MaxConsumption == 100:
+				found++
+			case strings.HasPrefix(e.Name, "dump:"):
+				t.Fatalf("dump entry %+v", e)
+			}
+		}
+		if found != 2 {
+			t.Fatalf("dump listed %d of dump:aaa and dump:bbb", found)
+		}
+		stats, err := c.Stats(cx)
+		if err != nil || len(stats) < 15 || stats[0].Name != "objects" || stats[0].Value != "8" {
+			t.Fatalf("stats %v, %v", stats, err)
+		}
+	})
+}
+
+// TestSharedMaximumOverThePort: two instances on one Redis; a client on A
+// holds 3 of max 4, so a client on B cannot get 2 (0x21) and get on B
+// says 3; A's client closes, and B gets 4 at once.
+func TestSharedMaximumOverThePort(t *testing.T) {
+	eachResourceStore(t, func(t *testing.T, a string, another func() string) {
+		if another == nil {
+			t.Skip("memory counters are not shared")
+		}
+		b := another()
+		cx := ctx(t)
+		ca, cb := client(t, a), client(t, b)
+		if _, err := ca.Acquire(cx, "db-slots", 3, 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cb.Acquire(cx, "db-slots", 2, 4); !errors.Is(err, wire.StatusNotAvailable) {
+			t.Fatalf("acquire 2 on B: %v, want 0x21", err)
+		}
+		if v, err := cb.Get(cx, "db-slots"); v != 3 || err != nil {
+			t.Fatalf("get on B = %d, %v; want 3", v, err)
+		}
+		ca.Close()
+		eventually(t, time.Second, "B gets 4 once A's client closed", func() bool {
+			_, err := cb.Acquire(cx, "db-slots", 4, 4)
+			return err == nil
+		})
+	})
+}
+
+// TestLostLeaseClosesHoldingConnections: a server that loses Redis for
+// longer than its lease closes the connections holding resources, before
+// another server can grant them.
+func TestLostLeaseClosesHoldingConnections(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const lease = time.Second
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		cut := redisServer(t, resourceClient(t, tg, proxy.Addr()), prefix, lease)
+		live := redisServer(t, resourceClient(t, tg, ""), prefix, lease)
+		holder, idle := dial(t, cut), client(t, cut)
+		acquired := time.Now()
+		exchange(t, holder, wire.AppendAcquire(nil, 1, "lock", 1, 1), 16)
+		if err := idle.Noop(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Cut()
+		closed := make(chan time.Time, 1)
+		go func() {
+			var b [1]byte
+			holder.Read(b[:]) // ends when the server closes the connection
+			closed <- time.Now()
+		}()
+		other := client(t, live)
+		var gotAt time.Time
+		for deadline := time.Now().Add(10 * lease); gotAt.IsZero(); {
+			switch _, err := other.Acquire(ctx(t), "lock", 1, 1); {
+			case err == nil:
+				gotAt = time.Now()
+			case !errors.Is(err, wire.StatusNotAvailable) || time.Now().After(deadline):
+				t.Fatalf("acquire on the live server: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond) // polling, not ordering
+		}
+		var closedAt time.Time
+		select {
+		case closedAt = <-closed:
+		case <-time.After(testTimeout):
+			t.Fatal("the holding connection was never closed")
+		}
+		if !closedAt.Before(gotAt) || closedAt.After(acquired.Add(lease)) {
+			t.Fatalf("holding connection closed %v after the acquire, the other server granted it %v after",
+				closedAt.Sub(acquired), gotAt.Sub(acquired))
+		}
+		// A connection holding nothing stays open.
+		proxy.Restore()
+		if err := idle.Noop(ctx(t)); err != nil {
+			t.Fatalf("a connection holding nothing was closed: %v", err)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestConcurrentAcquireAcrossInstances: 50 connections spread over two
+// instances hammer acquire and release on one name. The shared maximum is
+// never exceeded, and the final consumption is what the open connections
+// hold.
+func TestConcurrentAcquireAcrossInstances(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		servers := []string{
+			redisServer(t, resourceClient(t, tg, ""), prefix, 0),
+			redisServer(t, resourceClient(t, tg, ""), prefix, 0),
+		}
+		const (
+			conns   = 50
+			rounds  = 40
+			maximum = 7
+		)
+		var held, peak atomic.Int64
+		clients := make([]*counters.Client, conns)
+		for i := range clients {
+			clients[i] = client(t, servers[i%2])
+		}
+		holds := together.Run(t, conns, func(i int) (uint32, error) {
+			c := clients[i]
+			mine := uint32(0)
+			for r := range rounds {
+				n := uint32(1 + (i+r)%2)
+				if _, err := c.Acquire(ctx(t), "pool", n, maximum); err == nil {
+					now := held.Add(int64(n))
+					for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+					}
+					if now > maximum {
+						return 0, fmt.Errorf("conn %d: %d held after a grant, maximum %d", i, now, maximum)
+					}
+					mine += n
+				} else if !errors.Is(err, wire.StatusNotAvailable) {
+					return 0, err
+				}
+				if mine > 0 && r%3 != 2 {
+					// Count it out before the release can let another in.
+					held.Add(-int64(mine))
+					if err := c.Release(ctx(t), "pool", mine); err != nil {
+						return 0, err
+					}
+					mine = 0
+				}
+			}
+			return mine, nil
+		})
+		var sum uint32
+		for _, h := range holds {
+			sum += h
+		}
+		for _, s := range servers {
+			if v, err := client(t, s).Get(ctx(t), "pool"); v != sum || err != nil {
+				t.Fatalf("final consumption on %s = %d, %v; the open connections hold %d", s, v, err, sum)
+			}
+		}
+		t.Logf("peak %d of %d, final %d", peak.Load(), maximum, sum)
+	})
+}
