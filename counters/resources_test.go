@@ -3,56 +3,25 @@ package counters_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters"
-	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
 
-// resourceClient returns a client of tg's server that never resends a
-// command, as resource.NewRedis requires; addr, when not empty, replaces
-// the address (a proxy).
-func resourceClient(t testing.TB, tg *redistest.Target, addr string) redis.UniversalClient {
-	t.Helper()
-	var c redis.UniversalClient
-	if tg.Kind == redistest.Cluster {
-		c = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvCluster), ",")}))
-	} else {
-		opt, err := redis.ParseURL(tg.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr != "" {
-			opt.Addr = addr
-		}
-		c = redis.NewClient(resource.NoRetries(opt))
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // redisServer starts a counter server whose resource counters live in
 // Redis under prefix, through rdb, and returns its address.
 func redisServer(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) string {
 	t.Helper()
-	r, err := resource.NewRedis(ctx(t), rdb, resource.RedisOptions{Prefix: prefix, Interval: 10 * time.Second, Lease: lease, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	// Registered after r's cleanup, so it runs first: the server closes
-	// (releasing its holdings) before the store stops.
-	return listen(t, newServer(t, counters.ServerOptions{Resources: counters.RedisResources(r), Stores: counters.Stores{Timeout: testTimeout}, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)}))
+	return counterstest.StartRedis(t, rdb, prefix, lease)
 }
 
 // eachResourceStore runs fn against a counter server of each resource
@@ -65,7 +34,7 @@ func eachResourceStore(t *testing.T, fn func(t *testing.T, addr string, another 
 	})
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
-		another := func() string { return redisServer(t, resourceClient(t, tg, ""), prefix, 0) }
+		another := func() string { return redisServer(t, tg.NoRetryClient(t, ""), prefix, 0) }
 		fn(t, another(), another)
 	})
 }
@@ -214,8 +183,8 @@ func TestLostLeaseClosesHoldingConnections(t *testing.T) {
 		const lease = time.Second
 		prefix := redistest.Prefix(t)
 		proxy := redistest.NewProxy(t, tg.Addr)
-		cut := redisServer(t, resourceClient(t, tg, proxy.Addr()), prefix, lease)
-		live := redisServer(t, resourceClient(t, tg, ""), prefix, lease)
+		cut := redisServer(t, tg.NoRetryClient(t, proxy.Addr()), prefix, lease)
+		live := redisServer(t, tg.NoRetryClient(t, ""), prefix, lease)
 		holder, idle := dial(t, cut), client(t, cut)
 		acquired := time.Now()
 		exchange(t, holder, wire.AppendAcquire(nil, 1, "lock", 1, 1), 16)
@@ -265,13 +234,15 @@ func TestLostLeaseClosesHoldingConnections(t *testing.T) {
 func TestConcurrentAcquireAcrossInstances(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
+		// A short lease: renewals (every 100 ms) race with the releases.
+		const lease = 400 * time.Millisecond
 		servers := []string{
-			redisServer(t, resourceClient(t, tg, ""), prefix, 0),
-			redisServer(t, resourceClient(t, tg, ""), prefix, 0),
+			redisServer(t, tg.NoRetryClient(t, ""), prefix, lease),
+			redisServer(t, tg.NoRetryClient(t, ""), prefix, lease),
 		}
 		const (
 			conns   = 50
-			rounds  = 40
+			rounds  = 60
 			maximum = 7
 		)
 		var held, peak atomic.Int64

@@ -62,7 +62,8 @@ func ParseOps(s string) ([]Op, error) {
 // CountersOptions configure RunCounters. Zero fields mean the documented
 // defaults.
 type CountersOptions struct {
-	// Addr is the counter server, host:port.
+	// Addr is the counter server, host:port, or several, comma-separated:
+	// connection i talks to server i mod n.
 	Addr string
 	// Ops are the workloads; each connection cycles through them
 	// (default acquire).
@@ -85,6 +86,16 @@ type CountersOptions struct {
 	AllowRemote bool
 	// Progress, if not nil, receives the live progress line.
 	Progress io.Writer
+	// Maximum, when not 0, makes OpAcquire (which must then be the only
+	// workload) check a shared maximum: each connection acquires 1 of a
+	// shared name with this maximum, one request at a time (Depth is
+	// unused), holds it for a while, and releases what it holds. The run
+	// tracks what its connections hold: a grant that takes it past
+	// Maximum is an OverMaximum problem (a refusal, 0x21, is a correct
+	// answer), and at the end every server's consumption of every name
+	// must equal what the connections hold (WrongConsumption). The run
+	// must be the only client of its names (they are unique to the run).
+	Maximum uint32
 }
 
 func (o *CountersOptions) setDefaults() {
@@ -112,8 +123,14 @@ func (o *CountersOptions) validate() error {
 			return err
 		}
 	}
+	if o.Maximum > 0 && (len(o.Ops) != 1 || o.Ops[0] != OpAcquire) {
+		return errors.New("loadtest: a shared maximum needs -op acquire alone")
+	}
 	return nil
 }
+
+// addrs returns the servers of o.Addr.
+func (o *CountersOptions) addrs() []string { return strings.Split(o.Addr, ",") }
 
 // An expect is a request in flight and the one response that may answer
 // it: that opcode and opaque, status OK, and exactly that body.
@@ -170,6 +187,23 @@ type countersRun struct {
 
 	mu    sync.Mutex // guards check
 	check Check
+
+	// held counts, per shared name, what the run's connections hold, with
+	// a shared maximum.
+	held []atomic.Int64
+}
+
+// scenario describes the run for the report.
+func (r *countersRun) scenario(servers int) string {
+	o := r.o
+	s := fmt.Sprintf("%s over %d connections × depth %d, %d shared names", joinOps(o.Ops), o.Conns, o.Depth, o.Names)
+	if o.Maximum > 0 {
+		s = fmt.Sprintf("acquire with a shared maximum of %d over %d connections, %d shared names", o.Maximum, o.Conns, o.Names)
+	}
+	if servers > 1 {
+		s += fmt.Sprintf(", %d servers", servers)
+	}
+	return s
 }
 
 // RunCounters drives a counter server with the workloads of o over
@@ -184,8 +218,10 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkAddr(o.Addr, o.AllowRemote); err != nil {
-		return nil, err
+	for _, a := range o.addrs() {
+		if err := checkAddr(a, o.AllowRemote); err != nil {
+			return nil, err
+		}
 	}
 	runID, err := newRunID()
 	if err != nil {
@@ -204,11 +240,13 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	if o.Requests == 0 {
 		r.budget.Store(math.MaxInt64) // until the duration ends
 	}
+	r.held = make([]atomic.Int64, len(r.names))
 
+	addrs := o.addrs()
 	conns := make([]*counterConn, o.Conns)
 	for i := range conns {
 		d := net.Dialer{Timeout: o.Timeout}
-		nc, err := d.DialContext(ctx, "tcp", o.Addr)
+		nc, err := d.DialContext(ctx, "tcp", addrs[i%len(addrs)])
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.nc.Close()
@@ -248,10 +286,17 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.run(sendCtx)
+			if o.Maximum > 0 {
+				c.runShared(sendCtx)
+			} else {
+				c.run(sendCtx)
+			}
 		}()
 	}
 	wg.Wait()
+	if o.Maximum > 0 {
+		r.checkConsumption(ctx, addrs)
+	}
 	elapsed := time.Since(r.start)
 	stopped := "done"
 	switch {
@@ -270,7 +315,7 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 
 	rep := &Report{
 		Tool:     "counters",
-		Scenario: fmt.Sprintf("%s over %d connections × depth %d, %d shared names", joinOps(o.Ops), o.Conns, o.Depth, o.Names),
+		Scenario: r.scenario(len(addrs)),
 		Target:   o.Addr, Started: r.start, Elapsed: elapsed, Stopped: stopped,
 		Requests: r.done.Load(), Check: r.check,
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
 
@@ -223,5 +224,40 @@ func TestCountersStopsAndRefuses(t *testing.T) {
 	}
 	if _, err := loadtest.ParseOps("acquire, hit,visit"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSharedMaximumTwoInstances runs the acquire workload with a shared
+// maximum against two instances on one Redis: no grant beyond the
+// maximum, and both agree at the end with what the connections hold.
+func TestSharedMaximumTwoInstances(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		a := counterstest.StartRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+		b := counterstest.StartRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+		rep := runCounters(t, loadtest.CountersOptions{
+			Addr: a + "," + b, Ops: []loadtest.Op{loadtest.OpAcquire}, Maximum: 3,
+			Conns: 12, Names: 2, Requests: 3000,
+		})
+		if !rep.OK() || rep.Stopped != "done" || rep.Requests < 2990 {
+			t.Fatalf("stopped %q after %d requests; problems %v", rep.Stopped, rep.Requests, rep.Check.Listed)
+		}
+		if !strings.Contains(rep.Scenario, "2 servers") {
+			t.Errorf("scenario %q", rep.Scenario)
+		}
+	})
+}
+
+// TestSharedMaximumCatchesSplitCounters: two instances that each keep
+// their own counters (memory) grant the same unit twice, and the check
+// says so.
+func TestSharedMaximumCatchesSplitCounters(t *testing.T) {
+	a, b := startCounters(t), startCounters(t)
+	rep := runCounters(t, loadtest.CountersOptions{
+		Addr: a + "," + b, Ops: []loadtest.Op{loadtest.OpAcquire}, Maximum: 1,
+		Conns: 4, Names: 1, Requests: 400,
+	})
+	if rep.OK() || rep.Check.Problems[loadtest.OverMaximum] == 0 {
+		t.Fatalf("split counters not caught: %+v", rep.Check)
 	}
 }

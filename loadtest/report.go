@@ -53,13 +53,19 @@ const (
 	// Broken: a connection failed (bad magic, framing, I/O error or no
 	// answer in time); its outstanding requests are unanswered.
 	Broken ProblemKind = "connection"
+	// OverMaximum: with a shared maximum, a grant that took what the run's
+	// connections hold of a counter past the maximum.
+	OverMaximum ProblemKind = "over_maximum"
+	// WrongConsumption: with a shared maximum, a server whose final
+	// consumption of a counter is not what the run's connections hold.
+	WrongConsumption ProblemKind = "wrong_consumption"
 )
 
 // callbackKinds and counterKinds are the kinds each tool reports, in the
 // order the table lists them.
 var (
 	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, UnstableRandomID, Unexpected, NotCounted}
-	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken}
+	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken, OverMaximum, WrongConsumption}
 )
 
 // A Problem is one wrong answer.

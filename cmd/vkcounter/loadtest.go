@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -89,6 +90,15 @@ for the whole duration. Workloads (-op, comma-separated, cycled):
   noop      noop
   hit       hit this connection's own access counter (totals 1, 2, 3, …)
   visit     visit this connection's own participant counter with 100 keys in turn
+
+-addr takes several servers, comma-separated: connection i talks to server
+i mod n. With -max N (and -op acquire alone) the run checks a shared
+maximum across them: each connection acquires 1 of a shared name with
+maximum N, one request at a time, holds it for a while and releases it; a
+grant that takes what the run's connections hold past N is a violation
+(over_maximum), and at the end every server must report as consumption what
+the connections hold (wrong_consumption). Run it against instances sharing
+RESOURCE_STORE=redis; instances with their own memory counters fail it.
 
 Flags:
 `
@@ -275,11 +285,12 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	var out outputFlags
 	out.bind(fs)
 	var o loadtest.CountersOptions
-	fs.StringVar(&o.Addr, "addr", "", "the counter server, `HOST:PORT`, e.g. 127.0.0.1:11215 (or -spawn)")
+	fs.StringVar(&o.Addr, "addr", "", "the counter server(s), comma-separated `HOST:PORT,...`, e.g. 127.0.0.1:11215 (or -spawn)")
 	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit")
 	fs.IntVar(&o.Conns, "conns", 1, "connections")
 	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
 	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")
+	maxFlag := fs.Uint("max", 0, "check a shared maximum of `N` across the servers (with -op acquire alone; 0 = off)")
 	fs.Int64Var(&o.Requests, "requests", loadtest.DefaultRequests, "requests to send in all; 0 = no limit, run for -duration")
 	fs.DurationVar(&o.Duration, "duration", 0, "stop after this long (0 = no limit, stop after -requests)")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultCounterTimeout, "time limit for connecting and for each response")
@@ -299,15 +310,20 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageError(stderr, fs.Name(), errors.New("-requests and -duration must not be negative"))
 	}
 	if o.Addr != "" {
-		host, _, err := net.SplitHostPort(o.Addr)
-		if err != nil {
-			return usageError(stderr, fs.Name(), fmt.Errorf("-addr %q: want HOST:PORT such as 127.0.0.1:11215", o.Addr))
-		}
-		if err := loadtest.CheckHost(host, out.allowRemote); err != nil {
-			return usageError(stderr, fs.Name(), err)
+		for _, a := range strings.Split(o.Addr, ",") {
+			host, _, err := net.SplitHostPort(a)
+			if err != nil {
+				return usageError(stderr, fs.Name(), fmt.Errorf("-addr %q: want HOST:PORT such as 127.0.0.1:11215", a))
+			}
+			if err := loadtest.CheckHost(host, out.allowRemote); err != nil {
+				return usageError(stderr, fs.Name(), err)
+			}
 		}
 	}
-	o.AllowRemote, o.Progress = out.allowRemote, stderr
+	if *maxFlag > math.MaxUint32 {
+		return usageError(stderr, fs.Name(), errors.New("-max must fit in 4 bytes"))
+	}
+	o.AllowRemote, o.Progress, o.Maximum = out.allowRemote, stderr, uint32(*maxFlag)
 	if out.spawn {
 		c, err := spawnServe(ctx, out.bin, map[string]string{
 			"HTTP_ADDR": "127.0.0.1:0", "COUNTER_ADDR": "127.0.0.1:0", "REDIS_URL": "", "REDIS_CLUSTER": "",

@@ -234,21 +234,31 @@ func (m *Main) serveCounters(ctx context.Context) error {
 	return nil
 }
 
+// resourcePoolSize is the resource store's Redis connections (per node of
+// a cluster). Each counter connection waits for one script at a time, so
+// up to this many counter connections get their scripts to Redis at once,
+// and Redis answers them together; go-redis's default (10 per CPU) would
+// queue them.
+const resourcePoolSize = 128
+
 // openResources opens the Redis resource store on a client of its own to
 // the service's Redis that never resends a command: a resent acquire would
 // be a second acquire.
 func (m *Main) openResources(ctx context.Context) error {
 	switch {
 	case m.cfg.RedisCluster != "":
-		m.resRdb = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(m.cfg.RedisCluster, ",")}))
+		m.resRdb = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(m.cfg.RedisCluster, ","), PoolSize: resourcePoolSize}))
 	case m.cfg.RedisURL != "":
 		opt, err := redis.ParseURL(m.cfg.RedisURL)
 		if err != nil {
 			return fmt.Errorf("REDIS_URL: %w", err)
 		}
+		if opt.PoolSize == 0 {
+			opt.PoolSize = resourcePoolSize
+		}
 		m.resRdb = redis.NewClient(resource.NoRetries(opt))
 	default:
-		m.resRdb = redis.NewClient(resource.NoRetries(&redis.Options{Addr: m.mini.Addr()}))
+		m.resRdb = redis.NewClient(resource.NoRetries(&redis.Options{Addr: m.mini.Addr(), PoolSize: resourcePoolSize}))
 		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
 	}
 	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{

@@ -3,11 +3,16 @@
 package counterstest
 
 import (
+	"context"
 	"errors"
 	"net"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/resource"
 )
 
 // NewServer returns a server with opts, closed at the end of the test.
@@ -44,4 +49,21 @@ func Listen(t testing.TB, s *counters.Server) string {
 func Start(t testing.TB, opts counters.ServerOptions) string {
 	t.Helper()
 	return Listen(t, NewServer(t, opts))
+}
+
+// StartRedis starts a server whose resource counters live in Redis through
+// rdb (a client that never retries) under prefix, with the given lease (0
+// for the default) and a 10-second statistics interval, and returns its
+// address. Servers started with the same Redis and prefix share their
+// counters. The server closes before its store at the end of the test.
+func StartRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) string {
+	t.Helper()
+	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{Prefix: prefix, Interval: 10 * time.Second, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	// Registered after the store's cleanup, so the server closes first,
+	// releasing its connections' holdings.
+	return Start(t, counters.ServerOptions{Resources: counters.RedisResources(r), Stores: counters.Stores{Timeout: 10 * time.Second}})
 }

@@ -340,6 +340,14 @@ func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32
 		return errLost
 	}
 	r := h.r
+	key := string(name)
+	held := h.held[key]
+	if held > 0 && held == resources {
+		// The holding ends: stop renewing it before Redis drops it, so a
+		// renewal racing with this release cannot find it gone and fail
+		// the holder.
+		r.forget(key, h)
+	}
 	v, err := releaseScript.Run(ctx, r.rdb, r.keys(name), h.id, resources, r.interval).Int64()
 	if err != nil {
 		h.fail()
@@ -355,13 +363,11 @@ func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32
 		h.fail()
 		return errLost
 	}
-	key := string(name)
-	if held := h.held[key]; held > resources {
+	if held > resources {
 		h.held[key] = held - resources
 		return nil
 	}
 	delete(h.held, key)
-	r.forget(key, h)
 	return nil
 }
 

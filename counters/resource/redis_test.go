@@ -3,7 +3,6 @@ package resource_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,29 +17,6 @@ import (
 
 // redisInterval is the statistics interval of the Redis store tests.
 const redisInterval = 10 * time.Second
-
-// noRetryClient returns a client of tg's server that never resends a
-// command, as resource.NewRedis requires; addr overrides the address (a
-// proxy) when not empty.
-func noRetryClient(t testing.TB, tg *redistest.Target, addr string) redis.UniversalClient {
-	t.Helper()
-	var c redis.UniversalClient
-	switch {
-	case tg.Kind == redistest.Cluster:
-		c = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(redistest.EnvCluster), ",")}))
-	default:
-		opt, err := redis.ParseURL(tg.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr != "" {
-			opt.Addr = addr
-		}
-		c = redis.NewClient(resource.NoRetries(opt))
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // openRedis returns a store on rdb under prefix, closed at the end of the
 // test.
@@ -80,7 +56,7 @@ func redisDump(t testing.TB, r *resource.Redis) map[string]resource.Entry {
 // as the memory table's tests and yrmcds's test/counter.cpp check them.
 func TestRedisRules(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		r := openRedis(t, noRetryClient(t, tg, ""), redistest.Prefix(t), 0)
+		r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), 0)
 		a, b := r.NewHolder(nil), r.NewHolder(nil)
 		cx := bg()
 		// one_client: up to and including the maximum.
@@ -160,8 +136,8 @@ func TestRedisRules(t *testing.T) {
 func TestRedisSharedMaximum(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
-		ra := openRedis(t, noRetryClient(t, tg, ""), prefix, 0)
-		rb := openRedis(t, noRetryClient(t, tg, ""), prefix, 0)
+		ra := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+		rb := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
 		a, b := ra.NewHolder(nil), rb.NewHolder(nil)
 		cx := bg()
 		name := []byte("db-slots")
@@ -182,8 +158,8 @@ func TestRedisLeaseExpiry(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = 500 * time.Millisecond
 		prefix := redistest.Prefix(t)
-		dead := openRedis(t, noRetryClient(t, tg, ""), prefix, lease)
-		live := openRedis(t, noRetryClient(t, tg, ""), prefix, lease)
+		dead := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
+		live := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
 		h := dead.NewHolder(nil)
 		name := []byte("jobs")
 		wantErr(t, "the dying instance holds 2 of 2", h.Acquire(bg(), name, 2, 2), nil)
@@ -217,8 +193,8 @@ func TestRedisRenewalKeepsHoldings(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = 300 * time.Millisecond
 		prefix := redistest.Prefix(t)
-		r := openRedis(t, noRetryClient(t, tg, ""), prefix, lease)
-		other := openRedis(t, noRetryClient(t, tg, ""), prefix, lease).NewHolder(nil)
+		r := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
+		other := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease).NewHolder(nil)
 		var lost atomic.Bool
 		h := r.NewHolder(func() { lost.Store(true) })
 		wantErr(t, "acquire", h.Acquire(bg(), []byte("kept"), 1, 1), nil)
@@ -242,8 +218,8 @@ func TestRedisLostLease(t *testing.T) {
 		const lease = time.Second
 		prefix := redistest.Prefix(t)
 		proxy := redistest.NewProxy(t, tg.Addr)
-		cut := openRedis(t, noRetryClient(t, tg, proxy.Addr()), prefix, lease)
-		live := openRedis(t, noRetryClient(t, tg, ""), prefix, lease)
+		cut := openRedis(t, tg.NoRetryClient(t, proxy.Addr()), prefix, lease)
+		live := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
 		lostAt := make(chan time.Time, 1)
 		h := cut.NewHolder(func() { lostAt <- time.Now() })
 		name := []byte("lock")
@@ -285,7 +261,7 @@ func TestRedisIntervals(t *testing.T) {
 	sec := int64(1_000_000_000/10*10 + 5)
 	set := func(s int64) { sec = s; tg.Mini.SetTime(time.Unix(s, 0)) }
 	set(sec)
-	r := openRedis(t, noRetryClient(t, tg, ""), redistest.Prefix(t), time.Hour)
+	r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), time.Hour)
 	h := r.NewHolder(nil)
 	name := []byte("m")
 	maxOf := func() uint32 {
@@ -339,7 +315,7 @@ func TestRedisIntervals(t *testing.T) {
 func TestRedisOneSlotPerName(t *testing.T) {
 	tg := redistest.Open(t, redistest.Cluster)
 	prefix := redistest.Prefix(t)
-	r := openRedis(t, noRetryClient(t, tg, ""), prefix, 0)
+	r := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
 	h := r.NewHolder(nil)
 	for _, n := range []string{"a", "{b}", "c}{", strings.Repeat("x", 1000)} {
 		wantErr(t, n, h.Acquire(bg(), []byte(n), 1, 1), nil)
@@ -376,7 +352,7 @@ func TestNewRedisRefusesRetryingClients(t *testing.T) {
 	if _, err := resource.NewRedis(bg(), cc, resource.RedisOptions{}); err == nil || !strings.Contains(err.Error(), "MaxRedirects") {
 		t.Fatalf("a cluster client following redirects: %v", err)
 	}
-	nr := noRetryClient(t, tg, "")
+	nr := tg.NoRetryClient(t, "")
 	for _, o := range []resource.RedisOptions{{Lease: time.Millisecond}, {Interval: time.Second}} {
 		if _, err := resource.NewRedis(bg(), nr, o); err == nil {
 			t.Fatalf("options %+v accepted", o)

@@ -162,3 +162,28 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	}
 	return out
 }
+
+// NoRetryClient returns a new client of tg's server that never resends a
+// command (MaxRetries -1, and for a cluster MaxRedirects -1), as stores
+// whose writes must not run twice require. addr, when not empty, replaces
+// the address of a single server (a proxy in front of it). It is closed
+// when t ends.
+func (tg *Target) NoRetryClient(t testing.TB, addr string) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if tg.Kind == Cluster {
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(EnvCluster), ","), MaxRetries: -1, MaxRedirects: -1})
+	} else {
+		opt, err := redis.ParseURL(tg.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr != "" {
+			opt.Addr = addr
+		}
+		opt.MaxRetries = -1
+		c = redis.NewClient(opt)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
