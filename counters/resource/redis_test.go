@@ -191,14 +191,14 @@ func TestRedisLeaseExpiry(t *testing.T) {
 // many leases.
 func TestRedisRenewalKeepsHoldings(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		const lease = 300 * time.Millisecond
+		const lease = time.Second
 		prefix := redistest.Prefix(t)
 		r := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
 		other := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease).NewHolder(nil)
 		var lost atomic.Bool
 		h := r.NewHolder(func() { lost.Store(true) })
 		wantErr(t, "acquire", h.Acquire(bg(), []byte("kept"), 1, 1), nil)
-		end := time.Now().Add(5 * lease)
+		end := time.Now().Add(3 * lease)
 		for time.Now().Before(end) {
 			wantErr(t, "other acquires while held", other.Acquire(bg(), []byte("kept"), 1, 1), resource.ErrNotAvailable)
 			time.Sleep(lease / 5)
