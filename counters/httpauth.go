@@ -18,7 +18,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !FromLoopback(r) {
-				unauthorized(w, "the counters API answers only loopback clients while COUNTERS_HTTP_TOKEN is unset; set it on the server and send Authorization: Bearer <token>")
+				unauthorized(w, "the counters API answers only loopback clients while COUNTERS_HTTP_TOKEN is unset; set it on the server and send the header Authorization: Bearer TOKEN")
 				return
 			}
 			next.ServeHTTP(w, r)
