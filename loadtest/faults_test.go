@@ -154,6 +154,13 @@ func TestFaultScheduleAgainstCorrectBot(t *testing.T) {
 	if !strings.Contains(table.String(), "fault redis-stall@100ms+400ms: ") {
 		t.Errorf("the table does not list the faults:\n%s", table.String())
 	}
+	var page strings.Builder
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(page.String(), `class="fault"`); n != 3 || !strings.Contains(page.String(), "<li><code>vk-flood@200ms") {
+		t.Errorf("the page shades %d faults, want 3, or does not list them", n)
+	}
 }
 
 // TestStrictSendsCatchesRepeatedSend: a bot that sends its reply again

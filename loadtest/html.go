@@ -76,7 +76,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}{
 		R: r, Started: r.Started.Format(time.RFC3339), Elapsed: fmtDuration(r.Elapsed),
 		Rate: fmt.Sprintf("%.0f", r.RequestsPerSecond()), MaxSamples: maxSamples,
-		OverTime: template.HTML(overTimeSVG(r.charts)), Histogram: template.HTML(histogramSVG(r.charts)),
+		OverTime: template.HTML(overTimeSVG(r.charts, r.Faults)), Histogram: template.HTML(histogramSVG(r.charts)),
 	}
 	for _, f := range r.Faults {
 		data.Faults = append(data.Faults, f.Fault+": "+f.span())
@@ -164,7 +164,7 @@ func legend(b *strings.Builder, charts []chartSeries) {
 
 // overTimeSVG draws every kept sample as a dot at (start time, latency),
 // and the p99 of each time slice as a line.
-func overTimeSVG(charts []chartSeries) string {
+func overTimeSVG(charts []chartSeries, faults []FaultRecord) string {
 	var b strings.Builder
 	svgOpen(&b, "latency over time")
 	var end time.Duration
@@ -172,6 +172,9 @@ func overTimeSVG(charts []chartSeries) string {
 		if n := len(c.Samples); n > 0 {
 			end = max(end, c.Samples[n-1].At)
 		}
+	}
+	for _, f := range faults {
+		end = max(end, f.Ended)
 	}
 	end = max(end, time.Millisecond)
 	lo, hi := latencyRange(charts)
@@ -187,6 +190,7 @@ func overTimeSVG(charts []chartSeries) string {
 			px, px, marginT, chartH-marginB, px, chartH-marginB+16, math.Round(t*1000)/1000)
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">time since start</text>`, (chartW+marginL)/2, chartH-6)
+	faultBands(&b, faults, x)
 	for i, c := range charts {
 		color := palette[i%len(palette)]
 		fmt.Fprintf(&b, `<g fill="%s" fill-opacity="0.35">`, color)
@@ -206,6 +210,21 @@ func overTimeSVG(charts []chartSeries) string {
 	legend(&b, charts)
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// faultBands shades the time each fault was in force, labelled with the
+// fault, one row of labels per fault.
+func faultBands(b *strings.Builder, faults []FaultRecord, x func(time.Duration) float64) {
+	for i, f := range faults {
+		if f.Ended == 0 {
+			continue
+		}
+		x0, x1 := x(f.Began), x(f.Ended)
+		fmt.Fprintf(b, `<rect class="fault" x="%.1f" y="%d" width="%.1f" height="%d" fill="#d62728" fill-opacity="0.08"/>`,
+			x0, marginT, max(x1-x0, 1), chartH-marginB-marginT)
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" fill="#a02020" font-size="10">%s</text>`,
+			x0+2, marginT+10+11*(i%8), html.EscapeString(f.Fault))
+	}
 }
 
 // sliceP99 returns the p99 of the samples in each of timeBins slices of
