@@ -346,7 +346,9 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// startBinary runs the static binary with env and waits for /healthz.
+// startBinary runs the static binary with env and waits until it is
+// fully up: /healthz answers and the start-up line is logged (the HTTP
+// server listens before the counter port and the pollers start).
 func startBinary(t *testing.T, env map[string]string) *process {
 	t.Helper()
 	p := &process{addr: freePort(t), done: make(chan error, 1), log: &lockedBuffer{}}
@@ -371,7 +373,7 @@ func startBinary(t *testing.T, env map[string]string) *process {
 		resp, err := http.Get("http://" + p.addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 && strings.Contains(p.log.String(), `"message":"vkcounter serving"`) {
 				return p
 			}
 		}
@@ -381,7 +383,7 @@ func startBinary(t *testing.T, env map[string]string) *process {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz within 10s\n%s", p.log.String())
+			t.Fatalf("no /healthz and start-up line within 10s\n%s", p.log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
