@@ -9,6 +9,10 @@ const (
 	// forwarded thread) stay well below it.
 	DefaultMaxBodyBytes int64 = 1 << 20
 
+	// DefaultTimeout is the Options.Timeout used when it is zero: a few
+	// seconds, well under the time VK waits for an answer.
+	DefaultTimeout = 3 * time.Second
+
 	// DefaultRetryAfter is the Retry-After delay used when
 	// Options.RetryAfter is zero.
 	DefaultRetryAfter = 5 * time.Second

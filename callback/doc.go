@@ -15,7 +15,8 @@
 //	403        unknown group_id, wrong secret, or no confirmation string configured
 //	405        not a POST
 //	413        body over Options.MaxBodyBytes
-//	503        the MessageHandler failed; VK re-delivers after Retry-After
+//	503        the MessageHandler failed or did not answer within Options.Timeout;
+//	           VK re-delivers after Retry-After
 //
 // The package does no counting and calls no VK API: what a message means is
 // up to the MessageHandler. A typical set-up:

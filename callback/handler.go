@@ -2,6 +2,7 @@ package callback
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -36,6 +37,11 @@ type Options struct {
 	Groups []Group
 	// MaxBodyBytes limits the request body. Zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Timeout bounds the handling of one message: when the MessageHandler
+	// has not answered by then (Redis stalls), the request gets 503 with
+	// Retry-After, well before VK stops waiting and counts a failure. Zero
+	// means DefaultTimeout.
+	Timeout time.Duration
 	// RetryAfter is the delay sent in the Retry-After header of a 503,
 	// rounded up to whole seconds. Zero means DefaultRetryAfter.
 	RetryAfter time.Duration
@@ -51,6 +57,7 @@ type Handler struct {
 	next       MessageHandler
 	groups     map[int]group
 	maxBody    int64
+	timeout    time.Duration
 	retryAfter string // Retry-After header value, whole seconds
 	log        zerolog.Logger
 
@@ -105,6 +112,13 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 	case maxBody == 0:
 		maxBody = DefaultMaxBodyBytes
 	}
+	timeout := opts.Timeout
+	switch {
+	case timeout < 0:
+		return nil, fmt.Errorf("callback: Timeout must not be negative, got %v", timeout)
+	case timeout == 0:
+		timeout = DefaultTimeout
+	}
 	retryAfter := opts.RetryAfter
 	switch {
 	case retryAfter < 0:
@@ -121,6 +135,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		next:       h,
 		groups:     groups,
 		maxBody:    maxBody,
+		timeout:    timeout,
 		retryAfter: strconv.FormatInt(retrySeconds, 10),
 		log:        opts.Logger,
 		compare:    subtle.ConstantTimeCompare,
@@ -219,7 +234,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 			return fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		m.GroupID, m.EventID, m.Retry = env.GroupID, env.EventID, ev.retry
-		if err := h.next.HandleMessage(r.Context(), m); err != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		err = h.next.HandleMessage(ctx, m)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("%w: %w", errNotCounted, err)
 		}
 		writeText(w, okBody)

@@ -162,8 +162,8 @@ func TestServeHTTP(t *testing.T) {
 			wantStatus: 400, wantBodyHas: []string{"bad request: message_new object: ", "unexpected end of JSON input"}},
 		{name: "message_new object is a string", req: request{body: event("message_new", fixtureGroup, fixtureSecret, `"hi"`)},
 			wantStatus: 400, wantBodyHas: []string{"bad request: message_new object: ", "cannot unmarshal string"}},
-		{name: "message_new peer_id as string", req: request{body: event("message_new", fixtureGroup, fixtureSecret, `{"message":{"peer_id":"10","text":"hi"}}`)},
-			wantStatus: 400, wantBodyHas: []string{"bad request: message_new object: ", "cannot unmarshal string", "peer_id"}},
+		{name: "message_new peer_id as a word", req: request{body: event("message_new", fixtureGroup, fixtureSecret, `{"message":{"peer_id":"ten","text":"hi"}}`)},
+			wantStatus: 400, wantBodyHas: []string{"bad request: message_new object: ", "cannot unmarshal", "peer_id"}},
 
 		// Everything else is acknowledged and ignored.
 		{name: "remove", req: request{body: event("remove", fixtureGroup, fixtureSecret, "{}")},
@@ -431,5 +431,28 @@ func TestConcurrentRequests(t *testing.T) {
 		if !texts[m.Text] {
 			t.Fatalf("unexpected text %q", m.Text)
 		}
+	}
+}
+
+// TestTimeout: a MessageHandler that does not answer within Options.Timeout
+// (Redis stalls) gets the request a 503 with Retry-After in time, and the
+// handler sees its context end.
+func TestTimeout(t *testing.T) {
+	ended := make(chan error, 1)
+	next := callback.MessageHandlerFunc(func(ctx context.Context, _ callback.Message) error {
+		<-ctx.Done()
+		ended <- ctx.Err()
+		return ctx.Err()
+	})
+	h := mustHandler(t, next, callback.Options{Timeout: 50 * time.Millisecond})
+	w := serve(h, request{body: string(fixture(t, "message_new_private.json"))})
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("got %d, Retry-After %q; want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("handler's context ended with %v, want the deadline", err)
+	}
+	if _, err := callback.NewHandler(next, callback.Options{Groups: fixtureGroups, Timeout: -time.Second}); err == nil {
+		t.Error("a negative Timeout was accepted")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -27,10 +28,15 @@ type Message struct {
 	// PeerID is the conversation to answer in: the user's id in a private
 	// dialog, 2000000000+n in group chat n. It is always > 0.
 	PeerID int
-	// FromID is the author: a user id, or a negative community id.
+	// FromID is the author: a user id, or a negative community id (a
+	// community or a bot writing in a chat); 0 if VK sent none.
 	FromID int
-	// Date is when VK received the message, in Unix seconds.
-	Date int64
+	// Out reports an outgoing message: one the community itself sent.
+	Out bool
+	// Action is the type of a chat service message ("chat_invite_user",
+	// "chat_title_update", ...), which carries no text of a person; empty
+	// for an ordinary message. An action VK did not name reads "unknown".
+	Action string
 	// Text is the message text exactly as VK sent it.
 	Text string
 	// Attachments are the message's attachments, in VK's order.
@@ -56,11 +62,13 @@ type Attachment struct {
 
 // A MessageHandler handles the messages of message_new events.
 //
-// HandleMessage is called with the request's context. A nil error means the
-// message was counted (or had been counted by an earlier delivery of the
-// same event), and VK is answered "ok". Any error means it was not counted:
-// VK is answered 503 and delivers the event again later. HandleMessage is
-// called concurrently, once per request.
+// HandleMessage is called with the request's context, bounded by
+// Options.Timeout; it must return once the context ends, even if its work
+// goes on. A nil error means the message was handled: counted (now or by an
+// earlier delivery of the same message), or deliberately not counted (not
+// written by a person), and VK is answered "ok". Any error means it was not
+// handled: VK is answered 503 and delivers the event again later.
+// HandleMessage is called concurrently, once per request.
 type MessageHandler interface {
 	HandleMessage(ctx context.Context, m Message) error
 }
@@ -77,13 +85,16 @@ var _ MessageHandler = MessageHandlerFunc(nil)
 
 // wireMessage holds the fields of a VK message object that the bot reads.
 // Every other field is skipped unread, so a change in its type can never
-// turn a real message into an error; a wrong type in one of these is one.
+// turn a real message into an error. The numbers the bot reads are taken
+// from a JSON integer or a string holding one; any other type in one of
+// these fields is an error, as is a text that is not a string.
 type wireMessage struct {
-	ID                    int              `json:"id"`
-	ConversationMessageID int              `json:"conversation_message_id"`
-	PeerID                int              `json:"peer_id"`
-	FromID                int              `json:"from_id"`
-	Date                  int64            `json:"date"`
+	ID                    intOrString      `json:"id"`
+	ConversationMessageID intOrString      `json:"conversation_message_id"`
+	PeerID                intOrString      `json:"peer_id"`
+	FromID                intOrString      `json:"from_id"`
+	Out                   looseBool        `json:"out"`
+	Action                wireAction       `json:"action"`
 	Text                  string           `json:"text"`
 	Attachments           []wireAttachment `json:"attachments"`
 }
@@ -112,11 +123,12 @@ func decodeMessage(object json.RawMessage) (Message, error) {
 		return Message{}, errors.New("message_new object: no usable peer_id")
 	}
 	m := Message{
-		ID:                    wm.ID,
-		ConversationMessageID: wm.ConversationMessageID,
-		PeerID:                wm.PeerID,
-		FromID:                wm.FromID,
-		Date:                  wm.Date,
+		ID:                    int(wm.ID),
+		ConversationMessageID: int(wm.ConversationMessageID),
+		PeerID:                int(wm.PeerID),
+		FromID:                int(wm.FromID),
+		Out:                   bool(wm.Out),
+		Action:                string(wm.Action),
 		Text:                  wm.Text,
 	}
 	if len(wm.Attachments) > 0 {
@@ -193,6 +205,65 @@ func (n *looseInt) UnmarshalJSON(data []byte) error {
 		v = 0
 	}
 	*n = looseInt(v)
+	return nil
+}
+
+// intOrString is an int read from a JSON integer or from a string holding
+// one, so that VK sending a number as a string does not reject a message.
+// null reads as 0; any other value is an error.
+type intOrString int
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (n *intOrString) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	s := string(bytes.Trim(data, `"`))
+	v, err := strconv.Atoi(s)
+	if err != nil || len(s) != len(data) && len(s)+2 != len(data) {
+		// The decoder adds the field's name to this error.
+		return &json.UnmarshalTypeError{Value: string(data), Type: reflect.TypeFor[int]()}
+	}
+	*n = intOrString(v)
+	return nil
+}
+
+// looseBool is true for JSON true, 1 or "1", false for anything else.
+type looseBool bool
+
+// UnmarshalJSON implements json.Unmarshaler and never fails.
+func (b *looseBool) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case "true", "1", `"1"`:
+		*b = true
+	default:
+		*b = false
+	}
+	return nil
+}
+
+// wireAction is the type of a message's action: VK sends an object
+// {"type": "chat_invite_user", ...}. null and an empty value read as no
+// action; anything else present (an object without a type, a bare string)
+// still marks a service message.
+type wireAction string
+
+// UnmarshalJSON implements json.Unmarshaler and never fails.
+func (a *wireAction) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Type looseString `json:"type"`
+	}
+	var s string
+	switch {
+	case string(data) == "null", string(data) == `""`, string(data) == "{}":
+		*a = ""
+	case json.Unmarshal(data, &v) == nil && v.Type != "":
+		*a = wireAction(v.Type)
+	case json.Unmarshal(data, &s) == nil:
+		*a = wireAction(s)
+	default:
+		*a = "unknown"
+	}
 	return nil
 }
 

@@ -36,28 +36,28 @@ func TestFixtures(t *testing.T) {
 	}{
 		{"message_new_private.json", "ok", &callback.Message{
 			GroupID: fixtureGroup, EventID: "5f2d0c7a9e41b3d8a6c05e17f93b2d4a8c6e1f07",
-			ID: 1843, ConversationMessageID: 1027, PeerID: 385145727, FromID: 385145727, Date: 1718003401,
+			ID: 1843, ConversationMessageID: 1027, PeerID: 385145727, FromID: 385145727,
 			Text: "Привет! Сколько раз мне это уже писали?",
 		}},
 		{"message_new_chat.json", "ok", &callback.Message{
 			GroupID: fixtureGroup, EventID: "a93e6b0d2f7c4e1a58b9d03c6e2f7a1b4d8c0e95",
-			ID: 0, ConversationMessageID: 5312, PeerID: 2000000001, FromID: 527310964, Date: 1718003517,
+			ID: 0, ConversationMessageID: 5312, PeerID: 2000000001, FromID: 527310964,
 			Text: "доброе утро",
 		}},
 		{"message_new_sticker.json", "ok", &callback.Message{
 			GroupID: fixtureGroup, EventID: "0c8d4f1e6a2b9d7e3f05a1c8b6e4d2f9a7c3e518",
-			ID: 1845, ConversationMessageID: 1029, PeerID: 385145727, FromID: 385145727, Date: 1718003622,
+			ID: 1845, ConversationMessageID: 1029, PeerID: 385145727, FromID: 385145727,
 			Attachments: []callback.Attachment{{Type: "sticker", StickerID: 9012}},
 		}},
 		{"message_new_photo.json", "ok", &callback.Message{
 			GroupID: fixtureGroup, EventID: "e7b1a4c90d3f6e28b5a7c1d4f0e9b3a6c8d2f147",
-			ID: 1846, ConversationMessageID: 1030, PeerID: 385145727, FromID: 385145727, Date: 1718003790,
+			ID: 1846, ConversationMessageID: 1030, PeerID: 385145727, FromID: 385145727,
 			Text:        "закат на Неве",
 			Attachments: []callback.Attachment{{Type: "photo", OwnerID: 385145727, ID: 457243091}},
 		}},
 		{"message_new_flat.json", "ok", &callback.Message{
 			GroupID: fixtureGroup, EventID: "3b9f2e7d1c4a6b8e0f5d2c9a7e1b4d6f8a0c3e52",
-			ID: 1201, ConversationMessageID: 640, PeerID: 385145727, FromID: 385145727, Date: 1566380012,
+			ID: 1201, ConversationMessageID: 640, PeerID: 385145727, FromID: 385145727,
 			Text: "старый формат",
 		}},
 		{"confirmation.json", fixtureConfirmation, nil},
@@ -97,9 +97,10 @@ func TestTypeDrift(t *testing.T) {
 		{"fwd_messages is an object", replace(t, private, `"fwd_messages": []`, `"fwd_messages": {"count": 0}`)},
 		{"reply_message is odd", replace(t, private, `"random_id": 0`, `"random_id": 0, "reply_message": [1, 2]`)},
 		{"keyboard is a string", replace(t, private, `"random_id": 0`, `"random_id": 0, "keyboard": "{\"buttons\":[]}"`)},
-		{"action is a string", replace(t, private, `"random_id": 0`, `"random_id": 0, "action": "chat_invite_user"`)},
 		{"unknown fields", replace(t, private, `"random_id": 0`, `"random_id": 0, "is_unavailable": true, "reactions": [{"id": 1}], "future": {"deep": [null, {"x": 1.5e300}]}`)},
 		{"unknown object fields", replace(t, private, `"client_info": {`, `"extra": [true], "client_info": {`)},
+		{"date is a string", replace(t, private, `"date": 1718003401`, `"date": "2024-06-10"`)},
+		{"date is missing", replace(t, private, `"date": 1718003401,`, ``)},
 		{"v is a number", replace(t, private, `"v": "5.199"`, `"v": 5.199`)},
 		{"v is an object", replace(t, private, `"v": "5.199"`, `"v": {"major": 5}`)},
 		{"unknown envelope fields", replace(t, private, `"secret"`, `"ts": [1, 2], "secret"`)},
@@ -123,6 +124,58 @@ func TestTypeDrift(t *testing.T) {
 	}
 }
 
+// TestNumbersAsStrings sends the numbers the bot reads as strings: the
+// message is decoded as if they were numbers.
+func TestNumbersAsStrings(t *testing.T) {
+	private := string(fixture(t, "message_new_private.json"))
+	body := private
+	for _, f := range []string{`"peer_id": 385145727`, `"from_id": 385145727`, `"id": 1843`, `"conversation_message_id": 1027`} {
+		name, num, _ := strings.Cut(f, ": ")
+		body = replace(t, body, f, name+`: "`+num+`"`)
+	}
+	status, _, got := handleOne(t, body, nil)
+	if status != http.StatusOK || got == nil {
+		t.Fatalf("got %d, message %+v", status, got)
+	}
+	if got.PeerID != 385145727 || got.FromID != 385145727 || got.ID != 1843 || got.ConversationMessageID != 1027 {
+		t.Errorf("numbers not read: %+v", got)
+	}
+}
+
+// TestNotFromAPerson decodes what tells a message the bot must not answer:
+// the author, the direction and chat service actions.
+func TestNotFromAPerson(t *testing.T) {
+	private := string(fixture(t, "message_new_private.json"))
+	tests := []struct {
+		name   string
+		body   string
+		from   int
+		out    bool
+		action string
+	}{
+		{"a person", private, 385145727, false, ""},
+		{"a community", replace(t, private, `"from_id": 385145727`, `"from_id": -12345`), -12345, false, ""},
+		{"outgoing", replace(t, private, `"out": 0`, `"out": 1`), 385145727, true, ""},
+		{"outgoing as a bool", replace(t, private, `"out": 0`, `"out": true`), 385145727, true, ""},
+		{"incoming as a bool", replace(t, private, `"out": 0`, `"out": false`), 385145727, false, ""},
+		{"invite", replace(t, private, `"random_id": 0`, `"random_id": 0, "action": {"type": "chat_invite_user", "member_id": 5}`), 385145727, false, "chat_invite_user"},
+		{"action as a string", replace(t, private, `"random_id": 0`, `"random_id": 0, "action": "chat_title_update"`), 385145727, false, "chat_title_update"},
+		{"action without a type", replace(t, private, `"random_id": 0`, `"random_id": 0, "action": {"member_id": 5}`), 385145727, false, "unknown"},
+		{"null action", replace(t, private, `"random_id": 0`, `"random_id": 0, "action": null`), 385145727, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, got := handleOne(t, tt.body, nil)
+			if status != http.StatusOK || got == nil {
+				t.Fatalf("got %d, message %+v", status, got)
+			}
+			if got.FromID != tt.from || got.Out != tt.out || got.Action != tt.action {
+				t.Errorf("from %d out %v action %q, want %d %v %q", got.FromID, got.Out, got.Action, tt.from, tt.out, tt.action)
+			}
+		})
+	}
+}
+
 // TestWrongTypeInUsedField changes a field the bot reads to a wrong type:
 // that is not a message the bot can count, so it is a 400.
 func TestWrongTypeInUsedField(t *testing.T) {
@@ -133,14 +186,12 @@ func TestWrongTypeInUsedField(t *testing.T) {
 		body string
 		want string // in the response body
 	}{
-		{"peer_id is a string", replace(t, private, `"peer_id": 385145727`, `"peer_id": "385145727"`), "peer_id"},
 		{"peer_id is a float", replace(t, private, `"peer_id": 385145727`, `"peer_id": 385145727.5`), "peer_id"},
-		{"from_id is a string", replace(t, private, `"from_id": 385145727`, `"from_id": "385145727"`), "from_id"},
+		{"from_id is an object", replace(t, private, `"from_id": 385145727`, `"from_id": {}`), "from_id"},
+		{"peer_id is a word", replace(t, private, `"peer_id": 385145727`, `"peer_id": "me"`), "peer_id"},
 		{"text is a number", replace(t, private, `"text": "Привет! Сколько раз мне это уже писали?"`, `"text": 42`), "text"},
 		{"peer_id missing", replace(t, private, `"peer_id": 385145727`, `"peer": 1`), "no usable peer_id"},
-		{"date is a string", replace(t, private, `"date": 1718003401`, `"date": "2024-06-10"`), "date"},
 		{"id is a bool", replace(t, private, `"id": 1843`, `"id": true`), "id"},
-		{"conversation_message_id is a string", replace(t, private, `"conversation_message_id": 1027`, `"conversation_message_id": "1027"`), "conversation_message_id"},
 		{"attachments is an object", replace(t, private, `"attachments": []`, `"attachments": {}`), "attachments"},
 		{"attachment is a number", replace(t, private, `"attachments": []`, `"attachments": [1]`), "attachment"},
 		{"attachment type is a number", replace(t, sticker, `"type": "sticker"`, `"type": 7`), "attachment type"},

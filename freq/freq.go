@@ -7,11 +7,11 @@
 //
 //	s := freq.New(rdb, freq.Options{})
 //	if err := s.Load(ctx); err != nil { … }
-//	res, err := s.Count(ctx, text, eventID)
+//	res, err := s.Count(ctx, text, dedupeKey)
 //	// res.Previous is 0 the first time a text is seen in 24 hours.
 //
 // Each call is one Lua script run, atomic in Redis: it answers a retried
-// event from the event key, reads the clock (Redis TIME, one clock for all
+// message from its dedupe key, reads the clock (Redis TIME, one clock for all
 // processes), drops the occurrences that left the window, counts the rest,
 // appends this one and refreshes the keys' expiry. Memory is bounded per
 // identity: the occurrences are kept run-length encoded, one list entry per
@@ -40,11 +40,13 @@ const (
 	DefaultWindow = 24 * time.Hour
 	// DefaultPrefix starts every key when Options.Prefix is empty.
 	DefaultPrefix = "vkc:f:"
-	// DefaultDedupeTTL is how long an event id is remembered when
+	// DefaultDedupeTTL is how long a dedupe key is remembered when
 	// Options.DedupeTTL is zero: longer than VK keeps retrying an event.
 	DefaultDedupeTTL = time.Hour
-	// MaxEventID is the longest event id accepted, in bytes.
-	MaxEventID = 256
+	// MaxDedupeKey is the longest dedupe key stored as it is, in bytes;
+	// a longer one is stored as its SHA-256, so no key is refused for its
+	// length (a refused event would be re-delivered forever).
+	MaxDedupeKey = 128
 
 	// keyMargin is added to the window for the keys' TTL, so an entry never
 	// vanishes while it can still be counted, even if the script runs a
@@ -67,7 +69,7 @@ type Options struct {
 	Window time.Duration
 	// Prefix starts every key. Empty means DefaultPrefix.
 	Prefix string
-	// DedupeTTL is how long an event id is remembered, at least one second.
+	// DedupeTTL is how long a dedupe key is remembered, at least one second.
 	// Zero means DefaultDedupeTTL.
 	DedupeTTL time.Duration
 }
@@ -77,8 +79,8 @@ type Result struct {
 	// Previous is the number of earlier occurrences of the identity inside
 	// the window: 0 the first time.
 	Previous int64
-	// Duplicate reports that the event id had already been counted: nothing
-	// changed, and Previous and Time are those of the first count.
+	// Duplicate reports that the dedupe key had already been counted:
+	// nothing changed, and Previous and Time are those of the first count.
 	Duplicate bool
 	// Time is the unix second the occurrence was recorded at. It is the tail
 	// of the identity's list rather than the clock when the clock was behind.
@@ -148,34 +150,33 @@ func (s *Store) Load(ctx context.Context) error {
 }
 
 // Count records one occurrence of identity at the time of Redis's clock and
-// returns how many earlier ones are inside the window. A non-empty eventID
-// makes the call idempotent: a repeated eventID for the same identity,
-// within the dedupe TTL, changes nothing and gets the first answer back with
-// Duplicate set. An empty eventID is always counted.
-func (s *Store) Count(ctx context.Context, identity, eventID string) (Result, error) {
-	return s.count(ctx, identity, eventID, "")
+// returns how many earlier ones are inside the window. A non-empty dedupe
+// key (a VK event id, or the message's own identity) makes the call
+// idempotent: a repeated key for the same identity, within the dedupe TTL,
+// changes nothing and gets the first answer back with Duplicate set, so a
+// late run of a call whose caller gave up is recognised when the message
+// comes again. An empty dedupe key is always counted.
+func (s *Store) Count(ctx context.Context, identity, dedupe string) (Result, error) {
+	return s.count(ctx, identity, dedupe, "")
 }
 
 // CountAt is Count with an explicit clock: the occurrence is recorded at
 // at, truncated to the second (or at the newest recorded second, if that is
 // later). It exists for tests and for load tools that prefill history.
-func (s *Store) CountAt(ctx context.Context, identity, eventID string, at time.Time) (Result, error) {
+func (s *Store) CountAt(ctx context.Context, identity, dedupe string, at time.Time) (Result, error) {
 	u := at.Unix()
 	if u < 0 || u > maxUnix {
 		return Result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
 	}
-	return s.count(ctx, identity, eventID, strconv.FormatInt(u, 10))
+	return s.count(ctx, identity, dedupe, strconv.FormatInt(u, 10))
 }
 
 // count runs the script; at is a unix second or "" for Redis TIME.
-func (s *Store) count(ctx context.Context, identity, eventID, at string) (Result, error) {
+func (s *Store) count(ctx context.Context, identity, dedupe, at string) (Result, error) {
 	if s.err != nil {
 		return Result{}, s.err
 	}
-	if len(eventID) > MaxEventID {
-		return Result{}, fmt.Errorf("%w: event id of %d bytes is longer than %d", ErrInvalid, len(eventID), MaxEventID)
-	}
-	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, eventID), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
+	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, dedupe), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
 	if err != nil {
 		return Result{}, fmt.Errorf("freq: count: %w", err)
 	}
