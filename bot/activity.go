@@ -2,6 +2,8 @@ package bot
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +47,14 @@ type activityBatch struct {
 	hits  int64
 	users map[string]struct{}
 	order []string // users in the order first seen
+
+	// unsure is a batch of hits whose write failed with an unknown
+	// outcome; it is retried with the same batch id before any newer hits
+	// are written. Only the flusher touches it.
+	unsure hitBatch
+
+	seenMu sync.Mutex // guards seen
+	seen   ActivitySeen
 
 	failLog  *ratelog.Logger // the failure line, rate-limited
 	kick     chan struct{}   // a batch is big enough to flush early
@@ -116,42 +126,106 @@ func (a *activityBatch) run() {
 	}
 }
 
-// flush writes the gathered activity. What fails is put back for the next
-// flush, so a Redis outage delays the counters but loses nothing.
+// A hitBatch is a number of hits written as one, under an id that makes
+// its write idempotent.
+type hitBatch struct {
+	n  int64
+	id string
+}
+
+// flush writes the gathered activity. What fails is kept for the next
+// flush, so a Redis outage delays the counters but loses nothing; a batch
+// of hits is retried under its own id, so it is never counted twice.
 func (a *activityBatch) flush() {
 	a.mu.Lock()
 	hits, users := a.hits, a.order
 	a.hits, a.users, a.order = 0, map[string]struct{}{}, nil
 	a.mu.Unlock()
-	if hits == 0 && len(users) == 0 {
+	if hits == 0 && len(users) == 0 && a.unsure.n == 0 {
 		return
 	}
 	b := a.bot
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.ActivityTimeout)
 	defer cancel()
+	fresh := hitBatch{n: hits}
 	if hits > 0 {
-		if _, err := b.opts.Activity.Add(ctx, MessagesCounter, hits); err != nil {
-			a.failed(err, MessagesCounter, hits, nil)
+		fresh.id = batchID()
+	}
+	for _, batch := range []*hitBatch{&a.unsure, &fresh} {
+		if batch.n == 0 {
+			continue
 		}
+		total, err := b.opts.Activity.AddOnce(ctx, MessagesCounter, batch.n, batch.id)
+		if err != nil {
+			if batch == &fresh {
+				a.unsure = fresh
+			} else {
+				a.putBack(fresh.n, nil) // not written yet: still fresh
+			}
+			a.failed(err, MessagesCounter)
+			break
+		}
+		*batch = hitBatch{}
+		a.saw(func(s *ActivitySeen) { s.Messages, s.MessagesAt = total, time.Now() })
 	}
 	for len(users) > 0 {
 		chunk := users[:min(len(users), visitChunk)]
 		users = users[len(chunk):]
-		if _, _, err := b.opts.Activity.VisitMany(ctx, UsersCounter, chunk, UsersTimeout); err != nil {
-			a.failed(err, UsersCounter, 0, chunk)
+		// Visiting is idempotent: a retried visit only refreshes the time.
+		active, _, err := b.opts.Activity.VisitMany(ctx, UsersCounter, chunk, UsersTimeout)
+		if err != nil {
+			a.putBack(0, chunk)
+			a.failed(err, UsersCounter)
+			continue
 		}
+		a.saw(func(s *ActivitySeen) { s.Users, s.UsersAt = active, time.Now() })
 	}
 }
 
-// failed logs a failed write and keeps its hits and users for the next flush.
-func (a *activityBatch) failed(err error, counter string, hits int64, users []string) {
-	b := a.bot
-	b.stats.activityErrors.Add(1)
-	a.failLog.Error().Err(err).Str("counter", counter).Msg("activity counter not updated; retrying with the next batch")
+// ActivitySeen is what the bot last learnt of its activity counters when
+// it wrote them, and when: the figures need no Redis call to show. A zero
+// time means not written by this process yet.
+type ActivitySeen struct {
+	Messages   int64     // total of MessagesCounter
+	MessagesAt time.Time // when Messages was read
+	Users      int       // active senders in UsersCounter
+	UsersAt    time.Time // when Users was read
+}
+
+// saw updates the last seen figures.
+func (a *activityBatch) saw(f func(*ActivitySeen)) {
+	a.seenMu.Lock()
+	defer a.seenMu.Unlock()
+	f(&a.seen)
+}
+
+// ActivitySeen returns the activity counters as last written.
+func (b *Bot) ActivitySeen() ActivitySeen {
+	b.activity.seenMu.Lock()
+	defer b.activity.seenMu.Unlock()
+	return b.activity.seen
+}
+
+// putBack keeps hits and users for the next flush.
+func (a *activityBatch) putBack(hits int64, users []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.hits += hits
 	for _, u := range users {
 		a.addUserLocked(u)
 	}
+}
+
+// failed logs a failed write.
+func (a *activityBatch) failed(err error, counter string) {
+	b := a.bot
+	b.stats.activityErrors.Add(1)
+	a.failLog.Error().Err(err).Str("counter", counter).Msg("activity counter not updated; retrying with the next batch")
+}
+
+// batchID returns a fresh random id for a batch of hits.
+func batchID() string {
+	var b [12]byte
+	rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
 }

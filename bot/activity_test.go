@@ -24,8 +24,9 @@ type fakeActivity struct {
 	mu    sync.Mutex
 	calls []string // "add name n" or "visit name key,key timeout"
 	// live records, per call, whether its context was still live.
-	live  []bool
-	fails int
+	live    []bool
+	batches []string // the batch of each AddOnce call
+	fails   int
 }
 
 func (a *fakeActivity) record(ctx context.Context, call string) error {
@@ -41,7 +42,10 @@ func (a *fakeActivity) record(ctx context.Context, call string) error {
 	return nil
 }
 
-func (a *fakeActivity) Add(ctx context.Context, name string, n int64) (int64, error) {
+func (a *fakeActivity) AddOnce(ctx context.Context, name string, n int64, batch string) (int64, error) {
+	a.mu.Lock()
+	a.batches = append(a.batches, batch)
+	a.mu.Unlock()
 	return n, a.record(ctx, fmt.Sprintf("add %s %d", name, n))
 }
 
@@ -81,7 +85,7 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitSends(t, vk, 4)
+	waitSends(t, vk, 3)           // one reply per message: the retried event is not answered twice
 	b.Close(context.Background()) // writes the last batch
 	calls, live := a.snapshot()
 	want := []string{"add vk.messages 3", "visit vk.users 101,103 5m0s"}
@@ -172,18 +176,48 @@ func TestActivityNotFedWhenCountFails(t *testing.T) {
 	}
 }
 
-func TestActivityWithoutSenderOnlyHits(t *testing.T) {
+// TestNotFromAPersonNotCounted: messages of another community (a bot in a
+// chat), without an author, outgoing, or chat service messages are
+// acknowledged and neither counted, answered nor fed to the activity
+// counters; a message with a keyboard payload is a person's.
+func TestNotFromAPersonNotCounted(t *testing.T) {
 	a := &fakeActivity{}
-	b, vk := newActivityBot(t, newMemCounter(), a)
-	m := msg(1, "x")
-	m.FromID = 0
-	if err := b.HandleMessage(context.Background(), m); err != nil {
+	c := newMemCounter()
+	b, vk := newActivityBot(t, c, a)
+	bot2 := msg(1, "x")
+	bot2.FromID = -12345
+	anon := msg(2, "x")
+	anon.FromID = 0
+	out := msg(3, "x")
+	out.Out = true
+	invite := msg(4, "")
+	invite.Action = "chat_invite_user"
+	for _, m := range []callback.Message{bot2, anon, out, invite} {
+		if err := b.HandleMessage(context.Background(), m); err != nil {
+			t.Fatalf("%+v: %v", m, err)
+		}
+	}
+	person := msg(5, "x") // a keyboard button press: counted by its text
+	if err := b.HandleMessage(context.Background(), person); err != nil {
 		t.Fatal(err)
 	}
-	waitSends(t, vk, 1)
+	if sends := waitSends(t, vk, 1); sends[0].PeerID != person.PeerID || sends[0].Message != "0" {
+		t.Fatalf("sends %+v, want one reply 0 to the person", sends)
+	}
 	b.Close(context.Background())
-	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"add vk.messages 1"}) {
-		t.Fatalf("calls %q", calls)
+	if got := len(vk.Sends()); got != 1 {
+		t.Errorf("%d replies, want only the person's", got)
+	}
+	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 105 5m0s"}) {
+		t.Errorf("activity calls %q, want the person's message only", calls)
+	}
+	if st := b.Stats(); st.Ignored != 4 || st.Received != 1 {
+		t.Errorf("stats %+v, want 4 ignored and 1 counted", st)
+	}
+	for _, m := range []callback.Message{bot2, anon, out, invite, person} {
+		if err := bot.Answered(m); (err == nil) != (m.FromID == person.FromID) {
+			t.Errorf("Answered(%+v) = %v", m, err)
+		}
 	}
 }
 

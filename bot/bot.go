@@ -48,8 +48,10 @@ type Outbox interface {
 // package counters, so a pair of stores adapts to it with two one-line
 // methods.
 type Activity interface {
-	// Add adds n to the access counter name.
-	Add(ctx context.Context, name string, n int64) (total int64, err error)
+	// AddOnce adds n to the access counter name, at most once per batch:
+	// a call that failed with an unknown outcome (a timeout after Redis
+	// ran it) is retried with the same batch and changes nothing twice.
+	AddOnce(ctx context.Context, name string, n int64, batch string) (total int64, err error)
 	// VisitMany records keys as seen now under the participant counter name.
 	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active, added int, err error)
 }
@@ -57,6 +59,11 @@ type Activity interface {
 // ErrClosed is returned by HandleMessage once Close has begun: the message
 // is not counted and VK should deliver it again (to another instance).
 var ErrClosed = errors.New("bot: shutting down")
+
+// ErrNotDrained is wrapped by Close when its context ended before the
+// senders emptied the outbox: the replies left there stay for the next
+// start or another instance (unless Redis keeps nothing).
+var ErrNotDrained = errors.New("bot: outbox not drained")
 
 // A Group is one community the bot serves.
 type Group struct {
@@ -78,21 +85,31 @@ type Options struct {
 	// Poll is how long a sender waits for new replies in one Take (default 1s).
 	Poll time.Duration
 	// RetryBase and RetryMax bound the exponential backoff of retried sends
-	// (defaults 200ms and 30s).
+	// (defaults 200ms and 2s: replies resume within about RetryMax of VK
+	// coming back).
 	RetryBase, RetryMax time.Duration
-	// FloodPause is how long a token pauses after flood control (error 9)
-	// before its one last try (default 10s).
+	// FloodPause is how long a reply that met flood control (error 9) is
+	// put aside before its one last try (default 10s). Flood control is
+	// about one recipient: the token keeps sending everyone else's replies.
 	FloodPause time.Duration
 	// HaltPause is how long a token that VK refused (5, 7, 29, 912) waits
 	// before trying again (default 1m).
 	HaltPause time.Duration
+	// RecordTimeout bounds the Redis calls that count a message and store
+	// its reply (default 30s). They go on after HandleMessage's context
+	// ends (the webhook answered 503 at its deadline): a late answer is
+	// still acted on, so the message is counted once, its activity noted
+	// once and its reply stored once, and VK's re-delivery finds it done.
+	RecordTimeout time.Duration
+	// OutageLogEvery is how often a VK outage is logged again while it
+	// lasts (default 30s): the first failure and the recovery always are.
+	OutageLogEvery time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
 	// outbox: delivered, dropped (Drop, Flood) or logged in dry-run
-	// (Logged). age is the time since the
-	// reply was stored.
+	// (Logged). age is the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Activity, if set, is fed once per message counted for the first time
-	// (never for a re-delivery of an event already counted): one more for
+	// (never for a re-delivery of a message already counted): one more for
 	// MessagesCounter and a visit of UsersCounter by the sender. The bot
 	// gathers them and writes them in batches, at most ActivityFlush late
 	// (a message's own Redis round trips stay two). A failed batch is logged,
@@ -121,13 +138,19 @@ func (o *Options) setDefaults() {
 		o.RetryBase = 200 * time.Millisecond
 	}
 	if o.RetryMax <= 0 {
-		o.RetryMax = 30 * time.Second
+		o.RetryMax = 2 * time.Second
 	}
 	if o.FloodPause <= 0 {
 		o.FloodPause = 10 * time.Second
 	}
 	if o.HaltPause <= 0 {
 		o.HaltPause = time.Minute
+	}
+	if o.RecordTimeout <= 0 {
+		o.RecordTimeout = 30 * time.Second
+	}
+	if o.OutageLogEvery <= 0 {
+		o.OutageLogEvery = 30 * time.Second
 	}
 	if o.ActivityTimeout <= 0 {
 		o.ActivityTimeout = time.Second
@@ -145,8 +168,9 @@ type Bot struct {
 	log     zerolog.Logger
 	groups  map[int]bool
 
-	closeMu sync.RWMutex // held for reading while handling a message; Close takes it to stop accepting
-	closing atomic.Bool  // set by Close: senders stop once the outbox is drained
+	closeMu  sync.Mutex     // guards setting closing against inflight.Add
+	closing  atomic.Bool    // set by Close: no new messages; senders stop once the outbox is drained
+	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
 
 	ctx     context.Context // the bot's lifetime: sends never inherit a request's context
 	cancel  context.CancelFunc
@@ -155,11 +179,12 @@ type Bot struct {
 	stats    counters
 	halted   sync.Map // *tokenWorker → error, while VK refuses that token
 	activity activityBatch
+	outage   outage
 }
 
 // counters are the bot's running totals, read by Stats.
 type counters struct {
-	received, duplicates, sent, retried, dropped, dryRun, unsent, activityErrors atomic.Int64
+	received, duplicates, ignored, late, sent, retried, dropped, dryRun, unsent, activityErrors atomic.Int64
 }
 
 var _ callback.MessageHandler = (*Bot)(nil)
@@ -172,6 +197,7 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 		return nil, errors.New("bot: no community configured")
 	}
 	b := &Bot{counter: counter, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{}}
+	b.outage.init(b)
 	for _, g := range groups {
 		if b.groups[g.ID] {
 			return nil, fmt.Errorf("bot: community %d configured twice", g.ID)
@@ -197,30 +223,68 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 }
 
 // HandleMessage counts m and stores its reply. A nil error means m is
-// counted (now or by an earlier delivery of the same event) and its reply
-// is stored; any error means VK must deliver m again.
+// counted (now or by an earlier delivery of the same message) and its reply
+// is stored, or that m is not a person's message and is deliberately not
+// counted (see Answered); any error means VK must deliver m again.
+//
+// The work runs on its own, bounded by Options.RecordTimeout: when ctx ends
+// first (the webhook's deadline, while Redis stalls), HandleMessage returns
+// at once with ctx's error and the work goes on, so that its late result
+// is acted on exactly once and VK's re-delivery finds the message counted.
 func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	if !b.groups[m.GroupID] {
 		return fmt.Errorf("bot: community %d is not served", m.GroupID)
 	}
-	b.closeMu.RLock()
-	defer b.closeMu.RUnlock()
-	if b.closing.Load() {
+	if why := Answered(m); why != nil {
+		b.stats.ignored.Add(1)
+		b.log.Debug().Int("group_id", m.GroupID).Int("peer_id", m.PeerID).Int("from_id", m.FromID).
+			Err(why).Msg("message not counted")
+		return nil
+	}
+	if !b.enter() {
 		return ErrClosed
 	}
-	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), m.EventID)
+	done := make(chan error, 1)
+	go func() {
+		defer b.inflight.Done()
+		done <- b.record(m)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		b.stats.late.Add(1)
+		return fmt.Errorf("bot: no answer from Redis in time, the message is recognised when it comes again: %w", ctx.Err())
+	}
+}
+
+// enter admits one message unless Close has begun.
+func (b *Bot) enter() bool {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closing.Load() {
+		return false
+	}
+	b.inflight.Add(1)
+	return true
+}
+
+// record counts m and stores its reply, on the bot's own deadline.
+func (b *Bot) record(m callback.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opts.RecordTimeout)
+	defer cancel()
+	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
 	if err != nil {
 		return fmt.Errorf("bot: count: %w", err)
 	}
 	b.stats.received.Add(1)
 	if res.Duplicate {
 		// Store the reply again: the first delivery may have failed after
-		// counting, before storing; the same random_id makes VK deliver
-		// the reply once however often it is sent.
+		// counting, before storing. The outbox keeps one reply per message.
 		b.stats.duplicates.Add(1)
 	} else if b.opts.Activity != nil {
 		// Before storing the reply: if that fails, VK re-delivers the
-		// event as a duplicate, which must find the activity recorded.
+		// message as a duplicate, which must find the activity recorded.
 		b.activity.note(m)
 	}
 	r := Reply{
@@ -228,7 +292,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		PeerID:   m.PeerID,
 		Message:  strconv.FormatInt(res.Previous, 10),
 		RandomID: RandomID(m),
-		EventID:  m.EventID,
+		Key:      replyKey(m),
 		Queued:   time.Now(),
 	}
 	if err := b.outbox.Add(ctx, r); err != nil {
@@ -237,13 +301,20 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	return nil
 }
 
-// Close stops accepting messages, waits for in-flight ones, and lets the
-// senders drain the outbox until it is empty or ctx ends. Replies not sent
-// by then stay in the outbox for the next start (with a persistent Redis).
+// Close stops accepting messages, waits for those being recorded, and lets
+// the senders drain the outbox until it is empty or ctx ends; then the
+// error wraps ErrNotDrained. Replies not sent by then stay in the outbox
+// for the next start (with a persistent Redis).
 func (b *Bot) Close(ctx context.Context) error {
-	b.closeMu.Lock() // waits for HandleMessage calls in flight
+	b.closeMu.Lock()
 	b.closing.Store(true)
 	b.closeMu.Unlock()
+	recorded := make(chan struct{})
+	go func() { b.inflight.Wait(); close(recorded) }()
+	select {
+	case <-recorded:
+	case <-ctx.Done():
+	}
 	if b.opts.Activity != nil {
 		b.activity.stop() // writes what the last messages noted
 	}
@@ -254,13 +325,10 @@ func (b *Bot) Close(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		err = fmt.Errorf("bot: outbox not drained: %w", ctx.Err())
+		err = fmt.Errorf("%w: %w", ErrNotDrained, ctx.Err())
 	}
 	b.cancel() // abort sends and backoffs still in progress
 	<-done
-	if n := b.stats.unsent.Load(); n > 0 {
-		b.log.Warn().Int64("unsent", n).Msg("replies left in the outbox at shutdown; the next start sends them")
-	}
 	return err
 }
 
@@ -277,7 +345,9 @@ func (b *Bot) Ready() error {
 // Stats is a snapshot of the bot's running totals.
 type Stats struct {
 	Received   int64 `json:"received"`   // messages counted, duplicates included
-	Duplicates int64 `json:"duplicates"` // re-deliveries of an event already counted
+	Duplicates int64 `json:"duplicates"` // re-deliveries of a message already counted
+	Ignored    int64 `json:"ignored"`    // messages not from a person, not counted (see Answered)
+	Late       int64 `json:"late"`       // messages whose webhook answered 503 at its deadline while Redis was slow
 	Sent       int64 `json:"sent"`       // replies VK accepted
 	Retried    int64 `json:"retried"`    // send attempts that will be retried
 	Dropped    int64 `json:"dropped"`    // replies VK refused for good
@@ -292,6 +362,8 @@ func (b *Bot) Stats() Stats {
 	return Stats{
 		Received:   b.stats.received.Load(),
 		Duplicates: b.stats.duplicates.Load(),
+		Ignored:    b.stats.ignored.Load(),
+		Late:       b.stats.late.Load(),
 		Sent:       b.stats.sent.Load(),
 		Retried:    b.stats.retried.Load(),
 		Dropped:    b.stats.dropped.Load(),

@@ -25,7 +25,10 @@ type Reply struct {
 	PeerID   int
 	Message  string
 	RandomID int32
-	EventID  string
+	// Key identifies the message answered within its community (see
+	// RandomID): the outbox keeps one reply per Key. Empty means the
+	// message had nothing to identify it, and no such check is made.
+	Key string
 	// Queued is when the reply entered the queue.
 	Queued time.Time
 }

@@ -19,6 +19,16 @@ type tokenWorker struct {
 	sender Sender
 	log    zerolog.Logger // with the community and the token's position
 	next   time.Time      // earliest start of the next call
+
+	// aside holds replies that met flood control, oldest first, each
+	// until its due time; they stay taken from the outbox meanwhile.
+	aside []asideReply
+}
+
+// An asideReply waits for its one last try after flood control.
+type asideReply struct {
+	Reply
+	due time.Time
 }
 
 func (w *tokenWorker) run() {
@@ -27,37 +37,77 @@ func (w *tokenWorker) run() {
 	backoff := b.opts.RetryBase
 	for b.ctx.Err() == nil {
 		closing := b.closing.Load()
-		wait := b.opts.Poll
-		if closing {
-			wait = 0 // draining: stop as soon as nothing is left
-		}
-		batch, err := b.outbox.Take(b.ctx, w.group, b.opts.MaxBatch, wait)
-		if err != nil {
-			if b.ctx.Err() != nil {
-				return
+		batch, flooded := w.due()
+		if room := b.opts.MaxBatch - len(batch); room > 0 {
+			taken, err := b.outbox.Take(b.ctx, w.group, room, w.wait(closing, len(batch) > 0))
+			if err != nil {
+				if b.ctx.Err() != nil {
+					break
+				}
+				w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
+				if len(batch) == 0 {
+					w.sleep(backoff)
+					backoff = min(2*backoff, b.opts.RetryMax)
+					continue
+				}
+			} else {
+				backoff = b.opts.RetryBase
+				batch = append(batch, taken...)
 			}
-			w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
-			w.sleep(backoff)
-			backoff = min(2*backoff, b.opts.RetryMax)
-			continue
 		}
-		backoff = b.opts.RetryBase
 		if len(batch) == 0 {
-			if closing {
+			if closing && len(w.aside) == 0 {
 				return
+			}
+			if closing {
+				w.sleep(time.Until(w.aside[0].due)) // draining: wait for the replies put aside
 			}
 			continue
 		}
-		w.deliver(batch)
+		w.deliver(batch, flooded)
 	}
+	b.stats.unsent.Add(int64(len(w.aside)))
+}
+
+// due removes the replies put aside whose time has come (at most MaxBatch)
+// and returns them, with the set of their IDs: each has met flood control once.
+func (w *tokenWorker) due() ([]Reply, map[string]bool) {
+	now := time.Now()
+	var batch []Reply
+	var flooded map[string]bool
+	for len(w.aside) > 0 && len(batch) < w.bot.opts.MaxBatch && !w.aside[0].due.After(now) {
+		if flooded == nil {
+			flooded = map[string]bool{}
+		}
+		batch = append(batch, w.aside[0].Reply)
+		flooded[w.aside[0].ID] = true
+		w.aside = w.aside[1:]
+	}
+	return batch, flooded
+}
+
+// wait is how long a Take may wait for new replies: not at all when there
+// is something to send or the bot is draining, else Poll, cut short when a
+// reply put aside comes due sooner.
+func (w *tokenWorker) wait(closing, busy bool) time.Duration {
+	if closing || busy {
+		return 0
+	}
+	wait := w.bot.opts.Poll
+	if len(w.aside) > 0 {
+		wait = max(min(wait, time.Until(w.aside[0].due)), time.Millisecond)
+	}
+	return wait
 }
 
 // deliver sends batch until VK accepted or refused each reply for good, or
 // the bot's context ends; replies still unsent then stay in the outbox.
-func (w *tokenWorker) deliver(batch []Reply) {
+// Replies that meet flood control for the first time are put aside (see
+// Options.FloodPause) and the rest go on; flooded names those that met it
+// before, which are dropped if they meet it again.
+func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 	b := w.bot
 	backoff := b.opts.RetryBase
-	floodTried := map[string]bool{}
 	for len(batch) > 0 {
 		if !w.sleep(time.Until(w.next)) {
 			b.stats.unsent.Add(int64(len(batch)))
@@ -68,10 +118,17 @@ func (w *tokenWorker) deliver(batch []Reply) {
 		var again []Reply
 		var finished []string
 		var pause time.Duration
+		var callErr error // nil if VK answered any of the sends
+		answered := false
 		for i, r := range batch {
 			err := errs[i]
+			if unanswered(err) {
+				callErr = err
+			} else {
+				answered = true
+			}
 			class := Classify(err)
-			if class == Flood && floodTried[r.ID] {
+			if class == Flood && flooded[r.ID] {
 				class = Drop
 			}
 			switch class {
@@ -84,9 +141,8 @@ func (w *tokenWorker) deliver(batch []Reply) {
 				b.stats.dropped.Add(1)
 				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
 			case Flood:
-				floodTried[r.ID] = true
-				pause = max(pause, b.opts.FloodPause)
-				about(w.log.Warn(), r).Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control; one more try after a pause")
+				w.aside = append(w.aside, asideReply{Reply: r, due: time.Now().Add(b.opts.FloodPause)})
+				about(w.log.Warn(), r).Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control for this peer; one more try after a pause, other replies go on")
 			case Retry:
 				b.stats.retried.Add(1)
 				pause = max(pause, backoff/2+rand.N(backoff/2+1)) // jitter, so tokens do not retry in step
@@ -96,15 +152,20 @@ func (w *tokenWorker) deliver(batch []Reply) {
 				pause = max(pause, b.opts.HaltPause)
 				about(w.log.Error(), r).Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
-			if class == Delivered || class == Drop || class == Logged {
+			switch class {
+			case Delivered, Drop, Logged:
 				finished = append(finished, r.ID)
 				if f := b.opts.OnReplyDone; f != nil {
 					f(class, time.Since(r.Queued))
 				}
-			} else {
+			case Retry, Halt:
 				again = append(again, r)
 			}
 		}
+		if answered {
+			callErr = nil
+		}
+		b.outage.call(callErr, len(again)+len(w.aside))
 		w.finish(finished)
 		if len(again) < len(batch) {
 			backoff = b.opts.RetryBase // progress: the remaining ones failed for their own reasons

@@ -465,6 +465,11 @@ func (r *callbackRun) plan() {
 	}
 	n := o.Texts * o.PerText
 	r.events = make([]*event, n)
+	// Message numbers start at a base of this run's own, so that a second
+	// run's messages are new messages to the bot (and to VK, whose
+	// random_id dedupe would drop replies to reused numbers).
+	runNum, _ := strconv.ParseUint(r.runID, 16, 32)
+	base := int(runNum&0x7fffffff) << 20
 	cmids := map[int]int{}
 	for seq := range n {
 		conv := seq
@@ -472,9 +477,12 @@ func (r *callbackRun) plan() {
 			conv = seq % o.Peers
 		}
 		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: userBase + conv, bare: picked(seq, o.NoEventID)}
-		e.peer, e.msgID = e.from, seq+1
+		e.peer, e.msgID = e.from, base+seq+1
 		if conv%chatEvery == chatEvery-1 {
 			e.peer, e.msgID = chatPeerBase+1+conv/chatEvery, 0
+		}
+		if _, ok := cmids[e.peer]; !ok {
+			cmids[e.peer] = base
 		}
 		for { // a (peer, random_id) must name one event: skip a colliding number
 			cmids[e.peer]++

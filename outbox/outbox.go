@@ -40,7 +40,17 @@ var ErrFull = errors.New("outbox: full")
 //go:embed add.lua
 var addLua string
 
-var addScript = redis.NewScript(addLua)
+//go:embed stats.lua
+var statsLua string
+
+//go:embed prune.lua
+var pruneLua string
+
+var (
+	addScript   = redis.NewScript(addLua)
+	statsScript = redis.NewScript(statsLua)
+	pruneScript = redis.NewScript(pruneLua)
+)
 
 // Options configure an Outbox. Zero fields mean the defaults.
 type Options struct {
@@ -54,7 +64,13 @@ type Options struct {
 	// Consumer names this instance in the consumer group (default
 	// hostname-pid-random). Two live instances must not share a name.
 	Consumer string
-	Logger   zerolog.Logger
+	// OnceFor is how long Add remembers a message's reply after adding it
+	// (default 1h, longer than VK keeps re-delivering an event).
+	OnceFor time.Duration
+	// StatsEvery is the least time between two readings of a community's
+	// length and oldest entry (default 5s); see Stats.
+	StatsEvery time.Duration
+	Logger     zerolog.Logger
 }
 
 // An Outbox is a durable reply queue. It is safe for concurrent use.
@@ -64,10 +80,20 @@ type Outbox struct {
 	log      zerolog.Logger
 	redelivs atomic.Int64
 
-	mu        sync.Mutex          // guards lastClaim, held and lostRead
+	mu        sync.Mutex          // guards lastClaim, held, lostRead and stats
 	lastClaim map[int]time.Time   // last periodic recovery and takeover per community
 	held      map[string]struct{} // ids handed out by Take and not yet Done
 	lostRead  map[int]bool        // a read of the community failed: its answer may be lost
+	stats     map[int]*reading    // the last reading of each community's length
+}
+
+// A reading is what Stats reports of one community, and when it was read.
+type reading struct {
+	length  int64
+	oldest  time.Time // when the oldest entry was added; zero if none
+	at      time.Time // when this was read; zero if never
+	busy    bool      // entries were handed out since: read again when due
+	reading bool      // a refresh is under way
 }
 
 var _ bot.Outbox = (*Outbox)(nil)
@@ -87,7 +113,26 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 		host, _ := os.Hostname()
 		opts.Consumer = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
 	}
-	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, held: map[string]struct{}{}, lostRead: map[int]bool{}}
+	if opts.OnceFor <= 0 {
+		opts.OnceFor = time.Hour
+	}
+	if opts.StatsEvery <= 0 {
+		opts.StatsEvery = 5 * time.Second
+	}
+	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{},
+		held: map[string]struct{}{}, lostRead: map[int]bool{}, stats: map[int]*reading{}}
+}
+
+// isRedisError reports whether err is an error reply of Redis whose code
+// (its first word, such as NOGROUP or BUSYGROUP) is code. Redis replies
+// carry no other structure than that word.
+func isRedisError(err error, code string) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return msg == code || strings.HasPrefix(msg, code+" ")
 }
 
 // key is the stream of a community; the hash tag keeps it in one slot.
@@ -95,13 +140,23 @@ func (o *Outbox) key(group int) string {
 	return o.opts.Prefix + "{" + strconv.Itoa(group) + "}"
 }
 
-// Init creates the streams and the consumer group of the communities; it
-// is idempotent.
+// Init creates the streams and the consumer group of the communities,
+// removes the consumers of earlier processes that hold nothing and have
+// been idle longer than ClaimAfter, and takes a first reading for Stats.
+// It is idempotent.
 func (o *Outbox) Init(ctx context.Context, groups ...int) error {
 	for _, g := range groups {
 		if err := o.createGroup(ctx, g); err != nil {
 			return err
 		}
+		n, err := pruneScript.Run(ctx, o.rdb, []string{o.key(g)}, ConsumerGroup, o.opts.ClaimAfter.Milliseconds(), o.opts.Consumer).Int()
+		if err != nil {
+			return fmt.Errorf("outbox: remove idle consumers of community %d: %w", g, err)
+		}
+		if n > 0 {
+			o.log.Info().Int("group_id", g).Int("consumers", n).Msg("outbox: removed idle consumers that held nothing")
+		}
+		o.refreshStats(ctx, g)
 	}
 	return nil
 }
@@ -109,18 +164,25 @@ func (o *Outbox) Init(ctx context.Context, groups ...int) error {
 func (o *Outbox) createGroup(ctx context.Context, group int) error {
 	// "0": entries added before the group existed are delivered too.
 	err := o.rdb.XGroupCreateMkStream(ctx, o.key(group), ConsumerGroup, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+	if err != nil && !isRedisError(err, "BUSYGROUP") {
 		return fmt.Errorf("outbox: create consumer group for community %d: %w", group, err)
 	}
 	return nil
 }
 
-// Add appends r to its community's outbox.
+// Add appends r to its community's outbox, unless a reply with the same
+// non-empty r.Key was added within OnceFor: then nothing changes, so a
+// message re-delivered any number of times, at once or later, is answered
+// once.
 func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
-	args := []any{o.opts.MaxLen,
-		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "e", r.EventID, "q", r.Queued.UnixMilli()}
-	err := addScript.Run(ctx, o.rdb, []string{o.key(r.GroupID)}, args...).Err()
-	if err != nil && strings.HasPrefix(err.Error(), "OUTBOX_FULL") {
+	keys := []string{o.key(r.GroupID)}
+	if r.Key != "" {
+		keys = append(keys, o.onceKey(r.GroupID, r.Key))
+	}
+	args := []any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(),
+		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "q", r.Queued.UnixMilli()}
+	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
+	if isRedisError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, r.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
 	}
 	if err != nil {
@@ -129,12 +191,19 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 	return nil
 }
 
+// onceKey is the key that remembers the reply to the message key of group;
+// it shares the stream's hash tag.
+func (o *Outbox) onceKey(group int, key string) string {
+	return o.key(group) + ":once:" + key
+}
+
 // Take returns up to n replies of group for this instance to send: first
 // entries other consumers held longer than ClaimAfter, then new entries,
 // waiting up to wait for new ones (0: do not wait). An empty result with a
 // nil error means there is nothing to send now.
 func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
 	out, err := o.take(ctx, group, n, wait)
+	o.noteTaken(ctx, group, len(out))
 	if err != nil {
 		// Redis may have handed entries to this consumer (a read, or a
 		// claim) with the answer lost on the way: look for them next time.
@@ -166,7 +235,7 @@ func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]
 		args.Block = -1 // no BLOCK argument
 	}
 	streams, err := o.rdb.XReadGroup(ctx, args).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+	if isRedisError(err, "NOGROUP") {
 		// The stream was lost (a Redis without persistence restarted): recreate it.
 		if err := o.createGroup(ctx, group); err != nil {
 			return nil, err
@@ -207,7 +276,7 @@ func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([
 	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
 		Streams: []string{o.key(group), "0"}, Count: int64(n + held), Block: -1}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if strings.HasPrefix(err.Error(), "NOGROUP") {
+		if isRedisError(err, "NOGROUP") {
 			return nil, nil // the read below recreates it
 		}
 		return nil, fmt.Errorf("outbox: read own pending: %w", err)
@@ -235,7 +304,7 @@ func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error)
 	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
 		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: "0-0", Count: int64(n)}).Result()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOGROUP") {
+		if isRedisError(err, "NOGROUP") {
 			return nil, nil // Take's read recreates it
 		}
 		return nil, fmt.Errorf("outbox: reclaim: %w", err)
@@ -291,7 +360,6 @@ func decodeReply(m redis.XMessage) (bot.Reply, error) {
 	r := bot.Reply{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num("r")),
 		Queued: time.UnixMilli(num("q"))}
 	r.Message, _ = m.Values["m"].(string)
-	r.EventID, _ = m.Values["e"].(string)
 	if r.Message == "" {
 		errs = append(errs, errors.New("empty message"))
 	}
@@ -321,29 +389,88 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	return nil
 }
 
-// Stats describes one community's outbox.
+// Stats describes one community's outbox as last read.
 type Stats struct {
 	Length int64         `json:"length"` // replies not yet accepted by VK
-	Oldest time.Duration `json:"oldest"` // age of the oldest of them
+	Oldest time.Duration `json:"oldest"` // age of the oldest of them, now
+	// Age is how long ago Length and Oldest were read from Redis; -1 if
+	// they never were.
+	Age time.Duration `json:"age"`
 }
 
-// Stats returns the length of group's outbox and the age of its oldest entry.
-func (o *Outbox) Stats(ctx context.Context, group int) (Stats, error) {
-	key := o.key(group)
-	n, err := o.rdb.XLen(ctx, key).Result()
+// Stats returns the last reading of group's outbox: its length and the age
+// of its oldest entry. It makes no Redis call, so it answers at once
+// whether Redis is up or not; Take keeps the reading fresh, at most every
+// StatsEvery while entries come and go, and not at all while the outbox
+// stays empty and idle.
+func (o *Outbox) Stats(group int) Stats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rd := o.stats[group]
+	if rd == nil || rd.at.IsZero() {
+		return Stats{Age: -1}
+	}
+	s := Stats{Length: rd.length, Age: time.Since(rd.at)}
+	if !rd.oldest.IsZero() {
+		s.Oldest = max(0, time.Since(rd.oldest))
+	}
+	return s
+}
+
+// Len reads from Redis how many replies group's outbox holds now.
+func (o *Outbox) Len(ctx context.Context, group int) (int64, error) {
+	n, err := o.rdb.XLen(ctx, o.key(group)).Result()
 	if err != nil {
-		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+		return 0, fmt.Errorf("outbox: length: %w", err)
 	}
-	s := Stats{Length: n}
-	first, err := o.rdb.XRangeN(ctx, key, "-", "+", 1).Result()
-	if err != nil {
-		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+	return n, nil
+}
+
+// noteTaken marks group as busy after a Take that handed out n entries and
+// refreshes its reading when it is due.
+func (o *Outbox) noteTaken(ctx context.Context, group, n int) {
+	o.mu.Lock()
+	rd := o.reading(group)
+	if n > 0 {
+		rd.busy = true
 	}
-	if len(first) == 1 {
-		ms, _ := strconv.ParseInt(strings.SplitN(first[0].ID, "-", 2)[0], 10, 64)
-		s.Oldest = max(0, time.Since(time.UnixMilli(ms)))
+	due := !rd.reading && (rd.busy || rd.length > 0) && time.Since(rd.at) >= o.opts.StatsEvery
+	if due {
+		rd.reading = true
 	}
-	return s, nil
+	o.mu.Unlock()
+	if due {
+		o.refreshStats(ctx, group)
+	}
+}
+
+// reading returns group's reading, creating it. o.mu must be held.
+func (o *Outbox) reading(group int) *reading {
+	rd := o.stats[group]
+	if rd == nil {
+		rd = &reading{}
+		o.stats[group] = rd
+	}
+	return rd
+}
+
+// refreshStats reads group's length and oldest entry. A failure keeps the
+// old reading, whose age then tells how stale it is.
+func (o *Outbox) refreshStats(ctx context.Context, group int) {
+	v, err := statsScript.Run(ctx, o.rdb, []string{o.key(group)}).Slice()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rd := o.reading(group)
+	rd.reading = false
+	if err != nil || len(v) != 2 {
+		return
+	}
+	n, _ := v[0].(int64)
+	oldest, _ := v[1].(string)
+	rd.length, rd.oldest, rd.at, rd.busy = n, time.Time{}, time.Now(), false
+	if ms, err := strconv.ParseInt(strings.SplitN(oldest, "-", 2)[0], 10, 64); err == nil && oldest != "" {
+		rd.oldest = time.UnixMilli(ms)
+	}
 }
 
 // Redeliveries is how many entries this instance took over from others or

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
 	"github.com/vkcounter/vkcounter/outbox"
 )
 
@@ -26,7 +28,7 @@ func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts
 }
 
 func reply(peer int) bot.Reply {
-	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), EventID: "e", Queued: time.UnixMilli(1764115200123)}
+	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123)}
 }
 
 func TestAddTakeDone(t *testing.T) {
@@ -58,8 +60,8 @@ func TestAddTakeDone(t *testing.T) {
 		if err := o.Done(ctx, group, got[0].ID, got[1].ID, rest[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := o.Stats(ctx, group); err != nil || st.Length != 0 {
-			t.Errorf("after Done: %+v %v, want an empty outbox (acknowledged entries are deleted)", st, err)
+		if n, err := o.Len(ctx, group); err != nil || n != 0 {
+			t.Errorf("after Done: %d %v, want an empty outbox (acknowledged entries are deleted)", n, err)
 		}
 	})
 }
@@ -121,8 +123,8 @@ func TestFull(t *testing.T) {
 		if err := o.Add(ctx, reply(3)); !errors.Is(err, outbox.ErrFull) {
 			t.Fatalf("third Add = %v, want ErrFull", err)
 		}
-		if st, _ := o.Stats(ctx, group); st.Length != 2 {
-			t.Errorf("length %d after a refused Add, want 2", st.Length)
+		if n, _ := o.Len(ctx, group); n != 2 {
+			t.Errorf("length %d after a refused Add, want 2", n)
 		}
 	})
 }
@@ -158,21 +160,135 @@ func TestUndecodableEntryIsDeleted(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take = %+v, %v; want the good reply only", got, err)
 		}
-		if st, _ := o.Stats(ctx, group); st.Length != 1 {
-			t.Errorf("length %d, want 1: the bad entry deleted, the good one pending", st.Length)
+		if n, _ := o.Len(ctx, group); n != 1 {
+			t.Errorf("length %d, want 1: the bad entry deleted, the good one pending", n)
 		}
 	})
 }
 
-func TestStatsOldest(t *testing.T) {
+// TestStats: Stats answers from the last reading, taken by Init and by
+// Take while entries come and go (at most every StatsEvery), and makes no
+// Redis call itself, so it answers at once while Redis is unreachable.
+func TestStats(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		via := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
+		defer via.Close()
+		o := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "a", StatsEvery: time.Millisecond})
+		if st := o.Stats(group); st.Age != -1 {
+			t.Errorf("Stats before any reading = %+v, want Age -1", st)
+		}
+		if err := o.Init(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		if st := o.Stats(group); st.Length != 0 || st.Age < 0 || st.Age > time.Minute {
+			t.Errorf("Stats after Init = %+v, want an empty, fresh reading", st)
+		}
+		o.Add(ctx, reply(1))
+		o.Add(ctx, reply(2))
+		time.Sleep(20 * time.Millisecond)
+		got, err := o.Take(ctx, group, 1, 0)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Take = %v, %v", got, err)
+		}
+		st := o.Stats(group)
+		if st.Length != 2 || st.Oldest < 10*time.Millisecond || st.Oldest > time.Minute {
+			t.Errorf("Stats after Take = %+v; want two entries, the oldest about 20ms old", st)
+		}
+		proxy.Cut()
+		done := make(chan outbox.Stats)
+		go func() { done <- o.Stats(group) }()
+		select {
+		case st := <-done:
+			if st.Length != 2 {
+				t.Errorf("Stats with Redis unreachable = %+v, want the last reading", st)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("Stats waited for Redis")
+		}
+		time.Sleep(5 * time.Millisecond)
+		o.Take(ctx, group, 1, 0) // fails: the reading stays, and ages
+		if st2 := o.Stats(group); st2.Length != 2 || st2.Age <= st.Age {
+			t.Errorf("Stats after a failed refresh = %+v, want the old reading, older than %v", st2, st.Age)
+		}
+	})
+}
+
+// TestAddOncePerMessage: a reply with a Key is added once however often it
+// comes, concurrently or later, even after it was sent and deleted; replies
+// without a Key are never merged.
+func TestAddOncePerMessage(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-		o.Add(ctx, reply(1))
-		time.Sleep(20 * time.Millisecond)
-		st, err := o.Stats(ctx, group)
-		if err != nil || st.Length != 1 || st.Oldest < 10*time.Millisecond || st.Oldest > time.Minute {
-			t.Errorf("Stats = %+v, %v; want one entry about 20ms old", st, err)
+		r := reply(1)
+		r.Key = "1:c5"
+		together.Run(t, 50, func(int) (struct{}, error) { return struct{}{}, o.Add(ctx, r) })
+		got, err := o.Take(ctx, group, 100, 0)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("50 concurrent Adds of one message: %d replies (%v), want 1", len(got), err)
+		}
+		o.Done(ctx, group, got[0].ID)
+		if err := o.Add(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if more, _ := o.Take(ctx, group, 100, 0); len(more) != 0 {
+			t.Errorf("a re-delivery after the reply was sent queued it again: %+v", more)
+		}
+		other := reply(1)
+		other.Key = "1:c6"
+		noKey := reply(1)
+		for _, x := range []bot.Reply{other, noKey, noKey} {
+			if err := o.Add(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := o.Len(ctx, group); n != 3 {
+			t.Errorf("another message and two without a key: length %d, want 3", n)
+		}
+	})
+}
+
+// TestIdleConsumersPruned: Init removes the consumers of earlier processes
+// that hold nothing and have been idle longer than ClaimAfter, and keeps
+// those that hold replies.
+func TestIdleConsumersPruned(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		opts := outbox.Options{Prefix: prefix, ClaimAfter: 100 * time.Millisecond}
+		for i, name := range []string{"old1", "old2", "holder"} {
+			opts.Consumer = name
+			o := outbox.New(tg.Client, opts)
+			if err := o.Init(ctx, group); err != nil {
+				t.Fatal(err)
+			}
+			if name == "holder" {
+				o.Add(ctx, reply(i))
+			}
+			o.Take(ctx, group, 10, 0)
+		}
+		if tg.Kind == redistest.Mini {
+			tg.Mini.FastForward(time.Second)
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+		opts.Consumer = "new"
+		if err := outbox.New(tg.Client, opts).Init(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := tg.Client.XInfoConsumers(ctx, prefix+"{42}", outbox.ConsumerGroup).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range cs {
+			names = append(names, c.Name)
+		}
+		if !slices.Equal(names, []string{"holder"}) {
+			t.Errorf("consumers after a new start: %v, want only the one holding a reply", names)
 		}
 	})
 }

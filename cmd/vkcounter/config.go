@@ -45,6 +45,8 @@ type Config struct {
 	LogFormat       string
 	MaxBodyBytes    int64
 	ShutdownTimeout time.Duration
+	WebhookTimeout  time.Duration
+	RedisTimeout    time.Duration
 
 	CounterAddr           string
 	CounterMaxConnections int
@@ -103,6 +105,7 @@ func settings(c *Config) []setting {
 		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
+		{"REDIS_TIMEOUT", "30s", "longest wait for one Redis command; longer than a stall (a failover, a slow fork), so a late answer is still used", dur(&c.RedisTimeout)},
 		{"KEY_PREFIX", "vkc:", "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
 		{"WINDOW", "24h", "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
 		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", func(fs *flag.FlagSet, n, h string) { fs.BoolVar(&c.Normalize, n, false, h) }},
@@ -122,9 +125,10 @@ func settings(c *Config) []setting {
 		{"LOG_LEVEL", "info", "trace, debug, info, warn or error", str(&c.LogLevel)},
 		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
 		{"MAX_BODY_BYTES", "1048576", "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
+		{"WEBHOOK_TIMEOUT", "3s", "longest a webhook request waits for Redis before answering 503 with Retry-After (VK then re-delivers; the late result is recognised)", dur(&c.WebhookTimeout)},
 		{"SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight requests and queued replies", dur(&c.ShutdownTimeout)},
 		{"COUNTER_ADDR", "127.0.0.1:11215", "counter protocol TCP address (no authentication: keep it loopback or private); off disables the port", str(&c.CounterAddr)},
-		{"COUNTER_MAX_CONNECTIONS", "0", "most counter connections at once; 0 = unlimited", num(&c.CounterMaxConnections)},
+		{"COUNTER_MAX_CONNECTIONS", "10000", "most counter connections at once (lowered at start if the open-file limit leaves no headroom); 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
 		{"RESOURCE_STORE", StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
@@ -246,6 +250,12 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT: must be positive"))
+	}
+	if c.WebhookTimeout <= 0 {
+		errs = append(errs, errors.New("WEBHOOK_TIMEOUT: must be positive"))
+	}
+	if c.RedisTimeout <= 0 {
+		errs = append(errs, errors.New("REDIS_TIMEOUT: must be positive"))
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: must be json or console", c.LogFormat))

@@ -23,6 +23,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
 	"github.com/vkcounter/vkcounter/outbox"
@@ -182,7 +183,12 @@ type activity struct {
 	visits participant.Store
 }
 
-func (a activity) Add(ctx context.Context, name string, n int64) (int64, error) {
+// AddOnce adds n once per batch where the store's outcome can be unknown
+// (Redis); a store in this process knows its outcome, so Add is enough.
+func (a activity) AddOnce(ctx context.Context, name string, n int64, batch string) (int64, error) {
+	if once, ok := a.hits.(access.OnceAdder); ok {
+		return once.AddOnce(ctx, name, n, batch)
+	}
 	return a.hits.Add(ctx, name, n)
 }
 
@@ -283,23 +289,22 @@ func (m *Main) CounterAddr() string {
 }
 
 func (m *Main) openRedis(ctx context.Context) error {
-	switch {
-	case m.cfg.RedisCluster != "":
-		m.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(m.cfg.RedisCluster, ",")})
-	case m.cfg.RedisURL != "":
-		opt, err := redis.ParseURL(m.cfg.RedisURL)
-		if err != nil {
-			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-		m.rdb = redis.NewClient(opt)
-	default:
+	rc := redisconn.Config{URL: m.cfg.RedisURL, Timeout: m.cfg.RedisTimeout}
+	if m.cfg.RedisCluster != "" {
+		rc.Cluster = strings.Split(m.cfg.RedisCluster, ",")
+	}
+	if rc.URL == "" && rc.Cluster == nil {
 		m.mini = miniredis.NewMiniRedis()
 		if err := m.mini.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("start the embedded Redis: %w", err)
 		}
 		m.tickEmbedded()
-		m.rdb = redis.NewClient(&redis.Options{Addr: m.mini.Addr()})
+		rc.Addr = m.mini.Addr()
 		m.log.Warn().Msg("no REDIS_URL: using an embedded in-memory Redis; counts live only as long as this process")
+	}
+	var err error
+	if m.rdb, err = redisconn.Open(rc); err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -371,6 +376,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		OnReplyDone:     m.metrics.ReplyDone,
 		Activity:        activity{m.stores.Access, m.stores.Participants},
 		ActivityTimeout: m.cfg.CountersTimeout,
+		RecordTimeout:   m.cfg.RedisTimeout,
 		Logger:          m.log,
 	})
 }
@@ -384,7 +390,8 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	for _, c := range communities {
 		groups = append(groups, callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation})
 	}
-	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes, Logger: m.log})
+	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
+		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -407,9 +414,12 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	return pub, adm, nil
 }
 
-// ready returns why the service cannot take traffic, or nil.
+// ready returns why the service cannot take traffic, or nil: Redis does
+// not answer within a second, or VK refuses a token. A VK outage does not
+// make the service unready: the outbox keeps the replies until VK is back,
+// and the webhook goes on counting.
 func (m *Main) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := m.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: %w", err)
@@ -428,78 +438,86 @@ func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-// outboxStats sums the outboxes of all communities: total length, oldest age.
-func (m *Main) outboxStats(ctx context.Context) (outbox.Stats, error) {
+// outboxStats sums the last readings of every community's outbox: total
+// length, oldest age, and the age of the stalest reading (-1 if one was
+// never read). It makes no Redis call.
+func (m *Main) outboxStats() outbox.Stats {
 	var sum outbox.Stats
 	for _, g := range m.groups {
-		s, err := m.outbox.Stats(ctx, g)
-		if err != nil {
-			return sum, err
-		}
+		s := m.outbox.Stats(g)
 		sum.Length += s.Length
 		sum.Oldest = max(sum.Oldest, s.Oldest)
+		if s.Age < 0 || sum.Age < 0 {
+			sum.Age = -1
+		} else {
+			sum.Age = max(sum.Age, s.Age)
+		}
 	}
-	return sum, nil
+	return sum
 }
 
 func (m *Main) registerOutboxMetrics() {
 	read := func(f func(outbox.Stats) float64) func() float64 {
-		return func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			s, err := m.outboxStats(ctx)
-			if err != nil {
-				return -1 // Redis unreachable; /readyz says so
-			}
-			return f(s)
-		}
+		return func() float64 { return f(m.outboxStats()) }
 	}
-	m.metrics.GaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK (-1: Redis unreachable).",
+	m.metrics.GaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK, as last read (see outbox_reading_age_seconds).",
 		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
-	m.metrics.GaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox (-1: Redis unreachable).",
+	m.metrics.GaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox, as last read.",
 		read(func(s outbox.Stats) float64 { return s.Oldest.Seconds() }))
+	m.metrics.GaugeFunc("outbox_reading_age_seconds", "How long ago the outbox gauges were read from Redis (-1: never); it grows while Redis is unreachable, or while the outbox stays empty and idle.",
+		read(func(s outbox.Stats) float64 {
+			if s.Age < 0 {
+				return -1
+			}
+			return s.Age.Seconds()
+		}))
 	m.metrics.CounterFunc("outbox_redeliveries_total", "Replies this instance took over from a sender that held them too long.",
 		func() float64 { return float64(m.outbox.Redeliveries()) })
+	m.metrics.GaugeFunc("vk_consecutive_failures", "VK API calls in a row that got no answer (0 while VK answers).",
+		func() float64 { return float64(m.bot.ConsecutiveVKFailures()) })
 }
 
+// stats serves /stats from what the process already knows: it makes no
+// Redis call, so it answers at once while Redis is slow or down. Each
+// figure read from Redis carries its age.
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
+	ob := m.outboxStats()
+	seen := m.bot.ActivitySeen()
 	out := map[string]any{
 		"window_seconds": int64(m.cfg.Window / time.Second),
 		"redis":          m.redisKind(),
 		"bot":            m.bot.Stats(),
-		"counters":       m.counterStats(r.Context()),
+		"outbox": map[string]any{"length": ob.Length, "oldest_seconds": ob.Oldest.Seconds(),
+			"age_seconds": ageSeconds(ob.Age), "redeliveries": m.outbox.Redeliveries()},
+		"counters": map[string]any{
+			"store":             m.cfg.CountersStore,
+			bot.MessagesCounter: map[string]any{"total": seen.Messages, "age_seconds": ageSince(seen.MessagesAt)},
+			bot.UsersCounter: map[string]any{"active": seen.Users, "timeout_seconds": int64(bot.UsersTimeout / time.Second),
+				"age_seconds": ageSince(seen.UsersAt)},
+		},
+		"vk": map[string]any{"consecutive_failures": m.bot.ConsecutiveVKFailures()},
 	}
 	if s := m.pollerStats(); s != nil {
 		out["longpoll"] = s
-	}
-	if s, err := m.outboxStats(r.Context()); err == nil {
-		out["outbox"] = map[string]any{"length": s.Length, "oldest_seconds": s.Oldest.Seconds(), "redeliveries": m.outbox.Redeliveries()}
-	} else {
-		out["outbox"] = map[string]any{"error": err.Error()}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
 }
 
-// counterStats reads the counters the bot feeds, for /stats: a counter
-// never hit reads 0, a failed read gives its error.
-func (m *Main) counterStats(ctx context.Context) map[string]any {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.CountersTimeout)
-	defer cancel()
-	out := map[string]any{"store": m.cfg.CountersStore}
-	total, err := m.stores.Access.Total(ctx, bot.MessagesCounter)
-	switch {
-	case err == nil, errors.Is(err, access.ErrNotFound):
-		out[bot.MessagesCounter] = map[string]any{"total": total}
-	default:
-		out[bot.MessagesCounter] = map[string]any{"error": err.Error()}
+// ageSeconds is d in seconds, rounded to milliseconds; -1 stays -1 (never read).
+func ageSeconds(d time.Duration) float64 {
+	if d < 0 {
+		return -1
 	}
-	if n, err := m.stores.Participants.Active(ctx, bot.UsersCounter, bot.UsersTimeout); err == nil {
-		out[bot.UsersCounter] = map[string]any{"active": n, "timeout_seconds": int64(bot.UsersTimeout / time.Second)}
-	} else {
-		out[bot.UsersCounter] = map[string]any{"error": err.Error()}
+	return d.Round(time.Millisecond).Seconds()
+}
+
+// ageSince is the age of a reading taken at t, or -1 if t is zero.
+func ageSince(t time.Time) float64 {
+	if t.IsZero() {
+		return -1
 	}
-	return out
+	return ageSeconds(time.Since(t))
 }
 
 // HTTPAddr is the address the public HTTP server listens on.
@@ -546,7 +564,7 @@ func (m *Main) Close() error {
 	m.stopPollers()
 	if m.bot != nil {
 		if err := m.bot.Close(ctx); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, m.leftInOutbox(err))
 		}
 	}
 	if m.rdb != nil {
@@ -556,4 +574,32 @@ func (m *Main) Close() error {
 		m.mini.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// leftInOutbox tells what a shutdown that did not drain the outbox (err,
+// wrapping bot.ErrNotDrained) leaves behind. With a real Redis the replies
+// wait there for the next start or another instance: logged, not a failure.
+// With the embedded Redis they are lost with the process: a failure.
+func (m *Main) leftInOutbox(err error) error {
+	if !errors.Is(err, bot.ErrNotDrained) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var left int64
+	for _, g := range m.groups {
+		n, lerr := m.outbox.Len(ctx, g)
+		if lerr != nil {
+			m.log.Warn().Err(lerr).Msg("shutdown: cannot read how many replies are left in the outbox")
+			left = -1
+			break
+		}
+		left += n
+	}
+	if m.mini != nil {
+		return fmt.Errorf("%d replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: %w", left, err)
+	}
+	m.log.Warn().Int64("replies_left", left).Stringer("timeout", m.cfg.ShutdownTimeout).
+		Msg("shutdown: replies not sent in time stay in the outbox; the next start or another instance sends them")
+	return nil
 }
