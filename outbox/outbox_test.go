@@ -213,7 +213,7 @@ func TestStats(t *testing.T) {
 		if st2 := o.Stats(group); st2.Length != 2 || st2.Age <= st.Age {
 			t.Errorf("Stats after a failed refresh = %+v, want the old reading, older than %v", st2, st.Age)
 		}
-	})
+	}, redistest.Mini, redistest.Real) // a proxy in front of one cluster node is not a cluster
 }
 
 // TestAddOncePerMessage: a reply with a Key is added once however often it

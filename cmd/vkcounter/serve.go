@@ -139,7 +139,17 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", env, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: h,
+		// A client gets little time to send its request and take the answer
+		// (the webhook answers within WEBHOOK_TIMEOUT), and idle kept-alive
+		// connections are closed, so slow or idle clients cannot hold open
+		// files and goroutines without bound.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      m.cfg.WebhookTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -215,7 +225,7 @@ func (m *Main) serveCounters(ctx context.Context) error {
 	}
 	srv, err := counters.NewServer(counters.ServerOptions{
 		Resources:      res,
-		MaxConnections: m.cfg.CounterMaxConnections,
+		MaxConnections: m.counterConnLimit(openFileLimit()),
 		Buckets:        m.cfg.CounterBuckets,
 		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Logger:         m.log,
@@ -278,6 +288,31 @@ func (m *Main) openResources(ctx context.Context) error {
 	}
 	m.resources = r
 	return nil
+}
+
+// fdHeadroom is the number of open files kept for everything but counter
+// connections: the HTTP servers' connections, Redis's pool, files.
+const fdHeadroom = 1024
+
+// counterConnLimit is COUNTER_MAX_CONNECTIONS, lowered so that counter
+// connections can never use up the open files the webhook and Redis need
+// (fdLimit; 0 if unknown). Both the lowering and an unlimited setting are
+// warned about.
+func (m *Main) counterConnLimit(fdLimit int) int {
+	n := m.cfg.CounterMaxConnections
+	if fdLimit <= 0 {
+		return n
+	}
+	room := max(fdLimit-fdHeadroom, fdLimit/2)
+	switch {
+	case n == 0:
+		m.log.Warn().Int("open_file_limit", fdLimit).Msg("COUNTER_MAX_CONNECTIONS=0: counter connections are unlimited and can use up the open files the webhook and Redis need")
+	case n > room:
+		m.log.Warn().Int("configured", n).Int("used", room).Int("open_file_limit", fdLimit).
+			Msg("COUNTER_MAX_CONNECTIONS lowered to leave open files for HTTP and Redis")
+		n = room
+	}
+	return n
 }
 
 // CounterAddr is the address of the counter port, or "off".
