@@ -57,6 +57,9 @@ type Main struct {
 	counterSrv *counters.Server
 	pollers    *pollers       // VK_MODE=longpoll
 	wg         sync.WaitGroup // serving goroutines
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // prefixes are the Redis key prefixes of each part of the service.
@@ -565,6 +568,11 @@ func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
 // in-flight requests, close counter connections (releasing their holdings),
 // drain the reply outbox, then close Redis.
 func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Main) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error

@@ -1,0 +1,142 @@
+package bot_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/outbox"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// TestFloodControlDelaysOnlyThatPeer: flood control (9) on a reply to one
+// peer puts that reply aside for FloodPause; the other peers' replies keep
+// flowing meanwhile, and the flooded one goes out once after the pause.
+func TestFloodControlDelaysOnlyThatPeer(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	opts := fastOptions()
+	opts.FloodPause = 2 * time.Second
+	opts.MaxBatch = 1 // one send per call, so the flooded call is the flooded reply alone
+	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
+	flooded := msg(1, "flood")
+	vk.FailPeer(flooded.PeerID, 9, 1)
+	if err := b.HandleMessage(context.Background(), flooded); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 2; i <= 4; i++ {
+		if err := b.HandleMessage(context.Background(), msg(i, "others")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others := waitSends(t, vk, 3)
+	if took := time.Since(start); took >= opts.FloodPause {
+		t.Errorf("the other peers' replies took %v, as long as the flood pause", took)
+	}
+	for _, s := range others {
+		if s.PeerID == flooded.PeerID {
+			t.Fatalf("the flooded reply went out before its pause: %+v", others)
+		}
+	}
+	all := waitSends(t, vk, 4)
+	if last := all[3]; last.PeerID != flooded.PeerID || last.Message != "0" {
+		t.Errorf("last send %+v, want the flooded reply", last)
+	}
+	if took := time.Since(start); took < opts.FloodPause {
+		t.Errorf("the flooded reply went out after %v, before its pause of %v", took, opts.FloodPause)
+	}
+	b.Close(context.Background())
+	if n := len(vk.Sends()); n != 4 {
+		t.Errorf("%d sends accepted, want 4", n)
+	}
+}
+
+// TestRedisStallDuringReadAndAck: Redis stalls while the sender waits in
+// its outbox read, and again while it acknowledges sent replies. Every reply
+// goes out exactly once, and the outbox ends empty.
+func TestRedisStallDuringReadAndAck(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		via, err := redisconn.Open(redisconn.Config{Addr: proxy.Addr(), Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer via.Close()
+		senderSide := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "sender"})
+		if err := senderSide.Init(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+		writer := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "writer"})
+		vk := vktest.NewServer()
+		defer vk.Close()
+		opts := fastOptions()
+		opts.Poll = 500 * time.Millisecond
+		b, err := bot.New(newMemCounter(), senderSide, []bot.Group{{ID: 7, Senders: []bot.Sender{
+			bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}}}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close(ctx)
+		add := func(from, to int) {
+			for p := from; p < to; p++ {
+				r := bot.Reply{GroupID: 7, PeerID: p, Message: fmt.Sprint(p), RandomID: int32(p), Key: fmt.Sprint(p), Queued: time.Now()}
+				if err := writer.Add(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+
+		// The sender is blocked in its read when Redis stalls.
+		time.Sleep(100 * time.Millisecond)
+		proxy.Stall()
+		add(1, 6)
+		time.Sleep(3 * time.Second)
+		proxy.Resume()
+		waitSends(t, vk, 5)
+
+		// Redis stalls while VK answers: the acknowledgement waits.
+		vk.SetDelay(500 * time.Millisecond)
+		calls := func() int { return vk.Calls("messages.send") + vk.Calls("execute") }
+		before := calls()
+		add(6, 11)
+		eventually(t, func() bool { return calls() > before }) // a send is under way: its Done comes after the stall begins
+		proxy.Stall()
+		time.Sleep(3 * time.Second)
+		proxy.Resume()
+		vk.SetDelay(0)
+		waitSends(t, vk, 10)
+		eventually(t, func() bool {
+			n, err := writer.Len(ctx, 7)
+			return err == nil && n == 0
+		})
+		time.Sleep(300 * time.Millisecond)
+		var peers []int
+		for _, s := range vk.Sends() {
+			peers = append(peers, s.PeerID)
+		}
+		slices.Sort(peers)
+		if !slices.Equal(peers, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+			t.Errorf("sends to %v, want each of 1..10 once", peers)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// eventually polls cond for up to ten seconds.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// viaProxy starts a proxy in front of tg's server and returns the
+// REDIS_URL that reaches the server through it.
+func viaProxy(t *testing.T, tg *redistest.Target) (*redistest.Proxy, string) {
+	proxy := redistest.NewProxy(t, tg.Addr)
+	return proxy, strings.Replace(tg.URL, tg.Addr, proxy.Addr(), 1)
+}
+
+// repliesByPeer returns the text of every accepted send per peer.
+func repliesByPeer(sends []vktest.Send) map[int][]string {
+	got := map[int][]string{}
+	for _, s := range sends {
+		got[s.PeerID] = append(got[s.PeerID], s.Message)
+	}
+	return got
+}
+
+// TestRedisStall: Redis stalls for 10 s (a slow fork, an AOF rewrite, a
+// failover) while two messages arrive, one with an event_id and one
+// without. The webhook answers 503 with Retry-After at its deadline, the
+// health, stats and metrics endpoints answer; once Redis is back, VK's
+// re-deliveries are recognised: each message is counted once, answered
+// once and added once to vk.messages, although Redis ran the first,
+// abandoned calls late.
+func TestRedisStall(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		proxy, url := viaProxy(t, tg)
+		a := startApp(t, tg, env("REDIS_URL", url, "WEBHOOK_TIMEOUT", "500ms"))
+		dropAccessKeys(t, tg, a.prefix)
+		a.mustOK(t, event("warm", 300, 1, "warm-up"))
+		a.waitSends(t, 1)
+
+		noEventID := event("", 301, 1, "stalled text")
+		withEventID := event("stall-ev", 302, 1, "stalled text")
+		proxy.Stall()
+		stalled := time.Now()
+		for _, body := range [][]byte{noEventID, withEventID} {
+			start := time.Now()
+			code, _, hdr := a.post(t, body, nil)
+			if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+				t.Fatalf("webhook during the stall answered %d (Retry-After %q), want 503 with Retry-After", code, hdr.Get("Retry-After"))
+			}
+			t.Logf("webhook answered 503 after %v", time.Since(start).Round(time.Millisecond))
+		}
+		client := &http.Client{Timeout: 2 * time.Second}
+		for _, u := range []string{a.url("/healthz"), a.adminURL("/healthz"), a.adminURL("/stats"), a.adminURL("/metrics")} {
+			resp, err := client.Get(u)
+			if err != nil {
+				t.Fatalf("%s during the stall: %v", u, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%s during the stall: %d", u, resp.StatusCode)
+			}
+		}
+		time.Sleep(time.Until(stalled.Add(10 * time.Second)))
+		proxy.Resume()
+
+		// VK re-delivers both; the late runs may still be finishing.
+		for _, body := range [][]byte{noEventID, withEventID} {
+			eventually(t, func() error {
+				if code, got, _ := a.post(t, body, nil); code != 200 || got != "ok" {
+					return fmt.Errorf("re-delivery answered %d %q", code, got)
+				}
+				return nil
+			})
+		}
+		a.mustOK(t, event("after", 303, 1, "stalled text"))
+		a.waitSends(t, 4)
+		time.Sleep(300 * time.Millisecond) // a second reply, if any, would arrive now
+		got := repliesByPeer(a.vk.Sends())
+		stalledReplies := append(slices.Clone(got[301]), got[302]...)
+		slices.Sort(stalledReplies)
+		if !slices.Equal(stalledReplies, []string{"0", "1"}) || !slices.Equal(got[303], []string{"2"}) {
+			t.Errorf("replies %v; want one each: 0 and 1 to the stalled messages, 2 to the next", got)
+		}
+		eventually(t, func() error {
+			total, err := a.stores.Access.Total(context.Background(), bot.MessagesCounter)
+			if err != nil || total != 4 {
+				return fmt.Errorf("vk.messages = %d, %v; want 4: each message once", total, err)
+			}
+			return nil
+		})
+		if st := a.bot.Stats(); st.Late != 2 || st.Received != 6 || st.Duplicates != 2 {
+			t.Errorf("bot stats %+v; want 2 late, 6 received of which 2 duplicates", st)
+		}
+	}, singleServers...)
+}
+
+// TestConcurrentRedeliveries: VK delivers one event 50 times at once; it is
+// counted once and answered with exactly one messages.send.
+func TestConcurrentRedeliveries(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		ev := event("dup-50", 501, 1, "fifty")
+		together.Run(t, 50, func(int) (struct{}, error) {
+			if code, got, _ := a.post(t, ev, nil); code != 200 || got != "ok" {
+				return struct{}{}, fmt.Errorf("answered %d %q", code, got)
+			}
+			return struct{}{}, nil
+		})
+		a.mustOK(t, event("next", 502, 1, "fifty"))
+		a.waitSends(t, 2)
+		time.Sleep(300 * time.Millisecond)
+		if got := repliesByPeer(a.vk.Sends()); !slices.Equal(got[501], []string{"0"}) || !slices.Equal(got[502], []string{"1"}) {
+			t.Errorf("sends %v; want one send of 0 for the event delivered 50 times, then 1", got)
+		}
+	})
+}
+
+// TestLongEventIDAndLooseFields: an event_id of 300 characters and a date
+// sent as a string are accepted; the long id still deduplicates.
+func TestLongEventIDAndLooseFields(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		long := strings.Repeat("e", 300)
+		ev := event(long, 601, 1, "long id")
+		for range 2 {
+			a.mustOK(t, ev)
+		}
+		a.mustOK(t, bytes.Replace(event("loose", 602, 1, "long id"), []byte(`"date":1764115200`), []byte(`"date":"2025-11-26"`), 1))
+		a.waitSends(t, 2)
+		time.Sleep(200 * time.Millisecond)
+		if got := repliesByPeer(a.vk.Sends()); !slices.Equal(got[601], []string{"0"}) || !slices.Equal(got[602], []string{"1"}) {
+			t.Errorf("sends %v; want 0 once for the long event id, then 1", got)
+		}
+	}, redistest.Mini)
+}
+
+// TestVKOutage: the VK API is unreachable for 12 s. The webhook goes on
+// counting, /readyz stays ready (the outbox keeps the replies), the outage
+// is logged at warn at once, and every reply goes out exactly once within
+// about two seconds of VK coming back.
+func TestVKOutage(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		var log lockedBuffer
+		a := startAppLog(t, tg, nil, &log)
+		a.vk.SetOutage(vktest.Unreachable)
+		for i := range 5 {
+			a.mustOK(t, event(fmt.Sprintf("out%d", i), 700+i, 1, "during the outage"))
+		}
+		eventually(t, func() error {
+			if !strings.Contains(log.String(), "VK API not answering") {
+				return fmt.Errorf("no warn line about the outage yet; log:\n%s", log.String())
+			}
+			return nil
+		})
+		if n := a.bot.ConsecutiveVKFailures(); n == 0 {
+			t.Error("no consecutive VK failures counted during the outage")
+		}
+		resp, err := http.Get(a.adminURL("/readyz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/readyz during a VK outage: %d, want 200 (the outbox absorbs it)", resp.StatusCode)
+		}
+		time.Sleep(12 * time.Second)
+		a.vk.SetOutage(vktest.Up)
+		back := time.Now()
+		a.waitSends(t, 5)
+		if took := time.Since(back); took > 5*time.Second {
+			t.Errorf("replies resumed %v after VK came back, want about 2s", took)
+		}
+		time.Sleep(300 * time.Millisecond)
+		got := repliesByPeer(a.vk.Sends())
+		for i := range 5 {
+			if !slices.Equal(got[700+i], []string{"0", "1", "2", "3", "4"}[i:i+1]) {
+				t.Errorf("peer %d got %v, want exactly one reply", 700+i, got[700+i])
+			}
+		}
+		if n := a.bot.ConsecutiveVKFailures(); n != 0 {
+			t.Errorf("consecutive failures %d after recovery, want 0", n)
+		}
+	}, redistest.Mini)
+}
+
+// TestShutdownWithBacklog: SIGTERM while VK refuses every send. With a real
+// Redis the replies stay in the outbox for the next start: Close succeeds
+// and says how many are left. With the embedded Redis they would be lost:
+// Close fails and says so.
+func TestShutdownWithBacklog(t *testing.T) {
+	for _, embedded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("embedded=%v", embedded), func(t *testing.T) {
+			var tg *redistest.Target
+			if !embedded {
+				tg = redistest.Open(t, redistest.Mini)
+			}
+			var log lockedBuffer
+			a := startAppLog(t, tg, env("SHUTDOWN_TIMEOUT", "300ms"), &log)
+			a.vk.FailAlways(10)
+			for i := range 3 {
+				a.mustOK(t, event(fmt.Sprintf("left%d", i), 800+i, 1, "left behind"))
+			}
+			err := a.Close()
+			if embedded {
+				if err == nil || !strings.Contains(err.Error(), "3 replies") || !strings.Contains(err.Error(), "lost") {
+					t.Errorf("Close = %v, want an error saying 3 replies are lost", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Errorf("Close = %v, want nil: the replies wait in Redis", err)
+			}
+			if !strings.Contains(log.String(), `"replies_left":3`) {
+				t.Errorf("no line saying 3 replies are left; log:\n%s", log.String())
+			}
+		})
+	}
+}
+
+// TestCounterConnLimit: the counter port's connection limit leaves open
+// files for the webhook and Redis, whatever was configured.
+func TestCounterConnLimit(t *testing.T) {
+	for _, tc := range []struct{ configured, fdLimit, want int }{
+		{10000, 1 << 20, 10000},
+		{10000, 20000, 10000},
+		{10000, 4096, 3072},
+		{10000, 1024, 512},
+		{0, 4096, 0},  // unlimited, as configured, with a warning
+		{100, 0, 100}, // limit unknown
+	} {
+		m := &Main{cfg: Config{CounterMaxConnections: tc.configured}}
+		if got := m.counterConnLimit(tc.fdLimit); got != tc.want {
+			t.Errorf("COUNTER_MAX_CONNECTIONS %d with %d open files: %d, want %d", tc.configured, tc.fdLimit, got, tc.want)
+		}
+	}
+}
