@@ -379,7 +379,7 @@ func TestReadyzFailsWhenTokenRejected(t *testing.T) {
 func TestEmbeddedDefaultAndHealth(t *testing.T) {
 	a := startApp(t, nil, map[string]string{"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": ""})
 	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": demoGroupID, "event_id": "x",
-		"object": map[string]any{"message": map[string]any{"peer_id": 5, "text": "demo", "conversation_message_id": 1}}})
+		"object": map[string]any{"message": map[string]any{"peer_id": 5, "from_id": 5, "text": "demo", "conversation_message_id": 1}}})
 	a.mustOK(t, body)
 	for _, p := range []string{"/healthz", "/readyz", "/stats"} {
 		resp, err := http.Get(a.adminURL(p))

@@ -52,7 +52,7 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 	}
 
 	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": demoGroupID, "event_id": "m1",
-		"object": map[string]any{"message": map[string]any{"peer_id": 5, "text": "lint me", "conversation_message_id": 1}}})
+		"object": map[string]any{"message": map[string]any{"peer_id": 5, "from_id": 5, "text": "lint me", "conversation_message_id": 1}}})
 	a.mustOK(t, body)
 	a.post(t, []byte("{"), nil)
 	a.mustAPI(t, "POST", "/counters/access/pages", "", 200, `{"name":"pages","total":1}`)
