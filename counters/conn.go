@@ -132,7 +132,7 @@ func (c *conn) dispatch(f wire.Frame) error {
 		return err
 	}
 	if st == wire.StatusStoreFailure {
-		c.s.log.Error().Err(err).Stringer("op", f.Opcode).Msg("counter store failed")
+		c.s.storeFailLog.Error().Err(err).Stringer("op", f.Opcode).Msg("counter store failed")
 	}
 	if st != wire.StatusInvalid && st != wire.StatusUnknownCommand {
 		c.s.commands[f.Opcode].Add(1)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
@@ -194,7 +196,8 @@ func fakeStores(fn func(ctx context.Context, op string) error) counters.Stores {
 func TestStoreFailureKeepsTheConnection(t *testing.T) {
 	broken := errors.New("redis: connection refused")
 	o := &countingObserver{requests: make(map[string]int)}
-	s := newServer(t, counters.ServerOptions{Observer: o,
+	var log bytes.Buffer // written before each answer, read after the answers
+	s := newServer(t, counters.ServerOptions{Observer: o, Logger: zerolog.New(zerolog.SyncWriter(&log)),
 		Stores: fakeStores(func(context.Context, string) error { return broken })})
 	c := pipe(t, s)
 	var req []byte
@@ -217,6 +220,9 @@ func TestStoreFailureKeepsTheConnection(t *testing.T) {
 	o.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("observer saw %v", o.requests)
+	}
+	if n := strings.Count(log.String(), `"message":"counter store failed"`); n != 1 {
+		t.Fatalf("%d failure lines for 5 failures in a row, want 1 (rate-limited):\n%s", n, log.String())
 	}
 	// The arguments are checked before the store is asked.
 	got = exchange(t, c, wire.AppendHit(nil, 7, ""), 29)

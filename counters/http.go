@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
 // HTTPPrefix is the path prefix HTTPHandler serves; mount it there:
@@ -49,9 +50,10 @@ var httpCodes = map[wire.Status]int{
 //
 // It is safe for concurrent use.
 type HTTPHandler struct {
-	stores Stores
-	log    zerolog.Logger
-	mux    *http.ServeMux
+	stores  Stores
+	log     zerolog.Logger
+	failLog *ratelog.Logger // store failures, at most one line per storeFailLogEvery
+	mux     *http.ServeMux
 }
 
 var _ http.Handler = (*HTTPHandler)(nil)
@@ -64,7 +66,7 @@ func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &HTTPHandler{stores: stores, log: log, mux: http.NewServeMux()}
+	h := &HTTPHandler{stores: stores, log: log, failLog: ratelog.New(log, storeFailLogEvery), mux: http.NewServeMux()}
 	emptyName := func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name")
 	}
@@ -278,7 +280,7 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// The cause (a Redis address, a file path) is for the log, not
 		// for the client. A client that went away is no store failure.
 		if r.Context().Err() == nil {
-			h.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("counter store failed")
+			h.failLog.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("counter store failed")
 		}
 		msg = st.Message()
 		w.Header().Set("Retry-After", "1")

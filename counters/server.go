@@ -37,6 +37,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
 // Defaults of ServerOptions.
@@ -49,6 +50,10 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultStoreTimeout is the default Stores.Timeout.
 	DefaultStoreTimeout = 2 * time.Second
+
+	// storeFailLogEvery spaces the "counter store failed" lines of the
+	// server and of HTTPHandler: while a store is down every request fails.
+	storeFailLogEvery = 10 * time.Second
 
 	// maxHTTPBody is the largest request body HTTPHandler reads: a key of
 	// participant.MaxKeyLen bytes, each escaped as \uXXXX, fits with room.
@@ -152,11 +157,14 @@ type ServerOptions struct {
 // A Server serves the counter protocol. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts   ServerOptions
-	log    zerolog.Logger
-	table  *resource.Table // nil unless the resources are in memory
-	res    ResourceStore
-	stores Stores
+	opts ServerOptions
+	log  zerolog.Logger
+	// storeFailLog logs store failures, at most one line per
+	// storeFailLogEvery: while a store is down every request fails.
+	storeFailLog *ratelog.Logger
+	table        *resource.Table // nil unless the resources are in memory
+	res          ResourceStore
+	stores       Stores
 
 	// ctx is cancelled by Close, ending store calls in flight.
 	ctx    context.Context
@@ -216,14 +224,15 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		res = memoryResources{table}
 	}
 	s := &Server{
-		opts:      opts,
-		log:       opts.Logger,
-		table:     table,
-		res:       res,
-		stores:    stores,
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*conn]struct{}),
-		done:      make(chan struct{}),
+		opts:         opts,
+		log:          opts.Logger,
+		storeFailLog: ratelog.New(opts.Logger, storeFailLogEvery),
+		table:        table,
+		res:          res,
+		stores:       stores,
+		listeners:    make(map[net.Listener]struct{}),
+		conns:        make(map[*conn]struct{}),
+		done:         make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if table != nil {
