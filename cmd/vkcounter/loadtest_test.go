@@ -26,7 +26,13 @@ type loadReport struct {
 	Prefill  float64          `json:"prefill_s"`
 	OK       bool             `json:"ok"`
 	Latency  []map[string]any `json:"latency"`
-	Check    struct {
+	Faults   []struct {
+		Fault  string  `json:"fault"`
+		Began  float64 `json:"began_s"`
+		Ended  float64 `json:"ended_s"`
+		Detail string  `json:"detail"`
+	} `json:"faults"`
+	Check struct {
 		Checked  int64            `json:"checked"`
 		Problems map[string]int64 `json:"problems"`
 		Listed   []any            `json:"listed"`
@@ -118,6 +124,35 @@ func TestLoadtestSpawn(t *testing.T) {
 	}
 	if page, err := os.ReadFile(report); err != nil || !bytes.Contains(page, []byte("<svg")) {
 		t.Errorf("HTML report: %v, %d bytes", err, len(page))
+	}
+}
+
+// TestLoadtestUnderFaults is the short faulted run CI makes: the built
+// program on a real Redis, through a Redis stall longer than the webhook
+// deadline and the Redis client's timeouts, then a VK outage, with events
+// in flight together, re-delivered, and some without event_id. Every
+// answer must be right: exact numbers, one messages.send per counted
+// message, nothing missing.
+func TestLoadtestUnderFaults(t *testing.T) {
+	tg := redistest.Open(t, redistest.Real)
+	bin := staticBinary(t)
+	faults := []string{"redis-stall@1s+6s", "vk-down@8s+3s"}
+	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-key-prefix", redistest.Prefix(t),
+		"-window", "2m", "-texts", "30", "-per-text", "8", "-rate", "40", "-concurrency", "8", "-retry-fraction", "0.1",
+		"-no-event-id", "0.2", "-faults", strings.Join(faults, ","), "-json")
+	if code != 0 || !rep.OK || wrongAnswers(rep) != 0 {
+		t.Fatalf("exit %d, problems %v\n%v\nstderr:\n%s", code, rep.Check.Problems, rep.Check.Listed, stderr)
+	}
+	if rep.Events != 240 || rep.Check.Checked != 240 {
+		t.Errorf("events %d, checked %d; want 240 each", rep.Events, rep.Check.Checked)
+	}
+	if len(rep.Faults) != len(faults) {
+		t.Fatalf("faults %+v, want %v", rep.Faults, faults)
+	}
+	for i, f := range rep.Faults {
+		if f.Fault != faults[i] || f.Began <= 0 || f.Ended <= f.Began {
+			t.Errorf("fault %d: %+v, want %s applied", i, f, faults[i])
+		}
 	}
 }
 
