@@ -51,6 +51,9 @@ const (
 	dumpBatch = 100
 )
 
+// ErrClosed is the error of a call on a closed store.
+var ErrClosed = errors.New("resource: store closed")
+
 // ErrStore wraps the errors of Redis calls whose outcome is unknown: the
 // server was unreachable, slow or broken. A holder that got it has been
 // told it lost its holdings (see Redis.NewHolder).
@@ -104,8 +107,10 @@ type Redis struct {
 	// this instance holding it, each with its lease.
 	names map[string]map[*RedisHolder]*lease
 
+	calls chan call // scripts waiting for a batcher
+
 	stop chan struct{}
-	wg   sync.WaitGroup
+	wg   sync.WaitGroup // the lease loops and the batchers
 }
 
 // A lease is one holder's lease on one counter, from the acquire that
@@ -151,6 +156,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		log:      opts.Logger,
 		instance: hex.EncodeToString(id[:]),
 		names:    map[string]map[*RedisHolder]*lease{},
+		calls:    make(chan call, maxBatch),
 		stop:     make(chan struct{}),
 	}
 	for _, s := range scripts {
@@ -158,9 +164,12 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 			return nil, fmt.Errorf("resource: load scripts: %w", err)
 		}
 	}
-	r.wg.Add(2)
+	r.wg.Add(2 + batchers)
 	go r.renewLoop()
 	go r.checkLoop()
+	for range batchers {
+		go r.batch()
+	}
 	return r, nil
 }
 
@@ -293,7 +302,7 @@ func (h *RedisHolder) Acquire(ctx context.Context, name []byte, resources, maxim
 	}
 	r := h.r
 	t0 := time.Now()
-	v, err := acquireScript.Run(ctx, r.rdb, r.keys(name), h.id, resources, maximum, r.interval, r.lease.Milliseconds(), name).Int64Slice()
+	v, err := r.run(ctx, acquireScript, r.keys(name), h.id, resources, maximum, r.interval, r.lease.Milliseconds(), name).Int64Slice()
 	if err != nil || len(v) != 2 {
 		h.fail()
 		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
@@ -348,7 +357,7 @@ func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32
 		// the holder.
 		r.forget(key, h)
 	}
-	v, err := releaseScript.Run(ctx, r.rdb, r.keys(name), h.id, resources, r.interval).Int64()
+	v, err := r.run(ctx, releaseScript, r.keys(name), h.id, resources, r.interval).Int64()
 	if err != nil {
 		h.fail()
 		return fmt.Errorf("%w: release: %v", ErrStore, err)
@@ -403,8 +412,8 @@ func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 		r.forget(name, h)
 	}
 	h.held = map[string]uint32{}
-	err := runEach(ctx, r.rdb, dropScript, len(names), func(i int) ([]string, []any) {
-		return r.keys([]byte(names[i])), []any{h.id, r.interval}
+	err := runEach(ctx, r.rdb, len(names), func(i int) (*redis.Script, []string, []any) {
+		return dropScript, r.keys([]byte(names[i])), []any{h.id, r.interval}
 	}, nil)
 	if err != nil {
 		r.log.Warn().Err(err).Int("counters", len(names)).Stringer("lease", r.lease).
@@ -412,36 +421,33 @@ func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 	}
 }
 
-// runEach runs script n times in one pipeline, the i-th with the keys and
-// arguments args(i) gives, and passes each reply to reply (when not nil).
-// A script missing from the server's cache is loaded and run again.
-func runEach(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, n int,
-	args func(i int) ([]string, []any), reply func(i int, cmd *redis.Cmd)) error {
+// runEach runs n scripts in one pipeline, the i-th being the script, keys
+// and arguments args(i) gives, and passes each reply (or its error) to
+// reply. A script missing from the server's script cache did not run; it
+// is run again with EVAL, which loads it. It returns the pipeline's first
+// error.
+func runEach(ctx context.Context, rdb redis.UniversalClient, n int,
+	args func(i int) (*redis.Script, []string, []any), reply func(i int, cmd *redis.Cmd)) error {
 	cmds := make([]*redis.Cmd, n)
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
-			keys, a := args(i)
+			script, keys, a := args(i)
 			cmds[i] = script.EvalSha(ctx, p, keys, a...)
 		}
 		return nil
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// A SCRIPT FLUSH or a failover to a server that never saw the
-		// scripts: none of them ran. Load and run again.
-		if err := script.Load(ctx, rdb).Err(); err != nil {
-			return err
+	for i, cmd := range cmds {
+		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// A SCRIPT FLUSH, or a failover to a server that never
+			// saw the scripts.
+			script, keys, a := args(i)
+			cmd = script.Eval(ctx, rdb, keys, a...)
 		}
-		return runEach(ctx, rdb, script, n, args, reply)
-	}
-	if err != nil {
-		return err
-	}
-	if reply != nil {
-		for i, c := range cmds {
-			reply(i, c)
+		if reply != nil {
+			reply(i, cmd)
 		}
 	}
-	return nil
+	return err
 }
 
 // renewLoop renews the leases of this instance's holdings every
@@ -485,12 +491,12 @@ func (r *Redis) renew() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
 	defer cancel()
 	lost := map[*RedisHolder]bool{}
-	err := runEach(ctx, r.rdb, renewScript, len(round), func(i int) ([]string, []any) {
+	err := runEach(ctx, r.rdb, len(round), func(i int) (*redis.Script, []string, []any) {
 		a := []any{r.lease.Milliseconds(), r.interval}
 		for _, h := range round[i].holders {
 			a = append(a, h.id)
 		}
-		return r.keys([]byte(round[i].name)), a
+		return renewScript, r.keys([]byte(round[i].name)), a
 	}, func(i int, cmd *redis.Cmd) {
 		gone, err := cmd.StringSlice()
 		if err != nil {
@@ -566,7 +572,7 @@ func (r *Redis) Get(ctx context.Context, name []byte) (uint32, error) {
 	if len(name) == 0 || len(name) > MaxNameLen {
 		return 0, ErrInvalid
 	}
-	e, err := parsePeek(peekScript.Run(ctx, r.rdb, r.keys(name), r.interval))
+	e, err := parsePeek(r.run(ctx, peekScript, r.keys(name), r.interval))
 	if err != nil {
 		return 0, err
 	}
@@ -601,8 +607,8 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 	return r.scan(ctx, func(keys []string) error {
 		var es []Entry
 		var perr error
-		err := runEach(ctx, r.rdb, peekScript, len(keys), func(i int) ([]string, []any) {
-			return []string{keys[i], keys[i] + ":l"}, []any{r.interval}
+		err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+			return peekScript, []string{keys[i], keys[i] + ":l"}, []any{r.interval}
 		}, func(i int, cmd *redis.Cmd) {
 			e, err := parsePeek(cmd)
 			switch {
