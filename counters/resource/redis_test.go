@@ -359,3 +359,45 @@ func TestNewRedisRefusesRetryingClients(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisStall: Redis stalls, so an acquire times out unanswered and
+// runs late, once Redis resumes. The holder is failed at the timeout (its
+// connection would close); the late holding, which no one renews, blocks
+// others only until its lease ends; and what the holder knew it held is
+// released at once.
+func TestRedisStall(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const lease = time.Second
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		stalled := openRedis(t, tg.NoRetryClient(t, proxy.Addr()), prefix, lease)
+		other := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease).NewHolder(nil)
+		var lost atomic.Bool
+		h := stalled.NewHolder(func() { lost.Store(true) })
+		wantErr(t, "acquire s", h.Acquire(bg(), []byte("s"), 1, 1), nil)
+		proxy.Stall()
+		ctx, cancel := context.WithTimeout(bg(), 200*time.Millisecond)
+		err := h.Acquire(ctx, []byte("t"), 1, 1)
+		cancel()
+		if !errors.Is(err, resource.ErrStore) || !lost.Load() {
+			t.Fatalf("acquire during the stall: %v, holder failed %v; want ErrStore and failed", err, lost.Load())
+		}
+		proxy.Resume() // the acquire of t runs now
+		h.ReleaseAll(bg())
+		wantErr(t, "s is free once the failed holder ended", other.Acquire(bg(), []byte("s"), 1, 1), nil)
+		deadline := time.Now().Add(5 * lease)
+		sawHeld := false
+		for {
+			err := other.Acquire(bg(), []byte("t"), 1, 1)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline) {
+				t.Fatalf("acquire t: %v (held by the late acquire: %v)", err, sawHeld)
+			}
+			sawHeld = true
+			time.Sleep(20 * time.Millisecond) // polling, not ordering
+		}
+		t.Logf("the late acquire's holding was seen: %v", sawHeld)
+	}, redistest.Mini, redistest.Real)
+}
