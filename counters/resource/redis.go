@@ -165,8 +165,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		}
 	}
 	r.wg.Add(2 + batchers)
-	go r.renewLoop()
-	go r.checkLoop()
+	// Renewals: with nothing held, nothing is sent.
+	go r.every(r.renewEvery(), r.renew)
+	go r.every(r.checkEvery(), r.check)
 	for range batchers {
 		go r.batch()
 	}
@@ -450,11 +451,10 @@ func runEach(ctx context.Context, rdb redis.UniversalClient, n int,
 	return err
 }
 
-// renewLoop renews the leases of this instance's holdings every
-// renewEvery until Close. With nothing held it sends nothing.
-func (r *Redis) renewLoop() {
+// every calls fn every d until Close.
+func (r *Redis) every(d time.Duration, fn func()) {
 	defer r.wg.Done()
-	t := time.NewTicker(r.renewEvery())
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -462,7 +462,7 @@ func (r *Redis) renewLoop() {
 			return
 		case <-t.C:
 		}
-		r.renew()
+		fn()
 	}
 }
 
@@ -533,36 +533,25 @@ func (r *Redis) renew() {
 	}
 }
 
-// checkLoop gives up, every checkEvery until Close, the holders whose lease
-// may end before it is renewed.
-func (r *Redis) checkLoop() {
-	defer r.wg.Done()
-	t := time.NewTicker(r.checkEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		now := time.Now()
-		var late []*RedisHolder
-		r.mu.Lock()
-		for _, hs := range r.names {
-			for h, l := range hs {
-				if now.After(l.until) {
-					late = append(late, h)
-				}
+// check gives up the holders whose lease may end before it is renewed.
+func (r *Redis) check() {
+	now := time.Now()
+	var late []*RedisHolder
+	r.mu.Lock()
+	for _, hs := range r.names {
+		for h, l := range hs {
+			if now.After(l.until) {
+				late = append(late, h)
 			}
 		}
-		r.mu.Unlock()
-		for _, h := range late {
-			if !h.gone.Load() {
-				r.log.Error().Str("holder", h.id).Stringer("lease", r.lease).
-					Msg("resource lease not renewed in time: closing the connection that holds it")
-			}
-			h.fail()
+	}
+	r.mu.Unlock()
+	for _, h := range late {
+		if !h.gone.Load() {
+			r.log.Error().Str("holder", h.id).Stringer("lease", r.lease).
+				Msg("resource lease not renewed in time: closing the connection that holds it")
 		}
+		h.fail()
 	}
 }
 

@@ -52,6 +52,25 @@ func redisDump(t testing.TB, r *resource.Redis) map[string]resource.Entry {
 	return m
 }
 
+// acquireWhenFree retries the acquire while it answers ErrNotAvailable,
+// for at most within, and returns when it succeeded and whether it was
+// refused first.
+func acquireWhenFree(t testing.TB, h *resource.RedisHolder, name string, n, maximum uint32, within time.Duration) (at time.Time, refused bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := h.Acquire(bg(), []byte(name), n, maximum)
+		if err == nil {
+			return time.Now(), refused
+		}
+		if !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline) {
+			t.Fatalf("acquire %s: %v (refused before: %v)", name, err, refused)
+		}
+		refused = true
+		time.Sleep(10 * time.Millisecond) // polling, not ordering
+	}
+}
+
 // TestRedisRules: the protocol's rules for acquire, release, get and dump,
 // as the memory table's tests and yrmcds's test/counter.cpp check them.
 func TestRedisRules(t *testing.T) {
@@ -167,18 +186,8 @@ func TestRedisLeaseExpiry(t *testing.T) {
 		died := time.Now()
 		other := live.NewHolder(nil)
 		wantErr(t, "just after", other.Acquire(bg(), name, 1, 2), resource.ErrNotAvailable)
-		deadline := time.Now().Add(10 * lease)
-		for {
-			err := other.Acquire(bg(), name, 2, 2)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline) {
-				t.Fatalf("acquire after the lease: %v", err)
-			}
-			time.Sleep(20 * time.Millisecond) // polling, not ordering
-		}
-		if waited := time.Since(died); waited < lease*3/4 {
+		freeAt, _ := acquireWhenFree(t, other, "jobs", 2, 2, 10*lease)
+		if waited := freeAt.Sub(died); waited < lease*3/4 {
 			t.Fatalf("the holdings were free after %v, before the lease of %v", waited, lease)
 		}
 		if e := redisDump(t, live)["jobs"]; e.Consumption != 2 || e.MaxConsumption != 2 {
@@ -226,17 +235,7 @@ func TestRedisLostLease(t *testing.T) {
 		acquired := time.Now()
 		wantErr(t, "acquire", h.Acquire(bg(), name, 1, 1), nil)
 		proxy.Cut()
-		other := live.NewHolder(nil)
-		var gotAt time.Time
-		for deadline := time.Now().Add(10 * lease); gotAt.IsZero(); {
-			switch err := other.Acquire(bg(), name, 1, 1); {
-			case err == nil:
-				gotAt = time.Now()
-			case !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline):
-				t.Fatalf("acquire on the live instance: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond) // polling, not ordering
-		}
+		gotAt, _ := acquireWhenFree(t, live.NewHolder(nil), "lock", 1, 1, 10*lease)
 		var lost time.Time
 		select {
 		case lost = <-lostAt:
@@ -385,19 +384,7 @@ func TestRedisStall(t *testing.T) {
 		proxy.Resume() // the acquire of t runs now
 		h.ReleaseAll(bg())
 		wantErr(t, "s is free once the failed holder ended", other.Acquire(bg(), []byte("s"), 1, 1), nil)
-		deadline := time.Now().Add(5 * lease)
-		sawHeld := false
-		for {
-			err := other.Acquire(bg(), []byte("t"), 1, 1)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline) {
-				t.Fatalf("acquire t: %v (held by the late acquire: %v)", err, sawHeld)
-			}
-			sawHeld = true
-			time.Sleep(20 * time.Millisecond) // polling, not ordering
-		}
+		_, sawHeld := acquireWhenFree(t, other, "t", 1, 1, 5*lease)
 		t.Logf("the late acquire's holding was seen: %v", sawHeld)
 	}, redistest.Mini, redistest.Real)
 }
