@@ -31,8 +31,9 @@ type RingOptions struct {
 	// DNSRefresh is how often DNS is re-resolved (default
 	// DefaultDNSRefresh).
 	DNSRefresh time.Duration
-	// Resolver resolves DNS (default net.DefaultResolver).
-	Resolver *net.Resolver
+	// LookupHost resolves the host of DNS into addresses (default
+	// net.DefaultResolver.LookupHost).
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// OnDNSError, when not nil, is told about failed re-resolutions; the
 	// servers stay as they were.
 	OnDNSError func(error)
@@ -92,8 +93,8 @@ func NewRingClient(ctx context.Context, addrs []string, opts RingOptions) (*Ring
 	if opts.DNSRefresh == 0 {
 		opts.DNSRefresh = DefaultDNSRefresh
 	}
-	if opts.Resolver == nil {
-		opts.Resolver = net.DefaultResolver
+	if opts.LookupHost == nil {
+		opts.LookupHost = net.DefaultResolver.LookupHost
 	}
 	rc := &RingClient{opts: opts, conns: map[string]*ringConn{}, held: map[string]holding{}, stop: make(chan struct{})}
 	if opts.DNS != "" {
@@ -121,7 +122,7 @@ func (rc *RingClient) resolve(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counters: ring: DNS %q: %w", rc.opts.DNS, err)
 	}
-	ips, err := rc.opts.Resolver.LookupHost(ctx, host)
+	ips, err := rc.opts.LookupHost(ctx, host)
 	if err != nil {
 		return nil, fmt.Errorf("counters: ring: resolve %s: %w", host, err)
 	}

@@ -7,7 +7,9 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/wire"
@@ -238,5 +240,67 @@ func TestRingClientDNS(t *testing.T) {
 	}
 	if _, err := counters.NewRingClient(context.Background(), nil, counters.RingOptions{DNS: "no-such-host.invalid:1"}); err == nil {
 		t.Fatal("an unresolvable name accepted")
+	}
+}
+
+// TestRingClientDNSRefresh: the servers follow what DNS answers, and a
+// failed lookup keeps them as they were.
+func TestRingClientDNSRefresh(t *testing.T) {
+	addrs, _ := ringOf(t, 1)
+	host0, port, _ := net.SplitHostPort(addrs[0])
+	var mu sync.Mutex
+	answer, fail := []string{host0}, false
+	lookups := make(chan struct{}, 100)
+	errs := make(chan error, 100)
+	rc := newRingClient(t, nil, counters.RingOptions{
+		DNS: "counters.internal:" + port, DNSRefresh: 10 * time.Millisecond,
+		LookupHost: func(ctx context.Context, host string) ([]string, error) {
+			defer func() { lookups <- struct{}{} }()
+			mu.Lock()
+			defer mu.Unlock()
+			if host != "counters.internal" {
+				return nil, fmt.Errorf("lookup of %q", host)
+			}
+			if fail {
+				return nil, errors.New("no such host")
+			}
+			return answer, nil
+		},
+		OnDNSError: func(err error) { errs <- err },
+	})
+	if got := rc.Servers(); len(got) != 1 || got[0] != addrs[0] {
+		t.Fatalf("servers %v", got)
+	}
+	if _, err := rc.Acquire(ctx(t), "x", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Another address for the same port: 127.0.0.2 is loopback too.
+	mu.Lock()
+	answer = []string{host0, "127.0.0.2"}
+	mu.Unlock()
+	eventually(t, 5*time.Second, "the ring follows DNS", func() bool { return len(rc.Servers()) == 2 })
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "no such host") {
+			t.Fatalf("OnDNSError got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failed lookup was not reported")
+	}
+	if len(rc.Servers()) != 2 {
+		t.Fatalf("a failed lookup changed the servers: %v", rc.Servers())
+	}
+	rc.Close()
+	for len(lookups) > 0 {
+		<-lookups
+	}
+	// Close waited for the refresh loop; five refresh periods later
+	// still nothing has resolved.
+	time.Sleep(50 * time.Millisecond)
+	if len(lookups) != 0 {
+		t.Fatal("DNS was resolved after Close")
 	}
 }
