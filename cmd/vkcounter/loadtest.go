@@ -323,6 +323,9 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *maxFlag > math.MaxUint32 {
 		return usageError(stderr, fs.Name(), errors.New("-max must fit in 4 bytes"))
 	}
+	if *maxFlag > 0 && *ops != string(loadtest.OpAcquire) {
+		return usageError(stderr, fs.Name(), errors.New("-max checks the acquire workload: give -op acquire alone"))
+	}
 	o.AllowRemote, o.Progress, o.Maximum = out.allowRemote, stderr, uint32(*maxFlag)
 	if out.spawn {
 		c, err := spawnServe(ctx, out.bin, map[string]string{

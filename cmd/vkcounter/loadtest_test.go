@@ -172,6 +172,10 @@ func TestLoadtestUsage(t *testing.T) {
 		{"remote webhook", []string{"callback", "-url", "http://10.1.2.3/callback"}, 2, "loopback"},
 		{"remote redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, 2, "loopback"},
 		{"remote counters", []string{"counters", "-addr", "10.1.2.3:11215"}, 2, "loopback"},
+		{"remote counters in a list", []string{"counters", "-addr", "127.0.0.1:1,10.1.2.3:11215"}, 2, "loopback"},
+		{"bad address in a list", []string{"counters", "-addr", "127.0.0.1:1,nope"}, 2, "want HOST:PORT"},
+		{"max without acquire", []string{"counters", "-addr", "127.0.0.1:1", "-op", "hit", "-max", "3"}, 2, "-op acquire alone"},
+		{"max beyond 4 bytes", []string{"counters", "-addr", "127.0.0.1:1", "-max", "4294967296"}, 2, "4 bytes"},
 		{"expired without redis", []string{"callback", "-url", "http://127.0.0.1:1/", "-expired", "1"}, 2, "-redis"},
 		{"counters without a target", []string{"counters", "-op", "noop"}, 2, "give -addr HOST:PORT or -spawn"},
 		{"counters with both targets", []string{"counters", "-addr", "127.0.0.1:1", "-spawn"}, 2, "give -addr HOST:PORT or -spawn"},
@@ -204,5 +208,17 @@ func TestLoadtestCountersForADuration(t *testing.T) {
 	}
 	if strings.Contains(stderr, "\r") {
 		t.Errorf("progress rewrote a terminal line on a non-terminal: %q", stderr)
+	}
+}
+
+// TestLoadtestCountersSharedMaximum: -max across two instances that keep
+// their own counters finds grants beyond the maximum and exits 1.
+func TestLoadtestCountersSharedMaximum(t *testing.T) {
+	a := counterstest.Start(t, counters.ServerOptions{})
+	b := counterstest.Start(t, counters.ServerOptions{})
+	code, rep, stderr := runLoad(t, "counters", "-addr", a+","+b, "-op", "acquire", "-max", "1", "-names", "1",
+		"-conns", "4", "-requests", "400", "-json")
+	if code != 1 || rep.OK || rep.Check.Problems["over_maximum"] == 0 {
+		t.Fatalf("exit %d, report ok %v, problems %v; want exit 1 with over_maximum\n%s", code, rep.OK, rep.Check.Problems, stderr)
 	}
 }
