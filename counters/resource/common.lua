@@ -60,11 +60,9 @@ end
 
 -- expire sets when K and L disappear: GC without a sweeper.
 local function expire(I)
-  local at
-  if num('c') == 0 then
-    at = boundary(num('u'), I) + I
-  else
-    local last = redis.call('ZRANGE', L, -1, -1, 'WITHSCORES')
+  local at = boundary(num('u'), I) + I
+  local last = redis.call('ZRANGE', L, -1, -1, 'WITHSCORES')
+  if num('c') > 0 and #last == 2 then
     at = boundary(math.floor(tonumber(last[2]) / 1000), I) + I
     redis.call('EXPIREAT', L, at)
   end
