@@ -13,7 +13,7 @@ func (c *conn) get(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.s.storeContext()
+	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	v, err := c.s.res.Get(ctx, name)
 	if err != nil {
@@ -30,7 +30,7 @@ func (c *conn) acquire(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.s.storeContext()
+	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	if err := c.holder.Acquire(ctx, req.Name, req.Resources, req.Maximum); err != nil {
 		return storeError(err)
@@ -45,7 +45,7 @@ func (c *conn) release(f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.s.storeContext()
+	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	if err := c.holder.Release(ctx, req.Name, req.Resources); err != nil {
 		return storeError(err)
@@ -56,7 +56,7 @@ func (c *conn) release(f wire.Frame) error {
 
 // dump answers with one response per counter and an empty one at the end.
 func (c *conn) dump(f wire.Frame) error {
-	ctx, cancel := c.s.storeContext()
+	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	var werr error
 	err := c.s.res.Dump(ctx, func(e resource.Entry) error {

@@ -414,6 +414,16 @@ func (s *Server) stats(ctx context.Context) ([]wire.Stat, error) {
 	), err
 }
 
+// resourceContext returns the context of one resource store call: that of
+// storeContext, except for the memory table, whose calls never block and
+// get the server's context as it is (no timer per request).
+func (s *Server) resourceContext() (context.Context, context.CancelFunc) {
+	if s.table != nil {
+		return s.ctx, func() {}
+	}
+	return s.storeContext()
+}
+
 // storeContext returns the context of one store call, ended by the store
 // timeout or by Close.
 func (s *Server) storeContext() (context.Context, context.CancelFunc) {
