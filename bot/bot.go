@@ -77,6 +77,9 @@ type Group struct {
 type Options struct {
 	// Normalize makes Identity fold case and white space.
 	Normalize bool
+	// Quote says which replies quote the message they answer (default
+	// QuoteChats).
+	Quote Quote
 	// MaxBatch is the most replies sent in one VK call (default 25, the
 	// most one execute call may make).
 	MaxBatch int
@@ -295,6 +298,7 @@ func (b *Bot) record(m callback.Message) error {
 		Key:      replyKey(m),
 		Queued:   time.Now(),
 	}
+	b.opts.Quote.quote(&r, m)
 	if err := b.outbox.Add(ctx, r); err != nil {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}

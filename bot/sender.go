@@ -31,7 +31,16 @@ type Reply struct {
 	Key string
 	// Queued is when the reply entered the queue.
 	Queued time.Time
+	// QuoteCMID is the conversation_message_id of the message answered,
+	// quoted with messages.send's forward parameter; 0 means no forward.
+	QuoteCMID int
+	// ReplyTo is the id of the message answered, quoted with reply_to
+	// when there is no forward; 0 means none.
+	ReplyTo int
 }
+
+// quoted reports whether r quotes the message it answers.
+func (r Reply) quoted() bool { return r.QuoteCMID > 0 || r.ReplyTo > 0 }
 
 // A Sender delivers replies through one VK token. Send returns one error per
 // reply, in order; a nil entry means VK accepted that reply.
@@ -72,7 +81,35 @@ func NewVKSender(token string, opts VKOptions) *VKSender {
 
 // Send sends one reply with messages.send, several (up to 25) with one
 // execute call of messages.send sub-calls.
+//
+// A quoted reply that VK refuses with error 100 (invalid parameter: the
+// quoted message may be gone) is sent once more without its quote, so a
+// quote never costs the reply itself.
 func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
+	errs := s.send(ctx, replies)
+	var again []Reply
+	var at []int
+	for i, err := range errs {
+		if code, ok := VKErrorCode(err); ok && code == errInvalidParam && replies[i].quoted() {
+			r := replies[i]
+			r.QuoteCMID, r.ReplyTo = 0, 0
+			again, at = append(again, r), append(at, i)
+		}
+	}
+	if len(again) > 0 {
+		for j, err := range s.send(ctx, again) {
+			errs[at[j]] = err
+		}
+	}
+	return errs
+}
+
+// errInvalidParam is VK's error 100: one of the parameters specified was
+// missing or invalid.
+const errInvalidParam = 100
+
+// send makes one VK call for replies and reports it to onCall.
+func (s *VKSender) send(ctx context.Context, replies []Reply) []error {
 	start := time.Now()
 	var errs []error
 	method := "messages.send"
@@ -96,8 +133,17 @@ func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
 	return errs
 }
 
+// sendParams are the messages.send parameters of r, in a single call and
+// inside execute alike (forward is a JSON string in both).
 func sendParams(r Reply) api.Params {
-	return api.Params{"peer_id": r.PeerID, "message": r.Message, "random_id": r.RandomID}
+	p := api.Params{"peer_id": r.PeerID, "message": r.Message, "random_id": r.RandomID}
+	switch {
+	case r.QuoteCMID > 0:
+		p["forward"] = forwardParam(r.PeerID, r.QuoteCMID)
+	case r.ReplyTo > 0:
+		p["reply_to"] = r.ReplyTo
+	}
+	return p
 }
 
 // execute sends replies as sub-calls of one execute. VK answers a failed
@@ -157,8 +203,13 @@ func DryRun(log zerolog.Logger) Sender {
 	return SenderFunc(func(_ context.Context, replies []Reply) []error {
 		errs := make([]error, len(replies))
 		for i, r := range replies {
-			log.Info().Int("group_id", r.GroupID).Int("peer_id", r.PeerID).
-				Int32("random_id", r.RandomID).Str("reply", r.Message).Msg("reply (dry-run, not sent)")
+			ev := log.Info().Int("group_id", r.GroupID).Int("peer_id", r.PeerID).Int32("random_id", r.RandomID)
+			if r.QuoteCMID > 0 {
+				ev = ev.Int("quotes_cmid", r.QuoteCMID)
+			} else if r.ReplyTo > 0 {
+				ev = ev.Int("reply_to", r.ReplyTo)
+			}
+			ev.Str("reply", r.Message).Msg("reply (dry-run, not sent)")
 			errs[i] = ErrDryRun
 		}
 		return errs

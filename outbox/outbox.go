@@ -180,7 +180,8 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 		keys = append(keys, o.onceKey(r.GroupID, r.Key))
 	}
 	args := []any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(),
-		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "q", r.Queued.UnixMilli()}
+		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "q", r.Queued.UnixMilli(),
+		"c", r.QuoteCMID, "t", r.ReplyTo}
 	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
 	if isRedisError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, r.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
@@ -360,6 +361,9 @@ func decodeReply(m redis.XMessage) (bot.Reply, error) {
 	r := bot.Reply{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num("r")),
 		Queued: time.UnixMilli(num("q"))}
 	r.Message, _ = m.Values["m"].(string)
+	if _, quoted := m.Values["c"]; quoted { // absent from entries stored before quotes
+		r.QuoteCMID, r.ReplyTo = int(num("c")), int(num("t"))
+	}
 	if r.Message == "" {
 		errs = append(errs, errors.New("empty message"))
 	}

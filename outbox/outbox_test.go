@@ -28,7 +28,8 @@ func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts
 }
 
 func reply(peer int) bot.Reply {
-	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123)}
+	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123),
+		QuoteCMID: 40 + peer, ReplyTo: 70 + peer}
 }
 
 func TestAddTakeDone(t *testing.T) {

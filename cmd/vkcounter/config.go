@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/access"
 )
 
@@ -34,6 +35,7 @@ type Config struct {
 	VKGroups       string
 	VKAPIURL       string
 	VKMode         string
+	ReplyQuote     string
 	LongPollWait   time.Duration
 	VKTimeout      time.Duration
 	VKRate         float64
@@ -116,6 +118,7 @@ func settings(c *Config) []setting {
 		{"VK_GROUPS", "", `several communities as JSON: [{"group_id":1,"secret":"…","confirmation":"…","token":"t1,t2"},…] (replaces the four VK_* above)`, str(&c.VKGroups)},
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
 		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},
+		{"REPLY_QUOTE", "chats", "which replies quote the message they answer: chats (group chats, with messages.send's forward), all (private dialogs too, with reply_to where the message id is known) or off", str(&c.ReplyQuote)},
 		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, at most 90s)", dur(&c.LongPollWait)},
 		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
 		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
@@ -226,6 +229,9 @@ func (c *Config) validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("VK_MODE %q: must be callback or longpoll", c.VKMode))
+	}
+	if _, err := bot.ParseQuote(c.ReplyQuote); err != nil {
+		errs = append(errs, fmt.Errorf("REPLY_QUOTE %q: must be chats, all or off", c.ReplyQuote))
 	}
 	if c.LongPollWait < time.Second || c.LongPollWait > 90*time.Second || c.LongPollWait%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("LONGPOLL_WAIT %s: must be whole seconds, 1s to 90s", c.LongPollWait))

@@ -413,6 +413,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	}
 	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
 		Normalize:       m.cfg.Normalize,
+		Quote:           m.quote(),
 		MaxBatch:        m.cfg.VKBatch,
 		RatePerToken:    m.cfg.VKRate,
 		OnReplyDone:     m.metrics.ReplyDone,

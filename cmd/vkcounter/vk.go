@@ -44,6 +44,12 @@ func (m *Main) vkAPI(token string) *api.VK {
 	return vkapi.New(token, vkapi.Options{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout})
 }
 
+// quote is REPLY_QUOTE, checked by Config.validate.
+func (m *Main) quote() bot.Quote {
+	q, _ := bot.ParseQuote(m.cfg.ReplyQuote)
+	return q
+}
+
 // pollers are the Bots Long Poll pollers of VK_MODE=longpoll, one per
 // community.
 type pollers struct {
