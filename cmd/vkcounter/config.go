@@ -14,6 +14,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Config is everything `vkcounter serve` can be told. Each field is a flag
@@ -372,4 +373,14 @@ func (c *Config) Communities() ([]Community, error) {
 		g.GroupID = demoGroupID
 	}
 	return []Community{g}, nil
+}
+
+// redisConfig is the Redis named by a REDIS_URL and a REDIS_CLUSTER
+// (comma-separated seeds; it wins over the URL), for redisconn.Open.
+func redisConfig(url, cluster string, timeout time.Duration) redisconn.Config {
+	rc := redisconn.Config{URL: url, Timeout: timeout}
+	if cluster != "" {
+		rc.Cluster = strings.Split(cluster, ",")
+	}
+	return rc
 }

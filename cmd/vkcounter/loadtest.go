@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,17 +10,12 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/vkcounter/vkcounter/internal/faultproxy"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -219,7 +212,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	botRedis := *redisURL // what the bot is told
 	if redisFaults {
-		proxy, proxied, err := proxyRedis(*redisURL, *proxyAddr)
+		proxy, proxied, err := loadtest.ProxyRedis(*redisURL, *proxyAddr)
 		if err != nil {
 			return fail(err)
 		}
@@ -252,13 +245,13 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		env["WINDOW"], env["KEY_PREFIX"], env["NORMALIZE"] = o.Window.String(), *keyPrefix, strconv.FormatBool(o.Normalize)
 		env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "", "127.0.0.1:0", "off"
-		c, err := spawnServe(ctx, out.bin, env)
+		svc, err := loadtest.Spawn(ctx, out.bin, env)
 		if err != nil {
 			return fail(err)
 		}
-		defer c.stop(stderr)
+		defer stopService(svc, stderr)
 		if !o.LongPoll {
-			*webhook = "http://" + c.httpAddr + "/callback"
+			*webhook = "http://" + svc.HTTPAddr() + "/callback"
 		}
 	} else {
 		fmt.Fprintf(stderr, "fake VK API at %s; start the bot with:\n  %s vkcounter serve\n", vk.MethodURL(), envLine(env))
@@ -266,7 +259,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	o.URL, o.VK = *webhook, vk
 
 	if o.Expired > 0 {
-		rdb, err := openRedis(*redisURL, *redisCluster)
+		rdb, err := redisconn.Open(redisConfig(*redisURL, *redisCluster, 0))
 		if err != nil {
 			return fail(err)
 		}
@@ -328,18 +321,18 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	o.AllowRemote, o.Progress, o.Maximum = out.allowRemote, stderr, uint32(*maxFlag)
 	if out.spawn {
-		c, err := spawnServe(ctx, out.bin, map[string]string{
+		svc, err := loadtest.Spawn(ctx, out.bin, map[string]string{
 			"HTTP_ADDR": "127.0.0.1:0", "COUNTER_ADDR": "127.0.0.1:0", "REDIS_URL": "", "REDIS_CLUSTER": "",
 			"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_GROUPS": "", "VK_SECRET": "",
 		})
 		if err != nil {
 			return failure(stderr, fs.Name(), err)
 		}
-		defer c.stop(stderr)
-		if c.counterAddr == "" || c.counterAddr == CounterOff {
+		defer stopService(svc, stderr)
+		if a := svc.CounterAddr(); a == "" || a == CounterOff {
 			return failure(stderr, fs.Name(), errors.New("the spawned service does not say where its counter port is"))
 		}
-		o.Addr = c.counterAddr
+		o.Addr = svc.CounterAddr()
 	}
 	rep, err := loadtest.RunCounters(ctx, o)
 	if err != nil {
@@ -432,149 +425,9 @@ func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
 	return nil
 }
 
-// proxyRedis starts a fault proxy on listen in front of the server of
-// redisURL and returns it with the URL that reaches the server through it.
-func proxyRedis(redisURL, listen string) (*faultproxy.Proxy, string, error) {
-	u, err := url.Parse(redisURL)
-	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return nil, "", fmt.Errorf("-redis %q: Redis faults need a redis:// or rediss:// URL with a host", redisURL)
-	}
-	target := u.Host
-	if u.Port() == "" {
-		target = net.JoinHostPort(u.Hostname(), "6379")
-	}
-	p, err := faultproxy.Listen(listen, target)
-	if err != nil {
-		return nil, "", fmt.Errorf("-redis-proxy-addr: %w", err)
-	}
-	u.Host = p.Addr()
-	return p, u.String(), nil
-}
-
-func openRedis(redisURL, cluster string) (redis.UniversalClient, error) {
-	switch {
-	case cluster != "":
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(cluster, ",")}), nil
-	case redisURL != "":
-		opt, err := redis.ParseURL(redisURL)
-		if err != nil {
-			return nil, fmt.Errorf("-redis: %w", err)
-		}
-		return redis.NewClient(opt), nil
-	}
-	return nil, errors.New("-expired needs the bot's Redis: give -redis or -redis-cluster (with -spawn, the bot is then given it)")
-}
-
-// spawnTimeout bounds the start of a spawned service, and stopTimeout its
-// shutdown after SIGTERM (it drains its replies first).
-const (
-	spawnTimeout = 15 * time.Second
-	stopTimeout  = 20 * time.Second
-	// childLogTail is how much of a spawned service's log is kept, to show
-	// when it fails.
-	childLogTail = 16 << 10
-)
-
-// A child is a spawned `vkcounter serve`.
-type child struct {
-	cmd         *exec.Cmd
-	httpAddr    string
-	counterAddr string
-	exited      chan struct{} // closed once the process has exited
-	err         error         // Wait's result, set before exited is closed
-
-	mu  sync.Mutex // guards log
-	log []byte     // the tail of its stderr
-}
-
-// spawnServe starts bin (default: this program) as `serve` with env added
-// to this process's environment, and waits until it logs that it is
-// serving.
-func spawnServe(ctx context.Context, bin string, env map[string]string) (*child, error) {
-	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("spawn: %w", err)
-		}
-	}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "ADMIN_ADDR=127.0.0.1:0")
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v) // later entries win
-	}
-	cmd.Env = append(cmd.Env, "LOG_LEVEL=info", "LOG_FORMAT=json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, fmt.Errorf("spawn: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("spawn %s: %w", bin, err)
-	}
-	c := &child{cmd: cmd, exited: make(chan struct{})}
-	ready := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			c.keep(sc.Bytes())
-			var line struct {
-				Message  string `json:"message"`
-				HTTP     string `json:"http"`
-				Counters string `json:"counters"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "vkcounter serving" {
-				select {
-				case ready <- [2]string{line.HTTP, line.Counters}:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		c.err = cmd.Wait()
-		close(c.exited)
-	}()
-	select {
-	case addrs := <-ready:
-		c.httpAddr, c.counterAddr = addrs[0], addrs[1]
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("spawn: the service exited (%v) before serving:\n%s", c.err, c.tail())
-	case <-time.After(spawnTimeout):
-		err = fmt.Errorf("spawn: the service did not start serving within %v:\n%s", spawnTimeout, c.tail())
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	cmd.Process.Kill()
-	<-c.exited
-	return nil, err
-}
-
-func (c *child) keep(line []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.log = append(append(c.log, line...), '\n')
-	if over := len(c.log) - childLogTail; over > 0 {
-		c.log = c.log[over:]
-	}
-}
-
-func (c *child) tail() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.log)
-}
-
-// stop sends SIGTERM and waits for the service to drain and exit, killing
-// it after stopTimeout. A failed exit is reported with the log's tail.
-func (c *child) stop(stderr io.Writer) {
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(stopTimeout):
-		c.cmd.Process.Kill()
-		<-c.exited
-	}
-	if c.err != nil {
-		fmt.Fprintf(stderr, "vkcounter loadtest: the spawned service exited with %v:\n%s", c.err, c.tail())
+// stopService stops a spawned service, reporting a failed exit on stderr.
+func stopService(svc *loadtest.Service, stderr io.Writer) {
+	if err := svc.Stop(); err != nil {
+		fmt.Fprintf(stderr, "vkcounter loadtest: %v", err)
 	}
 }

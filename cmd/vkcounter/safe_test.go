@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -160,7 +161,7 @@ func TestEvictionWarning(t *testing.T) {
 	if strings.Contains(clean.String(), "maxmemory") {
 		t.Errorf("noeviction server warned:\n%s", clean.String())
 	}
-	c, err := openRedis(tg.URL, "")
+	c, err := redisconn.Open(redisconn.Config{URL: tg.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

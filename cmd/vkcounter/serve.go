@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -261,23 +260,17 @@ func (m *Main) serveCounters(ctx context.Context) error {
 const resourcePoolSize = 128
 
 // openResources opens the Redis resource store on a client of its own to
-// the service's Redis that never resends a command: a resent acquire would
-// be a second acquire.
+// the service's Redis, with a larger pool (resourcePoolSize); like every
+// client of the service it never resends a command, and a resent acquire
+// would be a second acquire.
 func (m *Main) openResources(ctx context.Context) error {
-	switch {
-	case m.cfg.RedisCluster != "":
-		m.resRdb = redis.NewClusterClient(resource.ClusterNoRetries(&redis.ClusterOptions{Addrs: strings.Split(m.cfg.RedisCluster, ","), PoolSize: resourcePoolSize}))
-	case m.cfg.RedisURL != "":
-		opt, err := redis.ParseURL(m.cfg.RedisURL)
-		if err != nil {
-			return fmt.Errorf("REDIS_URL: %w", err)
-		}
-		if opt.PoolSize == 0 {
-			opt.PoolSize = resourcePoolSize
-		}
-		m.resRdb = redis.NewClient(resource.NoRetries(opt))
-	default:
-		m.resRdb = redis.NewClient(resource.NoRetries(&redis.Options{Addr: m.mini.Addr(), PoolSize: resourcePoolSize}))
+	rc := m.redisConfig()
+	rc.PoolSize = resourcePoolSize
+	var err error
+	if m.resRdb, err = redisconn.Open(rc); err != nil {
+		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
+	}
+	if m.mini != nil {
 		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
 	}
 	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
@@ -330,22 +323,29 @@ func (m *Main) CounterAddr() string {
 	return m.counterLn.Addr().String()
 }
 
-func (m *Main) openRedis(ctx context.Context) error {
-	rc := redisconn.Config{URL: m.cfg.RedisURL, Timeout: m.cfg.RedisTimeout}
-	if m.cfg.RedisCluster != "" {
-		rc.Cluster = strings.Split(m.cfg.RedisCluster, ",")
+// redisConfig is the service's Redis: REDIS_CLUSTER, REDIS_URL, or the
+// embedded server once it runs.
+func (m *Main) redisConfig() redisconn.Config {
+	rc := redisConfig(m.cfg.RedisURL, m.cfg.RedisCluster, m.cfg.RedisTimeout)
+	if m.mini != nil {
+		rc.Addr = m.mini.Addr()
 	}
-	if rc.URL == "" && rc.Cluster == nil {
+	return rc
+}
+
+// openRedis opens the service's Redis client, first starting the embedded
+// server when neither REDIS_URL nor REDIS_CLUSTER is set.
+func (m *Main) openRedis(ctx context.Context) error {
+	if m.cfg.RedisURL == "" && m.cfg.RedisCluster == "" {
 		m.mini = miniredis.NewMiniRedis()
 		if err := m.mini.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("start the embedded Redis: %w", err)
 		}
 		m.tickEmbedded()
-		rc.Addr = m.mini.Addr()
 		m.log.Warn().Msg("no REDIS_URL: using an embedded in-memory Redis; counts live only as long as this process")
 	}
 	var err error
-	if m.rdb, err = redisconn.Open(rc); err != nil {
+	if m.rdb, err = redisconn.Open(m.redisConfig()); err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)

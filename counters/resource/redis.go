@@ -194,24 +194,6 @@ func checkNoRetries(rdb redis.UniversalClient) error {
 	return nil
 }
 
-// NoRetries returns a copy of opts that never resends a command, as
-// NewRedis requires.
-func NoRetries(opts *redis.Options) *redis.Options {
-	o := *opts
-	o.MaxRetries = -1
-	return &o
-}
-
-// ClusterNoRetries returns a copy of opts that never resends a command, as
-// NewRedis requires. MOVED and ASK redirections are then not followed
-// either: such a call fails (and the client reloads the slot map).
-func ClusterNoRetries(opts *redis.ClusterOptions) *redis.ClusterOptions {
-	o := *opts
-	o.MaxRetries = -1
-	o.MaxRedirects = -1
-	return &o
-}
-
 // Lease returns the lease.
 func (r *Redis) Lease() time.Duration { return r.lease }
 

@@ -41,6 +41,10 @@ type Config struct {
 	Addr string
 	// Timeout bounds one command's read and write (default DefaultTimeout).
 	Timeout time.Duration
+	// PoolSize is the connections kept per server (per node of a
+	// cluster). Zero means go-redis's default, 10 per CPU; a pool_size in
+	// URL wins over it.
+	PoolSize int
 }
 
 // Open returns a client for cfg. It does not contact Redis.
@@ -53,6 +57,7 @@ func Open(cfg Config) (redis.UniversalClient, error) {
 	case len(cfg.Cluster) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                 cfg.Cluster,
+			PoolSize:              cfg.PoolSize,
 			MaxRetries:            -1,
 			MaxRedirects:          -1,
 			ReadTimeout:           timeout,
@@ -64,10 +69,13 @@ func Open(cfg Config) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis URL: %w", err)
 		}
+		if opt.PoolSize == 0 {
+			opt.PoolSize = cfg.PoolSize
+		}
 		Safe(opt, timeout)
 		return redis.NewClient(opt), nil
 	case cfg.Addr != "":
-		opt := &redis.Options{Addr: cfg.Addr}
+		opt := &redis.Options{Addr: cfg.Addr, PoolSize: cfg.PoolSize}
 		Safe(opt, timeout)
 		return redis.NewClient(opt), nil
 	}
