@@ -192,6 +192,10 @@ func TestHandlerFailureReplays(t *testing.T) {
 	e.waitSession(t)
 	queue(e.vk, 0, 4)
 	wantEach(t, rec.wait(t, 4), 0, 4)
+	// The poller counts a message once HandleMessage has returned.
+	for deadline := time.Now().Add(5 * time.Second); p.Stats().Messages < 4 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if s := p.Stats(); s.Retries < 3 || s.Messages != 4 {
 		t.Errorf("stats %+v: want 3 retries and 4 messages", s)
 	}
