@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/vkcounter/vkcounter/counters/resource"
@@ -72,4 +73,84 @@ func (c *conn) dump(f wire.Frame) error {
 	}
 	c.send(wire.AppendDumpEnd(c.buf(), f.Opaque))
 	return nil
+}
+
+// maxConnBatch is the most requests of one connection sent to the resource
+// store in one round trip.
+const maxConnBatch = 64
+
+// A resourceBatcher is a ResourceHolder that runs several requests of its
+// connection in one round trip (resource.RedisHolder).
+type resourceBatcher interface {
+	Do(ctx context.Context, ops []resource.Op) []resource.Result
+}
+
+// batchable reports whether requests with opcode op may join a batch.
+func batchable(op wire.Opcode) bool {
+	return op == wire.OpAcquire || op == wire.OpRelease || op == wire.OpGet
+}
+
+// batch runs f and the resource requests already buffered after it (up to
+// maxConnBatch) in one round trip to the store, then answers them in
+// order, each exactly as dispatch would have.
+func (c *conn) batch(b resourceBatcher, f wire.Frame) {
+	frames := []wire.Frame{copyFrame(f)}
+	for len(frames) < maxConnBatch {
+		h, ok := c.r.Next()
+		if !ok || !batchable(h.Opcode) {
+			break
+		}
+		g, err := c.r.Read()
+		if err != nil {
+			break // unreachable: Next saw the whole, valid frame
+		}
+		frames = append(frames, copyFrame(g))
+	}
+	ops := make([]resource.Op, len(frames))
+	errs := make([]error, len(frames))
+	for i, g := range frames {
+		switch g.Opcode {
+		case wire.OpAcquire:
+			req, err := wire.ParseAcquire(g.Body)
+			ops[i], errs[i] = resource.Op{Kind: resource.OpAcquire, Name: req.Name, Resources: req.Resources, Maximum: req.Maximum}, err
+		case wire.OpRelease:
+			req, err := wire.ParseRelease(g.Body)
+			ops[i], errs[i] = resource.Op{Kind: resource.OpRelease, Name: req.Name, Resources: req.Resources}, err
+		case wire.OpGet:
+			name, err := wire.ParseGet(g.Body)
+			ops[i], errs[i] = resource.Op{Kind: resource.OpGet, Name: name}, err
+		}
+		if errs[i] != nil {
+			ops[i] = resource.Op{} // invalid: not run, answered with errs[i]
+		}
+	}
+	ctx, cancel := c.s.resourceContext()
+	results := b.Do(ctx, ops)
+	cancel()
+	for i, g := range frames {
+		err := errs[i]
+		if err == nil {
+			err = results[i].Err
+		}
+		if err == nil {
+			switch g.Opcode {
+			case wire.OpAcquire:
+				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, ops[i].Resources))
+			case wire.OpRelease:
+				c.send(wire.AppendResponse(c.buf(), g.Opcode, wire.StatusOK, g.Opaque, nil))
+			case wire.OpGet:
+				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, results[i].Value))
+			}
+		}
+		if err != nil {
+			err = storeError(err)
+		}
+		c.finish(g, err)
+	}
+}
+
+// copyFrame returns f with a body of its own: the reader reuses its buffer.
+func copyFrame(f wire.Frame) wire.Frame {
+	f.Body = append([]byte(nil), f.Body...)
+	return f
 }

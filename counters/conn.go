@@ -99,6 +99,12 @@ func (c *conn) serve() {
 			}
 			return
 		}
+		if b, ok := c.holder.(resourceBatcher); ok && batchable(f.Opcode) {
+			if _, more := c.r.Next(); more {
+				c.batch(b, f)
+				continue
+			}
+		}
 		if err := c.dispatch(f); err != nil {
 			log.Debug().Err(err).Stringer("op", f.Opcode).Msg("counter connection failed")
 			return
@@ -122,6 +128,13 @@ func (c *conn) dispatch(f wire.Frame) error {
 	if h != nil {
 		err = h(c, f)
 	}
+	return c.finish(f, err)
+}
+
+// finish accounts for a request that ended with err (nil: its answer is
+// queued) and queues its error answer. It returns err when the connection
+// must end.
+func (c *conn) finish(f wire.Frame, err error) error {
 	if err == nil {
 		c.s.commands[f.Opcode].Add(1)
 		c.observe(f.Opcode, wire.StatusOK)

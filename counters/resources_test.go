@@ -1,6 +1,7 @@
 package counters_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -289,5 +290,51 @@ func TestConcurrentAcquireAcrossInstances(t *testing.T) {
 			}
 		}
 		t.Logf("peak %d of %d, final %d", peak.Load(), maximum, sum)
+	})
+}
+
+// TestPipelinedResourceRequests sends resource requests in one write, so
+// a Redis store runs them in one round trip, and checks every answer byte
+// for byte, in both store modes: the same bytes either way.
+func TestPipelinedResourceRequests(t *testing.T) {
+	eachResourceStore(t, func(t *testing.T, addr string, _ func() string) {
+		var req, want []byte
+		step := func(r, w []byte) { req, want = append(req, r...), append(want, w...) }
+		ok32 := func(op wire.Opcode, opaque, v uint32) []byte { return wire.AppendUint32(nil, op, opaque, v) }
+		okEmpty := func(op wire.Opcode, opaque uint32) []byte {
+			return wire.AppendResponse(nil, op, wire.StatusOK, opaque, nil)
+		}
+		fail := func(op wire.Opcode, opaque uint32, st wire.Status) []byte { return wire.AppendError(nil, op, st, opaque) }
+		step(wire.AppendAcquire(nil, 1, "a", 2, 5), ok32(wire.OpAcquire, 1, 2))
+		step(wire.AppendAcquire(nil, 2, "a", 4, 5), fail(wire.OpAcquire, 2, wire.StatusNotAvailable))
+		step(wire.AppendGet(nil, 3, "a"), ok32(wire.OpGet, 3, 2))
+		step(wire.AppendRelease(nil, 4, "a", 3), fail(wire.OpRelease, 4, wire.StatusNotAcquired))
+		step(wire.AppendAcquire(nil, 5, "a", 0, 5), fail(wire.OpAcquire, 5, wire.StatusInvalid))
+		step(wire.AppendRelease(nil, 6, "a", 2), okEmpty(wire.OpRelease, 6))
+		step(wire.AppendRelease(nil, 7, "a", 0), fail(wire.OpRelease, 7, wire.StatusNotAcquired))
+		step(wire.AppendGet(nil, 8, "a"), ok32(wire.OpGet, 8, 0))
+		step(wire.AppendGet(nil, 9, ""), fail(wire.OpGet, 9, wire.StatusInvalid))
+		step(wire.AppendNoop(nil, 10), okEmpty(wire.OpNoop, 10))
+		step(wire.AppendAcquire(nil, 11, "b", 1, 1), ok32(wire.OpAcquire, 11, 1))
+		step(wire.AppendRelease(nil, 12, "never", 1), fail(wire.OpRelease, 12, wire.StatusNotFound))
+		step(wire.AppendGet(nil, 13, "never"), fail(wire.OpGet, 13, wire.StatusNotFound))
+		for i := range 40 {
+			step(wire.AppendAcquire(nil, uint32(100+i), "c", 1, 20), nil)
+			if i < 20 {
+				want = append(want, ok32(wire.OpAcquire, uint32(100+i), 1)...)
+			} else {
+				want = append(want, fail(wire.OpAcquire, uint32(100+i), wire.StatusNotAvailable)...)
+			}
+		}
+		step(wire.AppendGet(nil, 200, "c"), ok32(wire.OpGet, 200, 20))
+		c := dial(t, addr)
+		if got := exchange(t, c, req, len(want)); !bytes.Equal(got, want) {
+			t.Fatalf("answers differ:\ngot  % x\nwant % x", got, want)
+		}
+		c.Close()
+		eventually(t, 5*time.Second, "the closed connection's holdings released", func() bool {
+			v, err := client(t, addr).Get(ctx(t), "c")
+			return err == nil && v == 0
+		})
 	})
 }

@@ -119,8 +119,11 @@ type Redis struct {
 // end of an old one cannot touch the new one.
 type lease struct {
 	// until is the local time before which the lease is known to hold
-	// in Redis. Guarded by Redis.mu.
-	until time.Time
+	// in Redis, and releasing counts the releases of it on their way to
+	// Redis: a renewal that finds the holding gone meanwhile may have
+	// raced with one of them, and proves nothing. Guarded by Redis.mu.
+	until     time.Time
+	releasing int
 }
 
 // NewRedis returns a store on rdb and starts its lease loop, or an error if
@@ -277,90 +280,14 @@ func (h *RedisHolder) fail() {
 // wrapping ErrStore means the outcome is unknown; the holder has then been
 // failed.
 func (h *RedisHolder) Acquire(ctx context.Context, name []byte, resources, maximum uint32) error {
-	if resources == 0 || maximum < resources || len(name) == 0 || len(name) > MaxNameLen {
-		return ErrInvalid
-	}
-	if h.gone.Load() {
-		return errLost
-	}
-	r := h.r
-	t0 := time.Now()
-	v, err := r.run(ctx, acquireScript, r.keys(name), h.id, resources, maximum, r.interval, r.lease.Milliseconds(), name).Int64Slice()
-	if err != nil || len(v) != 2 {
-		h.fail()
-		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
-	}
-	if v[1] == 1 {
-		r.created.Add(1)
-	}
-	switch v[0] {
-	case 1:
-	case 0:
-		return ErrNotAvailable
-	default:
-		h.fail()
-		return errLost
-	}
-	key := string(name)
-	h.held[key] += resources
-	r.mu.Lock()
-	hs := r.names[key]
-	if hs == nil {
-		hs = map[*RedisHolder]*lease{}
-		r.names[key] = hs
-	}
-	l := hs[h]
-	if l == nil {
-		l = &lease{}
-		hs[h] = l
-	}
-	if until := r.validUntil(t0); until.After(l.until) {
-		l.until = until
-	}
-	r.mu.Unlock()
-	return nil
+	return h.Do(ctx, []Op{{Kind: OpAcquire, Name: name, Resources: resources, Maximum: maximum}})[0].Err
 }
 
 // Release gives back resources of the named counter, as Holder.Release.
 // An error wrapping ErrStore means the outcome is unknown; the holder has
 // then been failed.
 func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32) error {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return ErrInvalid
-	}
-	if h.gone.Load() {
-		return errLost
-	}
-	r := h.r
-	key := string(name)
-	held := h.held[key]
-	if held > 0 && held == resources {
-		// The holding ends: stop renewing it before Redis drops it, so a
-		// renewal racing with this release cannot find it gone and fail
-		// the holder.
-		r.forget(key, h)
-	}
-	v, err := r.run(ctx, releaseScript, r.keys(name), h.id, resources, r.interval).Int64()
-	if err != nil {
-		h.fail()
-		return fmt.Errorf("%w: release: %v", ErrStore, err)
-	}
-	switch v {
-	case 1:
-	case -1:
-		return ErrNotFound
-	case -2:
-		return ErrNotAcquired
-	default:
-		h.fail()
-		return errLost
-	}
-	if held > resources {
-		h.held[key] = held - resources
-		return nil
-	}
-	delete(h.held, key)
-	return nil
+	return h.Do(ctx, []Op{{Kind: OpRelease, Name: name, Resources: resources}})[0].Err
 }
 
 // forget removes h from the holders of name.
@@ -494,9 +421,10 @@ func (r *Redis) renew() {
 		defer r.mu.Unlock()
 		hs := r.names[e.name]
 		for k, h := range e.holders {
-			if hs[h] != e.leases[k] {
-				// The holding ended (and maybe began again) meanwhile:
-				// this renewal says nothing about it.
+			if hs[h] != e.leases[k] || e.leases[k].releasing > 0 {
+				// The holding ended (and maybe began again) meanwhile,
+				// or a release of it is on its way: this renewal says
+				// nothing about it.
 				continue
 			}
 			if isGone[h.id] {

@@ -75,6 +75,26 @@ func maxResponseBody(Opcode) uint32 { return MaxResponseBody }
 // returned as frames.
 func (r *Reader) Buffered() int { return r.br.Buffered() }
 
+// Next returns the header of the next frame when that whole frame is
+// already buffered and valid (the right magic, a body within its limit
+// and within the buffer), so that Read will return it without blocking;
+// else false.
+func (r *Reader) Next() (Header, bool) {
+	if r.br.Buffered() < HeaderSize {
+		return Header{}, false
+	}
+	hb, err := r.br.Peek(HeaderSize)
+	if err != nil {
+		return Header{}, false
+	}
+	h := ParseHeader(hb)
+	n := HeaderSize + int(h.BodyLen)
+	if h.Magic != r.magic || h.BodyLen > r.maxBody(h.Opcode) || n > r.br.Size() || r.br.Buffered() < n {
+		return Header{}, false
+	}
+	return h, true
+}
+
 // Read returns the next frame. At a clean end of stream between frames it
 // returns io.EOF; a stream ending inside a frame gives io.ErrUnexpectedEOF.
 // A bad magic or an over-long body gives a *ProtocolError, after which the

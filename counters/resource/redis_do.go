@@ -1,0 +1,197 @@
+package resource
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// An OpKind is the kind of one operation of RedisHolder.Do.
+type OpKind uint8
+
+// The operations RedisHolder.Do runs.
+const (
+	OpAcquire OpKind = iota + 1
+	OpRelease
+	OpGet
+)
+
+// An Op is one operation of RedisHolder.Do: an Acquire (Resources,
+// Maximum), a Release (Resources) or a Get of the counter Name.
+type Op struct {
+	Kind               OpKind
+	Name               []byte
+	Resources, Maximum uint32
+}
+
+// A Result is the outcome of one Op: Value is the consumption a Get read.
+type Result struct {
+	Value uint32
+	Err   error
+}
+
+// Do runs ops in order, as calls of Acquire, Release and Get one after
+// another would, but in one round trip to Redis: the scripts go in one
+// pipeline, which Redis runs in order (in a cluster, in order per node,
+// and the operations of one name share a node). Errors are those of the
+// single calls: one wrapping ErrStore means that operation's outcome is
+// unknown, and the holder has been failed.
+func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
+	r := h.r
+	res := make([]Result, len(ops))
+	type sent struct {
+		i      int
+		script *redis.Script
+		keys   []string
+		args   []any
+	}
+	var batch []sent
+	for i, op := range ops {
+		switch {
+		case len(op.Name) == 0 || len(op.Name) > MaxNameLen,
+			op.Kind == OpAcquire && (op.Resources == 0 || op.Maximum < op.Resources):
+			res[i].Err = ErrInvalid
+		case h.gone.Load():
+			res[i].Err = errLost
+		case op.Kind == OpAcquire:
+			batch = append(batch, sent{i, acquireScript, r.keys(op.Name),
+				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name}})
+		case op.Kind == OpRelease:
+			batch = append(batch, sent{i, releaseScript, r.keys(op.Name), []any{h.id, op.Resources, r.interval}})
+		case op.Kind == OpGet:
+			batch = append(batch, sent{i, peekScript, r.keys(op.Name), []any{r.interval}})
+		default:
+			res[i].Err = fmt.Errorf("%w: operation %d", ErrInvalid, op.Kind)
+		}
+	}
+	if len(batch) == 0 {
+		return res
+	}
+	// Mark the releases of leases renewals may be looking at.
+	var releasing []*lease
+	r.mu.Lock()
+	for _, s := range batch {
+		if op := ops[s.i]; op.Kind == OpRelease {
+			if l := r.names[string(op.Name)][h]; l != nil {
+				l.releasing++
+				releasing = append(releasing, l)
+			}
+		}
+	}
+	r.mu.Unlock()
+
+	t0 := time.Now()
+	cmds := make([]*redis.Cmd, len(batch))
+	if len(batch) == 1 {
+		s := batch[0]
+		cmds[0] = r.run(ctx, s.script, s.keys, s.args...)
+	} else {
+		runEach(ctx, r.rdb, len(batch), func(k int) (*redis.Script, []string, []any) {
+			return batch[k].script, batch[k].keys, batch[k].args
+		}, func(k int, cmd *redis.Cmd) { cmds[k] = cmd })
+	}
+
+	// Apply the results in order, under one lock, so that no renewal sees
+	// a holding between two of them.
+	failed := false
+	r.mu.Lock()
+	for k, s := range batch {
+		op := ops[s.i]
+		var err error
+		switch op.Kind {
+		case OpAcquire:
+			err = h.acquired(op, cmds[k], r.validUntil(t0))
+		case OpRelease:
+			err = h.released(op, cmds[k])
+		case OpGet:
+			var e Entry
+			e, err = parsePeek(cmds[k])
+			res[s.i].Value = e.Consumption
+		}
+		if err == errLost || (err != nil && op.Kind != OpGet && !isAnswer(err)) {
+			failed = true
+		}
+		res[s.i].Err = err
+	}
+	for _, l := range releasing {
+		l.releasing--
+	}
+	r.mu.Unlock()
+	if failed {
+		h.fail()
+	}
+	return res
+}
+
+// isAnswer reports whether err is a definite answer of a script, not an
+// unknown outcome.
+func isAnswer(err error) bool {
+	return err == ErrNotAvailable || err == ErrNotFound || err == ErrNotAcquired
+}
+
+// acquired applies the reply of an acquire script. The caller holds r.mu.
+func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
+	r := h.r
+	v, err := cmd.Int64Slice()
+	if err != nil || len(v) != 2 {
+		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
+	}
+	if v[1] == 1 {
+		r.created.Add(1)
+	}
+	switch v[0] {
+	case 1:
+	case 0:
+		return ErrNotAvailable
+	default:
+		return errLost
+	}
+	key := string(op.Name)
+	h.held[key] += op.Resources
+	hs := r.names[key]
+	if hs == nil {
+		hs = map[*RedisHolder]*lease{}
+		r.names[key] = hs
+	}
+	l := hs[h]
+	if l == nil {
+		l = &lease{}
+		hs[h] = l
+	}
+	if until.After(l.until) {
+		l.until = until
+	}
+	return nil
+}
+
+// released applies the reply of a release script. The caller holds r.mu.
+func (h *RedisHolder) released(op Op, cmd *redis.Cmd) error {
+	v, err := cmd.Int64()
+	if err != nil {
+		return fmt.Errorf("%w: release: %v", ErrStore, err)
+	}
+	switch v {
+	case 1:
+	case -1:
+		return ErrNotFound
+	case -2:
+		return ErrNotAcquired
+	default:
+		return errLost
+	}
+	key := string(op.Name)
+	if held := h.held[key]; held > op.Resources {
+		h.held[key] = held - op.Resources
+		return nil
+	}
+	delete(h.held, key)
+	if hs := h.r.names[key]; hs != nil {
+		delete(hs, h)
+		if len(hs) == 0 {
+			delete(h.r.names, key)
+		}
+	}
+	return nil
+}
