@@ -304,7 +304,9 @@ func TestPipelinedResourceRequests(t *testing.T) {
 		okEmpty := func(op wire.Opcode, opaque uint32) []byte {
 			return wire.AppendResponse(nil, op, wire.StatusOK, opaque, nil)
 		}
-		fail := func(op wire.Opcode, opaque uint32, st wire.Status) []byte { return wire.AppendError(nil, op, st, opaque) }
+		fail := func(op wire.Opcode, opaque uint32, st wire.Status) []byte {
+			return wire.AppendError(nil, op, st, opaque)
+		}
 		step(wire.AppendAcquire(nil, 1, "a", 2, 5), ok32(wire.OpAcquire, 1, 2))
 		step(wire.AppendAcquire(nil, 2, "a", 4, 5), fail(wire.OpAcquire, 2, wire.StatusNotAvailable))
 		step(wire.AppendGet(nil, 3, "a"), ok32(wire.OpGet, 3, 2))
