@@ -53,12 +53,12 @@ func Start(t testing.TB, opts counters.ServerOptions) string {
 
 // StartRedis starts a server whose resource counters live in Redis through
 // rdb (a client that never retries) under prefix, with the given lease (0
-// for the default) and a 10-second statistics interval, and returns its
+// for the default) and the default statistics interval, and returns its
 // address. Servers started with the same Redis and prefix share their
 // counters. The server closes before its store at the end of the test.
 func StartRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) string {
 	t.Helper()
-	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{Prefix: prefix, Interval: 10 * time.Second, Lease: lease})
+	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{Prefix: prefix, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}

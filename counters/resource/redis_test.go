@@ -15,15 +15,23 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
-// redisInterval is the statistics interval of the Redis store tests.
+// redisInterval is the statistics interval of TestRedisIntervals, which
+// sets miniredis's clock. The other tests keep the default of a day, so
+// that no boundary passes in the middle of one (but at midnight UTC).
 const redisInterval = 10 * time.Second
 
-// openRedis returns a store on rdb under prefix, closed at the end of the
-// test.
+// openRedis returns a store on rdb under prefix with the default interval,
+// closed at the end of the test.
 func openRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) *resource.Redis {
 	t.Helper()
+	return openRedisInterval(t, rdb, prefix, lease, 0)
+}
+
+// openRedisInterval is openRedis with a statistics interval.
+func openRedisInterval(t testing.TB, rdb redis.UniversalClient, prefix string, lease, interval time.Duration) *resource.Redis {
+	t.Helper()
 	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{
-		Prefix: prefix, Interval: redisInterval, Lease: lease, Logger: zerolog.Nop(),
+		Prefix: prefix, Interval: interval, Lease: lease, Logger: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +268,7 @@ func TestRedisIntervals(t *testing.T) {
 	sec := int64(1_000_000_000/10*10 + 5)
 	set := func(s int64) { sec = s; tg.Mini.SetTime(time.Unix(s, 0)) }
 	set(sec)
-	r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), time.Hour)
+	r := openRedisInterval(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), time.Hour, redisInterval)
 	h := r.NewHolder(nil)
 	name := []byte("m")
 	maxOf := func() uint32 {
