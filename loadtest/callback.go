@@ -17,11 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -72,14 +69,13 @@ type CallbackOptions struct {
 	// Expired, when positive, stores that many occurrences of every text,
 	// older than the window, in the bot's Redis before the run, as the
 	// seed's fill_redis_expired.php: the run then measures the requests
-	// that trim them. It needs Redis and FreqPrefix.
+	// that trim them. It needs Prefill.
 	Expired int
-	// Redis is the bot's Redis and FreqPrefix the prefix of its counting
-	// keys (the bot's KEY_PREFIX followed by "f:").
-	Redis      redis.Scripter
-	FreqPrefix string
-	// Normalize must be the bot's NORMALIZE setting, for Expired.
-	Normalize bool
+	// Prefill stores n occurrences of every text, at distinct seconds
+	// ending one second beyond window, where the bot counts them: it must
+	// use the bot's own configuration (Redis, key prefix, normalisation,
+	// community), as `vkcounter prefill` does.
+	Prefill func(ctx context.Context, texts []string, n int, window time.Duration) error
 	// Window is the bot's window. Zero means ask the bot (GET StatsURL),
 	// or assume 24h if it does not say.
 	Window time.Duration
@@ -168,8 +164,8 @@ func (o *CallbackOptions) validate() error {
 	if o.Expired < 0 {
 		bad("expired %d: must not be negative", o.Expired)
 	}
-	if o.Expired > 0 && (o.Redis == nil || o.FreqPrefix == "") {
-		bad("expired occurrences need the bot's Redis and key prefix")
+	if o.Expired > 0 && o.Prefill == nil {
+		bad("expired occurrences need a prefill into the bot's Redis")
 	}
 	for _, f := range o.Faults {
 		if _, ok := faultSpecs[f.Kind]; !ok {
@@ -434,22 +430,22 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 }
 
 // askWindow reads window_seconds from the bot's /stats, or returns
-// freq.DefaultWindow.
+// defaultWindow.
 func (r *callbackRun) askWindow(ctx context.Context, statsURL string) time.Duration {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, statsURL, nil)
 	if err != nil {
-		return freq.DefaultWindow
+		return defaultWindow
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return freq.DefaultWindow
+		return defaultWindow
 	}
 	defer resp.Body.Close()
 	var stats struct {
 		WindowSeconds int64 `json:"window_seconds"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&stats) != nil || stats.WindowSeconds <= 0 {
-		return freq.DefaultWindow
+		return defaultWindow
 	}
 	return time.Duration(stats.WindowSeconds) * time.Second
 }
@@ -461,7 +457,9 @@ func (r *callbackRun) plan() {
 	o := r.o
 	r.texts = make([]string, o.Texts)
 	for i := range r.texts {
-		r.texts[i] = fmt.Sprintf("нагрузка %s %d", r.runID, i)
+		// Capitalised, so that a bot with NORMALIZE counts it under
+		// another identity than one without.
+		r.texts[i] = fmt.Sprintf("Нагрузка %s %d", r.runID, i)
 	}
 	n := o.Texts * o.PerText
 	r.events = make([]*event, n)
@@ -557,51 +555,13 @@ func (r *callbackRun) body(e *event) []byte {
 	return b
 }
 
-// prefill stores o.Expired occurrences of every text at distinct seconds
-// ending one second beyond the window, through the bot's own counting
-// script and key layout.
+// prefill stores o.Expired occurrences of every text beyond the window,
+// through the bot's own configuration.
 func (r *callbackRun) prefill(ctx context.Context) error {
-	store := freq.New(r.o.Redis, freq.Options{Window: r.window, Prefix: r.o.FreqPrefix})
-	if err := store.Load(ctx); err != nil {
+	if err := r.o.Prefill(ctx, r.texts, r.o.Expired, r.window); err != nil {
 		return fmt.Errorf("loadtest: prefill: %w", err)
 	}
-	first := time.Now().Add(-r.window - time.Duration(r.o.Expired+1)*time.Second)
-	jobs := make(chan int)
-	errc := make(chan error, r.o.Concurrency)
-	var wg sync.WaitGroup
-	for range r.o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				id := bot.Identity(callback.Message{GroupID: r.o.GroupID, Text: r.texts[i]}, r.o.Normalize)
-				for k := range r.o.Expired {
-					if _, err := store.CountAt(ctx, id, "", first.Add(time.Duration(k)*time.Second)); err != nil {
-						errc <- fmt.Errorf("loadtest: prefill: %w", err)
-						return
-					}
-				}
-			}
-		}()
-	}
-	var err error
-feed:
-	for i := range r.texts {
-		select {
-		case jobs <- i:
-		case err = <-errc:
-			break feed
-		}
-	}
-	close(jobs)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
-	return err
+	return nil
 }
 
 // post posts every event from o.Concurrency workers, at o.Rate, until all

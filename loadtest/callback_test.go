@@ -390,9 +390,10 @@ func TestUnavailableThenCounted(t *testing.T) {
 	}
 }
 
-// TestExpiredPrefill stores expired occurrences through the bot's key
-// layout: a bot with the same window answers as if they were not there,
-// one with a longer window counts them, and the checker says so.
+// TestExpiredPrefill runs the prefill before the events, with the run's
+// window: a bot with the same window answers as if the occurrences were
+// not there, one with a longer window counts them, and the checker says
+// so.
 func TestExpiredPrefill(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t) + "f:"
@@ -410,7 +411,18 @@ func TestExpiredPrefill(t *testing.T) {
 				b.store = freq.New(tg.Client, freq.Options{Window: tc.botWindow, Prefix: prefix})
 				o := options(u, vk)
 				o.Texts, o.PerText, o.Expired = 3, 4, 3
-				o.Redis, o.FreqPrefix = tg.Client, prefix
+				o.Prefill = func(ctx context.Context, texts []string, n int, window time.Duration) error {
+					store := freq.New(tg.Client, freq.Options{Window: window, Prefix: prefix})
+					first := time.Now().Add(-window - time.Duration(n+1)*time.Second)
+					for _, text := range texts {
+						for k := range n {
+							if _, err := store.CountAt(ctx, bot.Identity(callback.Message{GroupID: group, Text: text}, false), "", first.Add(time.Duration(k)*time.Second)); err != nil {
+								return err
+							}
+						}
+					}
+					return nil
+				}
 				rep := run(t, o)
 				if got := rep.Check.Problems[loadtest.WrongNumber]; got != tc.wrong || rep.Prefill <= 0 {
 					t.Errorf("%d wrong numbers (prefill %v), want %d; listed %v", got, rep.Prefill, tc.wrong, rep.Check.Listed)

@@ -60,6 +60,9 @@ const (
 	settle = 300 * time.Millisecond
 	// maxBackoff caps the pause before posting a failed event again.
 	maxBackoff = time.Second
+	// defaultWindow is the bot's documented default WINDOW, assumed when
+	// its /stats does not say.
+	defaultWindow = 24 * time.Hour
 	// apiVersion is the API version the simulated events are in.
 	apiVersion = "5.199"
 )

@@ -33,6 +33,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"loadtest", "counters", "-h"}, "-requests 0"},
 		{[]string{"setup", "-h"}, "-url"},
 		{[]string{"version", "-h"}, "Usage: vkcounter version"},
+		{[]string{"prefill", "-h"}, "Usage: vkcounter prefill"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := call(tc.args...)
@@ -56,7 +57,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"-nope"}, "vkcounter serve: flag provided but not defined: -nope"},
 		{[]string{"serve", "-window", "abc"}, `vkcounter serve: invalid value "abc" for flag -window: want a Go duration such as 90s, 10m or 24h`},
 		{[]string{"serve", "extra"}, `vkcounter serve: unexpected argument "extra"`},
-		{[]string{"bogus"}, `vkcounter: unknown command "bogus" (serve, cnt, loadtest, setup, version)`},
+		{[]string{"bogus"}, `vkcounter: unknown command "bogus" (serve, cnt, loadtest, setup, prefill, version)`},
 		{[]string{"cnt"}, "vkcounter cnt: no command given"},
 		{[]string{"cnt", "-nope", "noop"}, "vkcounter cnt: flag provided but not defined: -nope"},
 		{[]string{"cnt", "-timeout", "5", "noop"}, `vkcounter cnt: invalid value "5" for flag -timeout: want a Go duration`},
@@ -66,6 +67,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"loadtest", "callback", "-allow-remote=maybe", "-spawn"}, `want true or false`},
 		{[]string{"setup", "-nope"}, "vkcounter setup: flag provided but not defined: -nope"},
 		{[]string{"version", "extra"}, `vkcounter version: unexpected argument "extra"`},
+		{[]string{"prefill", "-expired", "x"}, `vkcounter prefill: invalid value "x" for flag -expired: want a whole number`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := call(tc.args...)

@@ -153,8 +153,18 @@ func flagName(env string) string { return strings.ReplaceAll(strings.ToLower(env
 // saying what is expected. On -h it prints the commands and every setting
 // to usageOut and returns flag.ErrHelp.
 func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (Config, error) {
-	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	return parseConfigFlags(fs, args, getenv, func(list []setting) {
+		printCommands(usageOut)
+		fmt.Fprintln(usageOut)
+		printSettings(usageOut, list)
+	})
+}
+
+// parseConfigFlags is parseConfig for a command whose own flags are
+// already bound to fs; help prints its usage on -h.
+func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) string, help func([]setting)) (Config, error) {
+	var c Config
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	list := settings(&c)
@@ -176,9 +186,7 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printCommands(usageOut)
-			fmt.Fprintln(usageOut)
-			printSettings(usageOut, list)
+			help(list)
 		}
 		return c, err
 	}
@@ -192,6 +200,11 @@ func printSettings(w io.Writer, list []setting) {
 	fmt.Fprintln(w, "Usage: vkcounter [serve] [flags]")
 	fmt.Fprintln(w, "\nRuns the service. Every setting is an environment variable; the flag of the same name overrides it.")
 	fmt.Fprintln(w)
+	printSettingsTable(w, list)
+}
+
+// printSettingsTable lists every setting with its flag and default.
+func printSettingsTable(w io.Writer, list []setting) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tFLAG\tDEFAULT\tMEANING")
 	for _, s := range list {

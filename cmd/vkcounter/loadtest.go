@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -15,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -162,13 +162,13 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Duration, "duration", 0, "stop posting after this long (0 = when every event is posted)")
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0, "share of events posted again with the same event_id and X-Retry-Counter")
 	fs.Float64Var(&o.NoEventID, "no-event-id", 0, "share of events posted without event_id, to be recognised by the message's identity")
-	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run")
+	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run (as vkcounter prefill, with the bot's settings)")
 	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
 	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
 	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
-	fs.BoolVar(&o.Normalize, "normalize", false, "the bot's NORMALIZE")
+	normalize := fs.Bool("normalize", false, "the bot's NORMALIZE")
 	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultTimeout, "time limit of one webhook request")
 	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", loadtest.DefaultReplyTimeout, "how long to wait for the replies after the last event")
@@ -228,7 +228,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 
 	env := map[string]string{
 		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "loadtest", "VK_GROUP_ID": strconv.Itoa(o.GroupID),
-		"VK_SECRET": o.Secret, "VK_RATE": "1000000",
+		"VK_SECRET": o.Secret, "VK_RATE": "1000000", "KEY_PREFIX": *keyPrefix, "NORMALIZE": strconv.FormatBool(*normalize),
 	}
 	if o.LongPoll {
 		env["VK_MODE"] = ModeLongPoll
@@ -243,7 +243,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 		if o.Window == 0 {
 			o.Window = 24 * time.Hour
 		}
-		env["WINDOW"], env["KEY_PREFIX"], env["NORMALIZE"] = o.Window.String(), *keyPrefix, strconv.FormatBool(o.Normalize)
+		env["WINDOW"] = o.Window.String()
 		env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "", "127.0.0.1:0", "off"
 		svc, err := loadtest.Spawn(ctx, out.bin, env)
 		if err != nil {
@@ -259,12 +259,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	o.URL, o.VK = *webhook, vk
 
 	if o.Expired > 0 {
-		rdb, err := redisconn.Open(redisConfig(*redisURL, *redisCluster, 0))
-		if err != nil {
-			return fail(err)
-		}
-		defer rdb.Close()
-		o.Redis, o.FreqPrefix = rdb, keyPrefixes(*keyPrefix).freq // the bot's counting keys
+		o.Prefill = prefillAs(env, botRedis, *redisCluster)
 	}
 	rep, err := loadtest.RunCallback(ctx, o)
 	if err != nil {
@@ -339,6 +334,26 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 		return failure(stderr, fs.Name(), err)
 	}
 	return finish(rep, out, stdout, stderr)
+}
+
+// prefillAs returns the load tool's prefill: `vkcounter prefill` with the
+// settings the bot is given (env, with its Redis), so it writes the keys
+// the bot reads, and with the run's window.
+func prefillAs(env map[string]string, redisURL, redisCluster string) func(context.Context, []string, int, time.Duration) error {
+	return func(ctx context.Context, texts []string, n int, window time.Duration) error {
+		own := maps.Clone(env)
+		own["REDIS_URL"], own["REDIS_CLUSTER"], own["VK_GROUPS"], own["WINDOW"] = redisURL, redisCluster, "", window.String()
+		cfg, err := parseConfig(nil, func(k string) string {
+			if v, ok := own[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
+		}, io.Discard)
+		if err != nil {
+			return fmt.Errorf("the bot's settings: %w", err)
+		}
+		return prefill(ctx, cfg, texts, n)
+	}
 }
 
 // finish prints the report and writes the HTML page, and returns the exit

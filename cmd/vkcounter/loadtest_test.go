@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -220,5 +221,58 @@ func TestLoadtestCountersSharedMaximum(t *testing.T) {
 		"-conns", "4", "-requests", "400", "-json")
 	if code != 1 || rep.OK || rep.Check.Problems["over_maximum"] == 0 {
 		t.Fatalf("exit %d, report ok %v, problems %v; want exit 1 with over_maximum\n%s", code, rep.OK, rep.Check.Problems, stderr)
+	}
+}
+
+// TestLoadtestExpiredTrims: with a KEY_PREFIX of its own and NORMALIZE on
+// (the run's texts change under normalisation), the load tool's prefill
+// writes the very keys the spawned bot reads, and the bot's counting trims
+// the expired occurrences: each text ends with one key holding its run's
+// events alone. A prefill that missed the bot's keys would leave a second
+// key per text holding the expired occurrences.
+func TestLoadtestExpiredTrims(t *testing.T) {
+	bin := staticBinary(t)
+	tg := redistest.Open(t, redistest.Real)
+	prefix := redistest.Prefix(t) + "own:"
+	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-key-prefix", prefix, "-normalize",
+		"-window", "2m", "-texts", "5", "-per-text", "2", "-expired", "3", "-json")
+	if code != 0 || !rep.OK || rep.Check.Checked != 10 || rep.Prefill <= 0 {
+		t.Fatalf("exit %d, checked %d, prefill %gs, problems %v %v\n%s", code, rep.Check.Checked, rep.Prefill, rep.Check.Problems, rep.Check.Listed, stderr)
+	}
+	totals, err := tg.Client.Keys(t.Context(), prefix+"f:*:n").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(totals) != 5 {
+		t.Fatalf("%d counting keys %v, want one per text (5)", len(totals), totals)
+	}
+	for _, k := range totals {
+		if n, err := tg.Client.Get(t.Context(), k).Int(); err != nil || n != 2 {
+			t.Errorf("%s = %d (%v), want 2: the 3 expired occurrences trimmed", k, n, err)
+		}
+	}
+}
+
+// TestPrefillCommand runs `vkcounter prefill` as a user would: the texts
+// on stdin, the service's settings in the environment; a text stored
+// twice for NORMALIZE is one identity.
+func TestPrefillCommand(t *testing.T) {
+	bin := staticBinary(t)
+	tg := redistest.Open(t, redistest.Real)
+	prefix := redistest.Prefix(t)
+	cmd := exec.Command(bin, "prefill", "-expired", "2")
+	cmd.Env = append(os.Environ(), "REDIS_URL="+tg.URL, "REDIS_CLUSTER=", "KEY_PREFIX="+prefix, "NORMALIZE=true", "VK_GROUP_ID=7", "VK_GROUPS=", "WINDOW=1m")
+	cmd.Stdin = strings.NewReader("Hello  World\nhello world\nother\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "stored 2 expired occurrences of each of 3 texts") {
+		t.Fatalf("prefill: %v\n%s", err, out)
+	}
+	totals, err := tg.Client.Keys(t.Context(), prefix+"f:*:n").Result()
+	if err != nil || len(totals) != 2 {
+		t.Fatalf("counting keys %v (%v), want 2: the first two texts are one identity", totals, err)
+	}
+	cmd = exec.Command(bin, "prefill", "-expired", "0")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "-expired 0") {
+		t.Errorf("prefill -expired 0: %v\n%s", err, out)
 	}
 }

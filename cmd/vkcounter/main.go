@@ -8,6 +8,7 @@
 //	vkcounter cnt …             talk to a counter port, like yc-cnt
 //	vkcounter loadtest …        simulate traffic and check every answer
 //	vkcounter setup -url …      register the Callback server with VK
+//	vkcounter prefill …         store expired occurrences of texts
 //	vkcounter version           print the build's version
 //
 // Every command exits 0 on success, 1 on a failure while running and 2 on
@@ -55,6 +56,7 @@ func commands() []command {
 			return runLoadtest(ctx, args, stdout, stderr)
 		}},
 		{"setup", "register the community's Callback API server with VK", runSetup},
+		{"prefill", "store expired occurrences of texts (stdin) in the service's Redis, as the service counts them", runPrefill},
 		{"version", "print the version and build of this binary", runVersion},
 	}
 }

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
+)
+
+const prefillHelp = `Usage: vkcounter prefill [-expired N] [serve flags] < TEXTS
+
+Stores N occurrences of every text read from stdin (one per line), at
+distinct seconds ending one second beyond WINDOW, where the service counts
+them: in its Redis, under its KEY_PREFIX, as the message a user of each of
+its communities would send, normalised when NORMALIZE is set. It reads the
+same settings as "vkcounter serve" (environment and flags), so it writes
+exactly the keys the service reads; the next message with such a text is
+answered as if they were not there, and its count trims them. This is the
+seed's "expired" scenario (fill_redis_expired.php); "vkcounter loadtest
+callback -expired N" runs it for its texts.
+
+Flags:
+  -expired N   occurrences stored per text and community (default 1)
+
+`
+
+// runPrefill is `vkcounter prefill`.
+func runPrefill(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("prefill", flag.ContinueOnError)
+	n := fs.Int("expired", 1, "occurrences stored per text and community")
+	cfg, err := parseConfigFlags(fs, args, getenv, func(list []setting) {
+		fmt.Fprint(stdout, prefillHelp)
+		fmt.Fprintln(stdout, "Settings (as for serve):")
+		printSettingsTable(stdout, list)
+	})
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		return usageError(stderr, "prefill", err)
+	case *n < 1:
+		return usageError(stderr, "prefill", fmt.Errorf("-expired %d: must be at least 1", *n))
+	}
+	var texts []string
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		texts = append(texts, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return failure(stderr, "prefill", fmt.Errorf("read the texts: %w", err))
+	}
+	if err := prefill(ctx, cfg, texts, *n); err != nil {
+		return failure(stderr, "prefill", err)
+	}
+	fmt.Fprintf(stdout, "stored %d expired occurrences of each of %d texts\n", *n, len(texts))
+	return exitOK
+}
+
+// prefillWorkers is how many scripts the prefill keeps in flight.
+const prefillWorkers = 8
+
+// prefill stores n occurrences of every text for every community of cfg,
+// at distinct seconds ending one second beyond cfg.Window, through the
+// counting script, under the keys the service of cfg reads.
+func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
+	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
+		return errors.New("the service's Redis is embedded (no REDIS_URL or REDIS_CLUSTER): nothing else can write into it")
+	}
+	communities, err := cfg.Communities()
+	if err != nil {
+		return err
+	}
+	rdb, err := redisconn.Open(redisConfig(cfg.RedisURL, cfg.RedisCluster, cfg.RedisTimeout))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: keyPrefixes(cfg.KeyPrefix).freq})
+	if err := store.Load(ctx); err != nil {
+		return err
+	}
+	first := time.Now().Add(-cfg.Window - time.Duration(n+1)*time.Second)
+	ids := make(chan string)
+	errc := make(chan error, prefillWorkers)
+	var wg sync.WaitGroup
+	for range prefillWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				for k := range n {
+					if _, err := store.CountAt(ctx, id, "", first.Add(time.Duration(k)*time.Second)); err != nil {
+						errc <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	err = nil
+feed:
+	for _, c := range communities {
+		for _, text := range texts {
+			select {
+			case ids <- bot.Identity(callback.Message{GroupID: c.GroupID, Text: text}, cfg.Normalize):
+			case err = <-errc:
+				break feed
+			}
+		}
+	}
+	close(ids)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errc:
+		default:
+		}
+	}
+	return err
+}
