@@ -67,8 +67,8 @@ func runBenchServer() int {
 		prefix := fmt.Sprintf("test:bench-%d:", os.Getpid())
 		defer deleteBenchKeys(rdb, prefix)
 		addr, closeRedis, err := serveBench(counters.Stores{
-			Access:       access.NewRedis(rdb, prefix+"a:"),
-			Participants: participant.NewRedis(rdb, prefix+"p:"),
+			Access:       access.NewRedis(rdb, prefix),
+			Participants: participant.NewRedis(rdb, prefix),
 		})
 		if err != nil {
 			return fail(err)

@@ -235,8 +235,8 @@ func TestRedisDownIsAStoreFailure(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
 	prefix := redistest.Prefix(t)
 	s := newServer(t, counters.ServerOptions{Stores: counters.Stores{
-		Access:       access.NewRedis(tg.Client, prefix+"a:"),
-		Participants: participant.NewRedis(tg.Client, prefix+"p:"),
+		Access:       access.NewRedis(tg.Client, prefix),
+		Participants: participant.NewRedis(tg.Client, prefix),
 		Timeout:      200 * time.Millisecond,
 	}})
 	c := client(t, listen(t, s))
@@ -511,8 +511,8 @@ func TestRedisStoresSharedByServers(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		t.Cleanup(func() { delKeys(t, tg, prefix) })
 		stores := counters.Stores{
-			Access:       access.NewRedis(tg.Client, prefix+"a:"),
-			Participants: participant.NewRedis(tg.Client, prefix+"p:"),
+			Access:       access.NewRedis(tg.Client, prefix),
+			Participants: participant.NewRedis(tg.Client, prefix),
 		}
 		a := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		b := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))

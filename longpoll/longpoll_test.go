@@ -92,7 +92,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { rdb.Close() })
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
-	return &env{vk: vk, store: longpoll.NewRedisStore(rdb, "t:l:")}
+	return &env{vk: vk, store: longpoll.NewRedisStore(rdb, "t:")}
 }
 
 // start runs a poller until the returned stop is called.

@@ -58,9 +58,13 @@ type RedisStore struct {
 
 var _ Store = (*RedisStore)(nil)
 
-// NewRedisStore returns a Store keeping its keys under prefix.
-func NewRedisStore(rdb rediser, prefix string) *RedisStore {
-	return &RedisStore{rdb: rdb, prefix: prefix}
+// keyPart follows the service's base prefix in every key of the store.
+const keyPart = "l:"
+
+// NewRedisStore returns a Store keeping its keys under the service's base
+// prefix (for example "vkc:") followed by "l:".
+func NewRedisStore(rdb rediser, base string) *RedisStore {
+	return &RedisStore{rdb: rdb, prefix: base + keyPart}
 }
 
 func (s *RedisStore) keys(group int) (lease, ts string) {

@@ -61,13 +61,13 @@ type Main struct {
 	closeErr  error
 }
 
-// prefixes are the Redis key prefixes of each part of the service.
-type prefixes struct{ freq, outbox, access, participants, longpoll, resources string }
+// prefixes are the Redis key prefixes of the parts that do not yet
+// append their own part to KEY_PREFIX.
+type prefixes struct{ freq, outbox string }
 
-// keyPrefixes derives every part's prefix from KEY_PREFIX; the load tool
-// uses it too, to find the bot's keys.
+// keyPrefixes derives those parts' prefixes from KEY_PREFIX.
 func keyPrefixes(keyPrefix string) prefixes {
-	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:", access: keyPrefix + "a:", participants: keyPrefix + "p:", longpoll: keyPrefix + "l:", resources: keyPrefix + "r:"}
+	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:"}
 }
 
 // NewMain returns a Main for cfg; nothing is opened until Run.
@@ -168,8 +168,8 @@ func (m *Main) openStores() error {
 	m.stores = counters.Stores{Timeout: m.cfg.CountersTimeout}
 	switch m.cfg.CountersStore {
 	case StoreRedis:
-		m.stores.Access = access.NewRedis(m.rdb, keyPrefixes(m.cfg.KeyPrefix).access)
-		m.stores.Participants = participant.NewRedis(m.rdb, keyPrefixes(m.cfg.KeyPrefix).participants)
+		m.stores.Access = access.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		m.stores.Participants = participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
 	case StoreMemory:
 		m.stores.Access = access.NewMemory()
 		m.stores.Participants = participant.NewMemory(nil)
@@ -274,7 +274,7 @@ func (m *Main) openResources(ctx context.Context) error {
 		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
 	}
 	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
-		Prefix:   keyPrefixes(m.cfg.KeyPrefix).resources,
+		Prefix:   m.cfg.KeyPrefix,
 		Interval: time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Lease:    m.cfg.ResourceLease,
 		Logger:   m.log,

@@ -65,7 +65,7 @@ func (m *Main) startPollers(communities []Community) error {
 	if m.cfg.VKMode != ModeLongPoll {
 		return nil
 	}
-	store := longpoll.NewRedisStore(m.rdb, keyPrefixes(m.cfg.KeyPrefix).longpoll)
+	store := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.pollers = &pollers{list: map[int]*longpoll.Poller{}, cancel: cancel}
 	for _, c := range communities {

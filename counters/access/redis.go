@@ -13,7 +13,7 @@ import (
 // incremented with INCRBY, so every instance using the same server and
 // prefix shares the counters. It is safe for concurrent use.
 //
-// The key of counter name is prefix + "{" + name + "}": each name has its
+// The key of counter name is base + "a:{" + name + "}": each name has its
 // own Redis Cluster hash tag, and distinct names never share a key. The
 // keys do not expire.
 type Redis struct {
@@ -21,10 +21,13 @@ type Redis struct {
 	prefix string
 }
 
-// NewRedis returns a store using rdb, with every key under prefix (for
-// example "vkc:a:").
-func NewRedis(rdb redis.UniversalClient, prefix string) *Redis {
-	return &Redis{rdb: rdb, prefix: prefix}
+// keyPart follows the service's base prefix in every key of this store.
+const keyPart = "a:"
+
+// NewRedis returns a store using rdb, with every key under the service's
+// base prefix (for example "vkc:") followed by "a:".
+func NewRedis(rdb redis.UniversalClient, base string) *Redis {
+	return &Redis{rdb: rdb, prefix: base + keyPart}
 }
 
 // key returns the Redis key holding the counter name.

@@ -11,7 +11,7 @@ import (
 )
 
 // TestRedisKeys pins the key layout: one string per counter, named
-// prefix + "{" + name + "}", without expiry.
+// prefix + "a:{" + name + "}", without expiry.
 func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -23,14 +23,14 @@ func TestRedisKeys(t *testing.T) {
 
 		got := redistest.Keys(t, tg.Client, prefix)
 		slices.Sort(got)
-		want := []string{prefix + "{a}b}", prefix + "{vk.messages}"}
+		want := []string{prefix + "a:{a}b}", prefix + "a:{vk.messages}"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("keys = %q, want %q", got, want)
 		}
-		if v, err := tg.Client.Get(ctx, prefix+"{vk.messages}").Result(); err != nil || v != "2" {
+		if v, err := tg.Client.Get(ctx, prefix+"a:{vk.messages}").Result(); err != nil || v != "2" {
 			t.Fatalf("GET = %q, %v; want 2", v, err)
 		}
-		if ttl, err := tg.Client.TTL(ctx, prefix+"{vk.messages}").Result(); err != nil || ttl != -1 {
+		if ttl, err := tg.Client.TTL(ctx, prefix+"a:{vk.messages}").Result(); err != nil || ttl != -1 {
 			t.Fatalf("TTL = %v, %v; want no expiry", ttl, err)
 		}
 	})
@@ -44,7 +44,7 @@ func TestRedisForeignValue(t *testing.T) {
 		ctx := context.Background()
 		prefix := cleanPrefix(t, tg)
 		s := access.NewRedis(tg.Client, prefix)
-		key := prefix + "{page}"
+		key := prefix + "a:{page}"
 		if err := tg.Client.Set(ctx, key, "not a number", 0).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ var (
 // timeout+1 seconds later, so idle names disappear by themselves.
 // It is safe for concurrent use.
 //
-// The key of name is prefix + "{" + name + "}": each name has its own
+// The key of name is base + "p:{" + name + "}": each name has its own
 // Redis Cluster hash tag, and distinct names never share a key.
 type Redis struct {
 	rdb    redis.UniversalClient
@@ -41,10 +41,13 @@ type Redis struct {
 	clock  func() time.Time // nil: the server's TIME
 }
 
-// NewRedis returns a store using rdb, with every key under prefix (for
-// example "vkc:p:").
-func NewRedis(rdb redis.UniversalClient, prefix string) *Redis {
-	return &Redis{rdb: rdb, prefix: prefix}
+// keyPart follows the service's base prefix in every key of this store.
+const keyPart = "p:"
+
+// NewRedis returns a store using rdb, with every key under the service's
+// base prefix (for example "vkc:") followed by "p:".
+func NewRedis(rdb redis.UniversalClient, base string) *Redis {
+	return &Redis{rdb: rdb, prefix: base + keyPart}
 }
 
 // WithClock returns a copy of the store that reads the time from clock

@@ -11,7 +11,7 @@ import (
 )
 
 // TestRedisKeys pins the key layout: one sorted set per name, named
-// prefix + "{" + name + "}", scored by last-seen Unix seconds, expiring
+// prefix + "p:{" + name + "}", scored by last-seen Unix seconds, expiring
 // timeout+1 seconds after the last Visit or VisitMany.
 func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
@@ -23,23 +23,23 @@ func TestRedisKeys(t *testing.T) {
 		visitMany(t, s, "many", []string{"1", "2", "1"}, 120*time.Second, 2, 2)
 
 		// TTLs first: the scan below may take seconds on a busy shared server.
-		key := prefix + "{vk.users}"
+		key := prefix + "p:{vk.users}"
 		if ttl, err := tg.Client.TTL(ctx, key).Result(); err != nil || ttl <= 59*time.Second || ttl > 61*time.Second {
 			t.Fatalf("TTL = %v, %v; want 61s", ttl, err)
 		}
-		if ttl, err := tg.Client.TTL(ctx, prefix+"{many}").Result(); err != nil || ttl <= 119*time.Second || ttl > 121*time.Second {
+		if ttl, err := tg.Client.TTL(ctx, prefix+"p:{many}").Result(); err != nil || ttl <= 119*time.Second || ttl > 121*time.Second {
 			t.Fatalf("TTL after VisitMany = %v, %v; want 121s", ttl, err)
 		}
 		if score, err := tg.Client.ZScore(ctx, key, "42").Result(); err != nil || score != bbsNow {
 			t.Fatalf("ZSCORE = %v, %v; want %d", score, err, bbsNow)
 		}
-		if scores, err := tg.Client.ZMScore(ctx, prefix+"{many}", "1", "2").Result(); err != nil || !slices.Equal(scores, []float64{bbsNow, bbsNow}) {
+		if scores, err := tg.Client.ZMScore(ctx, prefix+"p:{many}", "1", "2").Result(); err != nil || !slices.Equal(scores, []float64{bbsNow, bbsNow}) {
 			t.Fatalf("ZMSCORE after VisitMany = %v, %v; want %d for both", scores, err, bbsNow)
 		}
 
 		got := redistest.Keys(t, tg.Client, prefix)
 		slices.Sort(got)
-		if want := []string{prefix + "{a}b}", prefix + "{many}", prefix + "{vk.users}"}; !slices.Equal(got, want) {
+		if want := []string{prefix + "p:{a}b}", prefix + "p:{many}", prefix + "p:{vk.users}"}; !slices.Equal(got, want) {
 			t.Fatalf("keys = %q, want %q", got, want)
 		}
 		leave(t, s, "vk.users", "42", 0, true)
@@ -58,7 +58,7 @@ func TestRedisServerTime(t *testing.T) {
 		s := participant.NewRedis(tg.Client, prefix)
 		tg.Mini.SetTime(time.Unix(1762615400, 0))
 		visit(t, s, users, "3789011499", fiveMins, 1, true)
-		if score, err := tg.Client.ZScore(ctx, prefix+"{users}", "3789011499").Result(); err != nil || score != 1762615400 {
+		if score, err := tg.Client.ZScore(ctx, prefix+"p:{users}", "3789011499").Result(); err != nil || score != 1762615400 {
 			t.Fatalf("ZSCORE = %v, %v; want the server's time 1762615400", score, err)
 		}
 		tg.Mini.SetTime(time.Unix(1762615700, 0))
@@ -69,7 +69,7 @@ func TestRedisServerTime(t *testing.T) {
 
 		// An idle set disappears once its last key has expired.
 		tg.Mini.FastForward(fiveMins + time.Second)
-		if tg.Mini.Exists(prefix + "{users}") {
+		if tg.Mini.Exists(prefix + "p:{users}") {
 			t.Fatal("the set outlived its keys")
 		}
 	}, redistest.Mini)
@@ -84,7 +84,7 @@ func TestRedisServerTimeReal(t *testing.T) {
 		before := time.Now().Unix()
 		visit(t, s, users, "k", fiveMins, 1, true)
 		after := time.Now().Unix()
-		score, err := tg.Client.ZScore(ctx, prefix+"{users}", "k").Result()
+		score, err := tg.Client.ZScore(ctx, prefix+"p:{users}", "k").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestRedisForeignKey(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		key := prefix + "{users}"
+		key := prefix + "p:{users}"
 		if err := tg.Client.Set(ctx, key, "not a set", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,8 @@ var ErrStore = errors.New("resource: store failed")
 // RedisOptions configure a Redis store. Zero fields mean the documented
 // defaults.
 type RedisOptions struct {
-	// Prefix goes before every key (e.g. "vkc:r:").
+	// Prefix is the service's base prefix (e.g. "vkc:"): every key starts
+	// with it followed by "r:".
 	Prefix string
 	// Interval is the statistics interval, as Options.Interval.
 	Interval time.Duration
@@ -126,6 +127,9 @@ type lease struct {
 	releasing int
 }
 
+// keyPart follows the base prefix in every key of the store.
+const keyPart = "r:"
+
 // NewRedis returns a store on rdb and starts its lease loop, or an error if
 // opts is invalid or rdb retries commands. It loads the scripts.
 func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions) (*Redis, error) {
@@ -153,7 +157,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 	}
 	r := &Redis{
 		rdb:      rdb,
-		prefix:   opts.Prefix,
+		prefix:   opts.Prefix + keyPart,
 		interval: int64(opts.Interval / time.Second),
 		lease:    opts.Lease,
 		log:      opts.Logger,
