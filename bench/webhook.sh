@@ -12,7 +12,7 @@ go build -o "$work/vkcounter" ./cmd/vkcounter
 
 ceiling() {
   local sha k=bench:{6b86b273ff34fce19d6b804eff5a3f57}
-  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/window.lua)")
+  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/count.lua freq/window.lua)")
   # A new event id each call (__rand_int__), as every webhook request is a new event.
   redis-benchmark -p $port -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 $k:l $k:n $k:e:__rand_int__ 86400 86460 3600000 "" 2>/dev/null |
     tr '\r' '\n' | grep 'requests per second' | tail -1
@@ -23,12 +23,12 @@ machine
 redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}'; }
 c0=$(redis_cpu)
-echo "== ceiling before: redis-benchmark EVALSHA window.lua, 50 clients"; ceiling
+echo "== ceiling before: redis-benchmark EVALSHA count.lua+window.lua, 50 clients"; ceiling
 echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
 echo "== in-process webhook (handler, script, outbox, batched vk.messages and vk.users, sender), 50 goroutines"
 c0=$(redis_cpu)
 VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./cmd/vkcounter/ | grep Benchmark
-echo "   Redis CPU per webhook request: $(per_call "$c0") µs"
+echo "   Redis CPU per webhook request: $(per_call "$c0") µs (cmds/op: commands the client sent per message, everything amortised)"
 load "as fast as possible, HTTP, 50 in flight" -texts 1000 -per-text 100 -concurrency 50 -duration 20s -reply-timeout 60s
 c0=$(redis_cpu)
 echo "== ceiling after"; ceiling
@@ -39,3 +39,12 @@ load "expired: 3000 texts x 1 old occurrence" -window 60s -texts 3000 -per-text 
 load "expired: 300 texts x 10 old occurrences" -window 60s -texts 300 -per-text 1 -expired 10 -concurrency 1
 echo "== reply backlog: 5000 replies, one token, fake VK enforcing 20 requests/s"
 VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench BacklogDrain -benchtime 1x ./cmd/vkcounter/ | grep Benchmark
+
+echo "== idle: commands the service sends in 30 s with one community and one token, nothing to do"
+idle_prefix="idle$RANDOM:"
+REDIS_URL=$url KEY_PREFIX=$idle_prefix HTTP_ADDR=127.0.0.1:0 ADMIN_ADDR=127.0.0.1:0 COUNTER_ADDR=off VK_GROUP_ID=1 LOG_LEVEL=error \
+  "$work/vkcounter" serve & pids+=($!)
+sleep 5 # started, and past its start-up calls
+# MONITOR also lists the commands a script runs inside ([0 lua]): those are not sent by the client.
+# Nothing else uses this Redis by now.
+timeout 30 redis-cli -p $port MONITOR | grep -v ' lua\]' | grep -c '^[0-9]' | awk '{printf "   %d commands in 30 s: %.3f per second\n", $1, $1 / 30}' || true

@@ -41,6 +41,16 @@ type Outbox interface {
 	Take(ctx context.Context, group, n int, wait time.Duration) ([]Reply, error)
 	// Done removes replies VK accepted or refused for good.
 	Done(ctx context.Context, group int, ids ...string) error
+	// Wake ends the Takes of group that are waiting for new replies.
+	Wake(ctx context.Context, group int) error
+}
+
+// A Recorder counts a message and stores its reply in one step: on a
+// single Redis server, one script run instead of Counter.Count and
+// Outbox.Add. The reply's text is the count's answer; it is stored once
+// per dedupe key. It is met by *outbox.Recorder.
+type Recorder interface {
+	Record(ctx context.Context, identity, dedupe string, r Reply) (freq.Result, error)
 }
 
 // Activity records what the bot sees beyond the replies' counts. Its
@@ -85,7 +95,9 @@ type Options struct {
 	MaxBatch int
 	// RatePerToken is the most VK calls per second per token (default 20).
 	RatePerToken float64
-	// Poll is how long a sender waits for new replies in one Take (default 1s).
+	// Poll is how long a sender waits for new replies in one Take (default
+	// 30s). A new reply ends the wait at once, so a long Poll costs no
+	// latency; it only sets how often an idle sender asks Redis again.
 	Poll time.Duration
 	// RetryBase and RetryMax bound the exponential backoff of retried sends
 	// (defaults 200ms and 2s: replies resume within about RetryMax of VK
@@ -111,6 +123,9 @@ type Options struct {
 	// outbox: delivered, dropped (Drop, Flood) or logged in dry-run
 	// (Logged). age is the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
+	// Recorder, if set, counts and stores each message in one step instead
+	// of the Counter and Outbox.Add (the Outbox still delivers the replies).
+	Recorder Recorder
 	// Activity, if set, is fed once per message counted for the first time
 	// (never for a re-delivery of a message already counted): one more for
 	// MessagesCounter and a visit of UsersCounter by the sender. The bot
@@ -135,7 +150,7 @@ func (o *Options) setDefaults() {
 		o.RatePerToken = 20
 	}
 	if o.Poll <= 0 {
-		o.Poll = time.Second
+		o.Poll = 30 * time.Second
 	}
 	if o.RetryBase <= 0 {
 		o.RetryBase = 200 * time.Millisecond
@@ -175,9 +190,13 @@ type Bot struct {
 	closing  atomic.Bool    // set by Close: no new messages; senders stop once the outbox is drained
 	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
 
-	ctx     context.Context // the bot's lifetime: sends never inherit a request's context
-	cancel  context.CancelFunc
-	workers sync.WaitGroup
+	ctx    context.Context // the bot's lifetime: sends never inherit a request's context
+	cancel context.CancelFunc
+	// waitCtx bounds the senders' waits for new replies; Close ends it at
+	// once, so a sender waiting up to Poll turns to draining.
+	waitCtx   context.Context
+	stopWaits context.CancelFunc
+	workers   sync.WaitGroup
 
 	stats    counters
 	halted   sync.Map // *tokenWorker → error, while VK refuses that token
@@ -211,6 +230,7 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 		b.groups[g.ID] = true
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.waitCtx, b.stopWaits = context.WithCancel(b.ctx)
 	if opts.Activity != nil {
 		b.activity.start(b)
 	}
@@ -276,33 +296,47 @@ func (b *Bot) enter() bool {
 func (b *Bot) record(m callback.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.RecordTimeout)
 	defer cancel()
-	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
-	if err != nil {
-		return fmt.Errorf("bot: count: %w", err)
-	}
-	b.stats.received.Add(1)
-	if res.Duplicate {
-		// Store the reply again: the first delivery may have failed after
-		// counting, before storing. The outbox keeps one reply per message.
-		b.stats.duplicates.Add(1)
-	} else if b.opts.Activity != nil {
-		// Before storing the reply: if that fails, VK re-delivers the
-		// message as a duplicate, which must find the activity recorded.
-		b.activity.note(m)
-	}
 	r := Reply{
 		GroupID:  m.GroupID,
 		PeerID:   m.PeerID,
-		Message:  strconv.FormatInt(res.Previous, 10),
 		RandomID: RandomID(m),
 		Key:      replyKey(m),
 		Queued:   time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
+	if b.opts.Recorder != nil {
+		res, err := b.opts.Recorder.Record(ctx, Identity(m, b.opts.Normalize), dedupeKey(m), r)
+		if err != nil {
+			return fmt.Errorf("bot: count and store reply: %w", err)
+		}
+		b.counted(m, res)
+		return nil
+	}
+	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
+	if err != nil {
+		return fmt.Errorf("bot: count: %w", err)
+	}
+	// Before storing the reply: if that fails, VK re-delivers the message
+	// as a duplicate, which must find the activity recorded. A duplicate's
+	// reply is stored again: the first delivery may have failed after
+	// counting, before storing; the outbox keeps one reply per message.
+	b.counted(m, res)
+	r.Message = strconv.FormatInt(res.Previous, 10)
 	if err := b.outbox.Add(ctx, r); err != nil {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}
 	return nil
+}
+
+// counted updates the totals for m, counted with res, and notes its
+// activity the first time it is counted.
+func (b *Bot) counted(m callback.Message, res freq.Result) {
+	b.stats.received.Add(1)
+	if res.Duplicate {
+		b.stats.duplicates.Add(1)
+	} else if b.opts.Activity != nil {
+		b.activity.note(m)
+	}
 }
 
 // Close stops accepting messages, waits for those being recorded, and lets
@@ -313,6 +347,8 @@ func (b *Bot) Close(ctx context.Context) error {
 	b.closeMu.Lock()
 	b.closing.Store(true)
 	b.closeMu.Unlock()
+	b.stopWaits()
+	b.wakeSenders(ctx)
 	recorded := make(chan struct{})
 	go func() { b.inflight.Wait(); close(recorded) }()
 	select {
@@ -334,6 +370,18 @@ func (b *Bot) Close(ctx context.Context) error {
 	b.cancel() // abort sends and backoffs still in progress
 	<-done
 	return err
+}
+
+// wakeSenders ends the senders' waits for new replies (a Take blocked in
+// Redis cannot be cancelled from here), so that they turn to draining.
+func (b *Bot) wakeSenders(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for g := range b.groups {
+		if err := b.outbox.Wake(ctx, g); err != nil {
+			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot wake the senders; they drain once their wait ends")
+		}
+	}
 }
 
 // Ready reports an error while VK refuses one of the tokens.

@@ -39,10 +39,17 @@ func (w *tokenWorker) run() {
 		closing := b.closing.Load()
 		batch, flooded := w.due()
 		if room := b.opts.MaxBatch - len(batch); room > 0 {
-			taken, err := b.outbox.Take(b.ctx, w.group, room, w.wait(closing, len(batch) > 0))
+			ctx, wait := b.ctx, w.wait(closing, len(batch) > 0)
+			if wait > 0 {
+				ctx = b.waitCtx
+			}
+			taken, err := b.outbox.Take(ctx, w.group, room, wait)
 			if err != nil {
 				if b.ctx.Err() != nil {
 					break
+				}
+				if ctx.Err() != nil {
+					continue // Close ended the wait: drain
 				}
 				w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
 				if len(batch) == 0 {

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -143,8 +144,10 @@ func (s *Store) Load(ctx context.Context) error {
 	if s.err != nil {
 		return s.err
 	}
-	if err := windowScript.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("freq: load script: %w", err)
+	for _, sc := range []*redis.Script{windowScript, recordScript} {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("freq: load script: %w", err)
+		}
 	}
 	return nil
 }
@@ -169,6 +172,46 @@ func (s *Store) CountAt(ctx context.Context, identity, dedupe string, at time.Ti
 		return Result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
 	}
 	return s.count(ctx, identity, dedupe, strconv.FormatInt(u, 10))
+}
+
+// ErrStreamFull is wrapped by CountThen's error when the stream holds
+// Then.MaxLen entries and the message is new: nothing was counted.
+var ErrStreamFull = errors.New("freq: stream full")
+
+// Then is what CountThen appends to a stream with the count.
+type Then struct {
+	// Stream is the stream's key. It must be served by the same Redis
+	// server as the count's keys: CountThen is for a single server, not a
+	// cluster, where they live in different slots.
+	Stream string
+	// MaxLen is the most entries the stream may hold.
+	MaxLen int64
+	// Field is the entry field that gets the answer (Result.Previous).
+	Field string
+	// Fields are the entry's other field/value pairs.
+	Fields []any
+}
+
+// CountThen is Count and, in the same atomic script run, the append of an
+// entry to a stream: the message's reply, with the answer in then.Field.
+// The entry is appended once per dedupe key: a repeated key appends
+// nothing more (unless the message was counted by Count without it, whose
+// entry is appended then). With an empty dedupe key, every call appends.
+func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (Result, error) {
+	if s.err != nil {
+		return Result{}, s.err
+	}
+	keys := append(s.keys(identity, dedupe), then.Stream)
+	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", then.MaxLen, then.Field}, then.Fields...)
+	v, err := recordScript.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		var rerr redis.Error
+		if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "STREAM_FULL ") {
+			return Result{}, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(rerr.Error(), "STREAM_FULL "))
+		}
+		return Result{}, fmt.Errorf("freq: count: %w", err)
+	}
+	return parseReply(v)
 }
 
 // count runs the script; at is a unix second or "" for Redis TIME.

@@ -7,12 +7,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed window.lua
-var windowSource string
+// The scripts are count.lua (the functions) followed by a main part.
+var (
+	//go:embed count.lua
+	countLib string
+	//go:embed window.lua
+	windowMain string
+	//go:embed record.lua
+	recordMain string
+)
 
-// windowScript is run with EVALSHA, falling back to EVAL when Redis's script
-// cache does not hold it (after a restart or SCRIPT FLUSH).
-var windowScript = redis.NewScript(windowSource)
+// The scripts are run with EVALSHA, falling back to EVAL when Redis's
+// script cache does not hold them (after a restart or SCRIPT FLUSH).
+var (
+	windowScript = redis.NewScript(countLib + windowMain)
+	recordScript = redis.NewScript(countLib + recordMain)
+)
+
+// WindowScript returns the counting script's source, as Count runs it (for
+// benchmarks that run it with redis-benchmark).
+func WindowScript() string { return countLib + windowMain }
 
 // parseReply decodes the script's reply {previous, duplicate, time}.
 func parseReply(v any) (Result, error) {

@@ -224,6 +224,26 @@ func (t timedCounter) Count(ctx context.Context, identity, eventID string) (freq
 	return res, err
 }
 
+// Recorder wraps r, timing every script call as Counter does.
+func (m *Metrics) Recorder(r bot.Recorder) bot.Recorder {
+	return timedRecorder{r: r, m: m}
+}
+
+type timedRecorder struct {
+	r bot.Recorder
+	m *Metrics
+}
+
+func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (freq.Result, error) {
+	start := time.Now()
+	res, err := t.r.Record(ctx, identity, dedupe, r)
+	t.m.scriptDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		t.m.scriptErrors.Inc()
+	}
+	return res, err
+}
+
 // VKCall records one VK API call; it fits bot.VKOptions.OnCall.
 func (m *Metrics) VKCall(method string, err error, took time.Duration) {
 	code := "0"

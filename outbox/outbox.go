@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/freq"
 )
 
 // ConsumerGroup is the name of the stream consumer group every instance joins.
@@ -46,10 +47,14 @@ var statsLua string
 //go:embed prune.lua
 var pruneLua string
 
+//go:embed done.lua
+var doneLua string
+
 var (
 	addScript   = redis.NewScript(addLua)
 	statsScript = redis.NewScript(statsLua)
 	pruneScript = redis.NewScript(pruneLua)
+	doneScript  = redis.NewScript(doneLua)
 )
 
 // Options configure an Outbox. Zero fields mean the defaults.
@@ -179,9 +184,7 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 	if r.Key != "" {
 		keys = append(keys, o.onceKey(r.GroupID, r.Key))
 	}
-	args := []any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(),
-		"g", r.GroupID, "p", r.PeerID, "m", r.Message, "r", r.RandomID, "q", r.Queued.UnixMilli(),
-		"c", r.QuoteCMID, "t", r.ReplyTo}
+	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, r.Message}, entryFields(r)...)
 	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
 	if isRedisError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, r.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
@@ -190,6 +193,57 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 		return fmt.Errorf("outbox: add: %w", err)
 	}
 	return nil
+}
+
+// wakeField marks an entry Wake adds: no reply, deleted when read.
+const wakeField = "wake"
+
+// Wake ends the reads of group's outbox that are waiting for new replies
+// (Take with a wait), in every instance, by adding an entry that is no
+// reply and is deleted by whoever reads it. A blocked read cannot be
+// cancelled from the client side; Close uses this so that a sender waiting
+// up to a long poll turns to draining at once.
+func (o *Outbox) Wake(ctx context.Context, group int) error {
+	if err := o.rdb.XAdd(ctx, &redis.XAddArgs{Stream: o.key(group), Values: []any{wakeField, "1"}}).Err(); err != nil {
+		return fmt.Errorf("outbox: wake: %w", err)
+	}
+	return nil
+}
+
+// messageField is the entry field holding the reply's text.
+const messageField = "m"
+
+// entryFields are the field/value pairs of r's stream entry, but for its
+// text (messageField); decodeReply reads them back.
+func entryFields(r bot.Reply) []any {
+	return []any{"g", r.GroupID, "p", r.PeerID, "r", r.RandomID, "q", r.Queued.UnixMilli(), "c", r.QuoteCMID, "t", r.ReplyTo}
+}
+
+// A Recorder counts messages with a freq.Store and stores their replies in
+// an Outbox in one script run per message: one Redis call instead of two.
+// The count's keys and the outbox stream must be on one server, so it is
+// for a single Redis server, not a cluster. It meets bot.Recorder.
+type Recorder struct {
+	counts *freq.Store
+	o      *Outbox
+}
+
+var _ bot.Recorder = (*Recorder)(nil)
+
+// Recorder returns a Recorder counting with counts into this outbox.
+func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{counts: counts, o: o} }
+
+// Record counts the message identified by identity and dedupe and stores
+// r with the answer as its text, at once; the reply is stored once per
+// dedupe key (see freq.Store.CountThen). A full outbox refuses a new
+// message with ErrFull, and nothing is counted.
+func (rec *Recorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (freq.Result, error) {
+	res, err := rec.counts.CountThen(ctx, identity, dedupe, freq.Then{Stream: rec.o.key(r.GroupID), MaxLen: rec.o.opts.MaxLen,
+		Field: messageField, Fields: entryFields(r)})
+	if errors.Is(err, freq.ErrStreamFull) {
+		return res, fmt.Errorf("%w: community %d: %w", ErrFull, r.GroupID, err)
+	}
+	return res, err
 }
 
 // onceKey is the key that remembers the reply to the message key of group;
@@ -217,7 +271,7 @@ func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]
 
 func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
 	o.mu.Lock()
-	periodic := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter/4
+	periodic := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter
 	if periodic {
 		o.lastClaim[group] = time.Now()
 	}
@@ -266,7 +320,7 @@ func messages(streams []redis.XStream) []redis.XMessage {
 // pending under this consumer's name, so no other read returns them and
 // nobody else takes them before ClaimAfter. It reads the consumer's own
 // pending entries and hands out those it does not hold — at once after a
-// failed Take, and every ClaimAfter/4 (periodic) for the failures nobody saw.
+// failed Take, and every ClaimAfter (periodic) for the failures nobody saw.
 func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([]bot.Reply, error) {
 	o.mu.Lock()
 	lost, held := o.lostRead[group], len(o.held)
@@ -299,7 +353,8 @@ func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([
 }
 
 // reclaim takes over entries idle longer than ClaimAfter (Take runs it
-// every ClaimAfter/4 per community). Entries this instance still holds (a
+// every ClaimAfter per community, so an idle outbox costs Redis next to
+// nothing). Entries this instance still holds (a
 // send being retried) are skipped, not handed out twice.
 func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error) {
 	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
@@ -332,6 +387,10 @@ func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) [
 	var bad []string
 	o.mu.Lock()
 	for _, m := range msgs {
+		if _, ok := m.Values[wakeField]; ok {
+			bad = append(bad, m.ID) // served its purpose: a blocked read returned
+			continue
+		}
 		r, err := decodeReply(m)
 		if err != nil {
 			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry deleted")
@@ -360,7 +419,7 @@ func decodeReply(m redis.XMessage) (bot.Reply, error) {
 	}
 	r := bot.Reply{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num("r")),
 		Queued: time.UnixMilli(num("q"))}
-	r.Message, _ = m.Values["m"].(string)
+	r.Message, _ = m.Values[messageField].(string)
 	if _, quoted := m.Values["c"]; quoted { // absent from entries stored before quotes
 		r.QuoteCMID, r.ReplyTo = int(num("c")), int(num("t"))
 	}
@@ -381,13 +440,12 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 		delete(o.held, id)
 	}
 	o.mu.Unlock()
-	key := o.key(group)
-	_, err := o.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAck(ctx, key, ConsumerGroup, ids...)
-		p.XDel(ctx, key, ids...)
-		return nil
-	})
-	if err != nil {
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, ConsumerGroup)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Err(); err != nil {
 		return fmt.Errorf("outbox: done: %w", err)
 	}
 	return nil

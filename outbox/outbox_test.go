@@ -327,6 +327,35 @@ func TestLostReadAnswerIsRecovered(t *testing.T) {
 	}, redistest.Mini, redistest.Real)
 }
 
+// TestWakeEndsAWaitingTake: Wake makes a Take waiting for new replies
+// return at once, with nothing to send, and its entry is gone.
+func TestWakeEndsAWaitingTake(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		done := make(chan []bot.Reply, 1)
+		go func() {
+			got, _ := o.Take(ctx, group, 10, time.Minute)
+			done <- got
+		}()
+		time.Sleep(100 * time.Millisecond)
+		if err := o.Wake(ctx, group); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-done:
+			if len(got) != 0 {
+				t.Errorf("Take returned %+v, want no reply", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Wake did not end the waiting Take")
+		}
+		if n, _ := o.Len(ctx, group); n != 0 {
+			t.Errorf("%d entries left, want the wake entry deleted", n)
+		}
+	})
+}
+
 // TestUnseenLostReadIsRecovered: entries pending under this consumer that
 // no failed Take announced (the Redis client retried a read by itself, and
 // the second answer hid the first) are found by the periodic check.
@@ -334,7 +363,7 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: 4 * time.Second})
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: time.Second})
 		o.Take(ctx, group, 1, 0) // the first periodic check, on an empty outbox
 		o.Add(ctx, reply(1))
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
@@ -344,10 +373,10 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 		if got, _ := o.Take(ctx, group, 10, 0); len(got) != 0 {
 			t.Fatalf("Take before the periodic check = %+v", got)
 		}
-		time.Sleep(1100 * time.Millisecond) // past ClaimAfter/4, well before ClaimAfter
+		time.Sleep(1100 * time.Millisecond) // past ClaimAfter: the periodic check is due
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
-			t.Fatalf("Take after ClaimAfter/4 = %+v, %v; want the entry pending under this consumer", got, err)
+			t.Fatalf("Take after ClaimAfter = %+v, %v; want the entry pending under this consumer", got, err)
 		}
 	})
 }

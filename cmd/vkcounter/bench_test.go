@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -28,6 +30,8 @@ func BenchmarkWebhook(b *testing.B) {
 				bodies[i] = event(fmt.Sprintf("bench-%d", i), i%5000+1, i+1, fmt.Sprintf("text %d", i%1000))
 			}
 			var seq atomic.Int64
+			commands := newCommandCounter()
+			a.Main.rdb.AddHook(commands)
 			b.SetParallelism(25) // 50 clients on 2 cores, as redis-benchmark -c 50
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -43,6 +47,16 @@ func BenchmarkWebhook(b *testing.B) {
 			})
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			// Commands per message, once the senders have taken and
+			// acknowledged every reply: all of a message's cost.
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if n, err := a.outbox.Len(context.Background(), testGroup); err == nil && n == 0 {
+					break
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // the last activity batch
+			total, _ := commands.snapshot()
+			b.ReportMetric(float64(total)/float64(b.N), "cmds/op")
 		})
 	}
 }

@@ -411,7 +411,15 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		}
 		groups = append(groups, g)
 	}
+	var recorder bot.Recorder
+	if m.cfg.RedisCluster == "" {
+		// One server holds both the count's keys and the outbox: one script
+		// call per message. A cluster keeps them in different slots.
+		recorder = m.metrics.Recorder(m.outbox.Recorder(m.store))
+	}
 	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
+		Recorder:        recorder,
+		Poll:            m.cfg.ClaimAfter,
 		Normalize:       m.cfg.Normalize,
 		Quote:           m.quote(),
 		MaxBatch:        m.cfg.VKBatch,

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
+)
+
+// The Redis commands the service sends, as documented in BENCHMARKS.md: a
+// command-priced plan bills each command the client sends, a pipeline's
+// commands each.
+const (
+	// maxCommandsPerMessage bounds the commands one message costs,
+	// amortised over a burst: the count and the reply's store, the
+	// sender's reads and acknowledgements, the activity counters.
+	maxCommandsPerMessage = 1.5
+	// maxIdleCommandsPerMinute bounds what an idle service sends with one
+	// community and one token (0.2 per second).
+	maxIdleCommandsPerMinute = 12
+)
+
+// commandCounter is a go-redis hook counting the commands a client sends,
+// by name.
+type commandCounter struct {
+	mu    sync.Mutex
+	names map[string]int
+	total int
+}
+
+func newCommandCounter() *commandCounter { return &commandCounter{names: map[string]int{}} }
+
+func (c *commandCounter) add(cmds ...redis.Cmder) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cmd := range cmds {
+		c.names[cmd.Name()]++
+		c.total++
+	}
+}
+
+// snapshot returns the total and the counts by name, and starts again.
+func (c *commandCounter) snapshot() (int, map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total, names := c.total, c.names
+	c.total, c.names = 0, map[string]int{}
+	return total, names
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.add(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+var _ redis.Hook = (*commandCounter)(nil)
+
+// TestRedisCommandsPerMessageAndIdle counts, with a hook on the service's
+// Redis client, the commands a burst of messages costs each, and those of
+// one minute of idleness; either growing past the documented figure fails.
+func TestRedisCommandsPerMessageAndIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits a minute of idleness")
+	}
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		counter := newCommandCounter()
+		a.Main.rdb.AddHook(counter)
+		a.mustOK(t, event("warm", 900, 1, "warm-up"))
+		a.waitSends(t, 1)
+		time.Sleep(time.Second)
+		counter.snapshot()
+
+		const n = 500
+		together.Run(t, n, func(i int) (struct{}, error) {
+			if code, got, _ := a.post(t, event(fmt.Sprintf("cost%d", i), 10000+i, 1, fmt.Sprintf("text %d", i%50)), nil); code != 200 || got != "ok" {
+				return struct{}{}, fmt.Errorf("answered %d %q", code, got)
+			}
+			return struct{}{}, nil
+		})
+		a.waitSends(t, n+1)
+		time.Sleep(time.Second) // the last acknowledgements and the activity batch
+		total, names := counter.snapshot()
+		perMessage := float64(total) / n
+		t.Logf("%d messages: %d commands, %.2f per message: %v", n, total, perMessage, names)
+		if perMessage > maxCommandsPerMessage {
+			t.Errorf("%.2f Redis commands per message, documented at most %v: %v", perMessage, maxCommandsPerMessage, names)
+		}
+
+		time.Sleep(time.Minute)
+		idle, names := counter.snapshot()
+		t.Logf("one idle minute: %d commands: %v", idle, names)
+		if idle > maxIdleCommandsPerMinute {
+			t.Errorf("%d Redis commands in an idle minute, documented at most %d: %v", idle, maxIdleCommandsPerMinute, names)
+		}
+	}, redistest.Mini)
+}
