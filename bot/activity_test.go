@@ -73,7 +73,12 @@ func newActivityBot(t *testing.T, c bot.Counter, a bot.Activity) (*bot.Bot, *vkt
 
 func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	a := &fakeActivity{}
-	b, vk := newActivityBot(t, newMemCounter(), a)
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	opts := fastOptions()
+	opts.Activity = a
+	opts.ActivityFlush = time.Hour // one batch, written by Close, however slow the machine
+	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
 	m1 := msg(1, "hello")
 	retry := m1
 	retry.Retry = 1

@@ -196,6 +196,7 @@ type Bot struct {
 	// once, so a sender waiting up to Poll turns to draining.
 	waitCtx   context.Context
 	stopWaits context.CancelFunc
+	waiting   atomic.Int64 // senders in a Take that waits for new replies
 	workers   sync.WaitGroup
 
 	stats    counters
@@ -373,8 +374,12 @@ func (b *Bot) Close(ctx context.Context) error {
 }
 
 // wakeSenders ends the senders' waits for new replies (a Take blocked in
-// Redis cannot be cancelled from here), so that they turn to draining.
+// Redis cannot be cancelled from here), so that they turn to draining. It
+// adds nothing to an outbox no sender is waiting on.
 func (b *Bot) wakeSenders(ctx context.Context) {
+	if b.waiting.Load() == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	for g := range b.groups {

@@ -43,7 +43,13 @@ func (w *tokenWorker) run() {
 			if wait > 0 {
 				ctx = b.waitCtx
 			}
+			if wait > 0 {
+				b.waiting.Add(1)
+			}
 			taken, err := b.outbox.Take(ctx, w.group, room, wait)
+			if wait > 0 {
+				b.waiting.Add(-1)
+			}
 			if err != nil {
 				if b.ctx.Err() != nil {
 					break
