@@ -1,0 +1,87 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/freq"
+)
+
+// Redis is a Store in Redis: freq.Windows under a prefix of its own, so the
+// counters are exact to the second on Redis's clock, and shared by every
+// instance using the same server and prefix. Each hit or count is one
+// script run on one Redis Cluster slot (the name's hash tag). The keys
+// expire a minute after the window once a counter goes quiet.
+//
+// A Hit that fails with a timeout may have counted: it is not idempotent,
+// and the client of the Redis connection must not retry it (see
+// internal/redisconn). It is safe for concurrent use.
+type Redis struct {
+	w     *freq.Windows
+	clock func() time.Time
+}
+
+// NewRedis returns a store using rdb, with every key under prefix (for
+// example "vkc:w:"). A nil rdb or an empty prefix is an error.
+func NewRedis(rdb redis.Scripter, prefix string) (*Redis, error) {
+	w, err := freq.NewWindows(rdb, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("window: %w", err)
+	}
+	return &Redis{w: w}, nil
+}
+
+// WithClock returns a copy of r that reads the time from clock instead of
+// Redis's TIME, for tests that move time; nil means Redis's clock.
+func (r *Redis) WithClock(clock func() time.Time) *Redis {
+	return &Redis{w: r.w, clock: clock}
+}
+
+// Load sends the scripts to Redis, so the first calls need not send them.
+func (r *Redis) Load(ctx context.Context) error { return r.w.Load(ctx) }
+
+// Hit records one hit; see Store.
+func (r *Redis) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
+	if _, err := check(name, window); err != nil {
+		return 0, err
+	}
+	var n int64
+	var err error
+	if r.clock == nil {
+		n, err = r.w.Hit(ctx, name, window)
+	} else {
+		n, err = r.w.HitAt(ctx, name, window, r.clock())
+	}
+	return n, wrap(err)
+}
+
+// Count reads a counter; see Store.
+func (r *Redis) Count(ctx context.Context, name string, window time.Duration) (int64, error) {
+	if _, err := check(name, window); err != nil {
+		return 0, err
+	}
+	var n int64
+	var err error
+	if r.clock == nil {
+		n, err = r.w.Count(ctx, name, window)
+	} else {
+		n, err = r.w.CountAt(ctx, name, window, r.clock())
+	}
+	return n, wrap(err)
+}
+
+// wrap says which store failed; the arguments were checked before, so an
+// error here is Redis's.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, freq.ErrInvalid) {
+		return fmt.Errorf("window: %w", err)
+	}
+	return fmt.Errorf("window: redis: %w", err)
+}

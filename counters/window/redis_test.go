@@ -1,0 +1,83 @@
+package window_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/window"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// TestRedisKeys pins the key layout: a run-length list and a total per
+// (name, window) under the name's hash tag, expiring a minute after the
+// window; and that without WithClock the store reads Redis's TIME.
+func TestRedisKeys(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		s, err := window.NewRedis(tg.Client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit(t, s, "api:42", time.Hour, 0)
+		hit(t, s, "api:42", time.Hour, 1)
+		list, total := prefix+"{api:42}:3600:l", prefix+"{api:42}:3600:n"
+		for _, k := range []string{list, total} {
+			if ttl, err := tg.Client.TTL(ctx, k).Result(); err != nil || ttl <= 3650*time.Second || ttl > 3660*time.Second {
+				t.Fatalf("TTL(%s) = %v, %v; want 3660s", k, ttl, err)
+			}
+		}
+		if n, err := tg.Client.Get(ctx, total).Int64(); err != nil || n != 2 {
+			t.Fatalf("total = %d, %v; want 2", n, err)
+		}
+		got := redistest.Keys(t, tg.Client, prefix)
+		slices.Sort(got)
+		if want := []string{list, total}; !slices.Equal(got, want) {
+			t.Fatalf("keys = %q, want %q", got, want)
+		}
+		if tg.Mini == nil {
+			return
+		}
+		// Redis's clock decides: move miniredis's TIME past the window.
+		tg.Mini.SetTime(time.Now().Add(time.Hour + 2*time.Second))
+		count(t, s, "api:42", time.Hour, 0)
+	})
+}
+
+// TestRedisLostTotal: a total key lost (evicted) is recounted from the
+// list by both scripts.
+func TestRedisLostTotal(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		r, err := window.NewRedis(tg.Client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClock(t0)
+		s := r.WithClock(c.Now)
+		for i := range 5 {
+			c.Set(t0 + int64(i))
+			hit(t, s, "n", time.Minute, int64(i))
+		}
+		tg.Client.Del(ctx, prefix+"{n}:60:n")
+		count(t, s, "n", time.Minute, 5)
+		tg.Client.Del(ctx, prefix+"{n}:60:n")
+		hit(t, s, "n", time.Minute, 5)
+		c.Set(t0 + 62)
+		count(t, s, "n", time.Minute, 3)
+	})
+}
+
+// TestRedisNil: a nil client or an empty prefix is an error.
+func TestRedisNil(t *testing.T) {
+	if _, err := window.NewRedis(nil, "p:"); err == nil {
+		t.Fatal("NewRedis(nil) succeeded")
+	}
+	tg := redistest.Open(t, redistest.Mini)
+	if _, err := window.NewRedis(tg.Client, ""); err == nil {
+		t.Fatal("NewRedis with an empty prefix succeeded")
+	}
+}

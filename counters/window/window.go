@@ -1,0 +1,70 @@
+// Package window implements sliding-window counters: how many hits a named
+// counter got in the last W seconds (API requests of one user in the last
+// hour, say).
+//
+// Hit records one hit and returns how many earlier hits are inside the
+// window (0 the first time, the bot's semantics); Count reads the number
+// inside the window without hitting. Windows are whole seconds from 1 s to
+// MaxWindow and exact to the second: a hit at second t is outside the
+// window once t <= now - W. A counter is a name and a window together:
+// hits with a window of 60 s and of 3600 s on the same name are two
+// counters. Memory is bounded per counter: at most one entry per second of
+// its window, however many hits it takes.
+//
+// Two stores implement Store: Memory, in this process only, and Redis,
+// shared by every instance on the same Redis, built on package freq's
+// engine (the bot's message window).
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits.
+const (
+	// MaxNameLen is the length limit of a counter name, in bytes.
+	MaxNameLen = 255
+	// MaxWindow is the longest window.
+	MaxWindow = 7 * 24 * time.Hour
+)
+
+// A Store holds named window counters. Every method returns
+// ErrInvalidName or ErrInvalidWindow for bad arguments, and then changes
+// nothing.
+type Store interface {
+	// Hit records one hit on the counter (name, window) and returns how many
+	// earlier hits are inside the window.
+	Hit(ctx context.Context, name string, window time.Duration) (int64, error)
+	// Count returns how many hits on (name, window) are inside the window.
+	Count(ctx context.Context, name string, window time.Duration) (int64, error)
+}
+
+// Errors returned by the stores; test for them with errors.Is.
+var (
+	// ErrInvalidName is returned for an empty name or one longer than
+	// MaxNameLen.
+	ErrInvalidName = errors.New("window: invalid counter name")
+	// ErrInvalidWindow is returned for a window that is not whole seconds
+	// from 1 s to MaxWindow.
+	ErrInvalidWindow = errors.New("window: invalid window")
+)
+
+var (
+	_ Store = (*Memory)(nil)
+	_ Store = (*Redis)(nil)
+)
+
+// check validates the arguments of every call and returns the window in
+// seconds.
+func check(name string, window time.Duration) (int64, error) {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return 0, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
+	}
+	if window < time.Second || window > MaxWindow || window%time.Second != 0 {
+		return 0, fmt.Errorf("%w: %v, want whole seconds from 1 to %d", ErrInvalidWindow, window, int64(MaxWindow/time.Second))
+	}
+	return int64(window / time.Second), nil
+}

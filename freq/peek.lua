@@ -1,0 +1,73 @@
+-- peek.lua reads how many occurrences of a name are inside a sliding window
+-- of whole seconds, without recording one: the read of window.lua's keys.
+-- It drops the occurrences that left the window, as window.lua does, so it
+-- writes, but only what window.lua would drop on its next run: running it
+-- twice is the same as running it once.
+--
+-- KEYS[1]  list of the seconds, run-length encoded as window.lua keeps it
+-- KEYS[2]  running total of the occurrences in KEYS[1]
+-- ARGV[1]  window in seconds: an occurrence at t is expired when t <= now - window
+-- ARGV[2]  the unix second to read at, or "" to read the clock with TIME
+--
+-- Reply: the number of occurrences inside the window, an integer.
+local list_key, total_key = KEYS[1], KEYS[2]
+local window = tonumber(ARGV[1])
+local at = ARGV[2]
+
+-- parse splits "a:b" into two numbers; a bare "a" is a single occurrence.
+local function parse(entry)
+  local sep = string.find(entry, ':', 1, true)
+  if sep then
+    return tonumber(string.sub(entry, 1, sep - 1)), tonumber(string.sub(entry, sep + 1))
+  end
+  return tonumber(entry), 1
+end
+
+local tail = redis.call('LINDEX', list_key, -1)
+if not tail then return 0 end
+local tail_sec = parse(tail)
+
+local now
+if at == '' then
+  -- Redis before 5.0 refuses writes after TIME unless effects are replicated.
+  if redis.replicate_commands then redis.replicate_commands() end
+  now = tonumber(redis.call('TIME')[1])
+else
+  now = tonumber(at)
+end
+-- A clock behind the tail reads at the tail's second, as window.lua counts.
+if now < tail_sec then now = tail_sec end
+
+local cutoff = now - window
+if tail_sec <= cutoff then
+  redis.call('DEL', list_key, total_key)
+  return 0
+end
+local expired = 0
+while true do
+  local sec, n = parse(redis.call('LINDEX', list_key, 0))
+  if sec > cutoff then break end
+  redis.call('LPOP', list_key)
+  expired = expired + n
+end
+local total = tonumber(redis.call('GET', total_key))
+if total then total = total - expired end
+if not total or total < 1 then
+  -- The total was lost or is inconsistent: recount the list, and keep the
+  -- recount with the list's expiry.
+  total = 0
+  for _, entry in ipairs(redis.call('LRANGE', list_key, 0, -1)) do
+    local _, n = parse(entry)
+    total = total + n
+  end
+  local pttl = redis.call('PTTL', list_key)
+  if pttl > 0 then
+    redis.call('SET', total_key, total, 'PX', pttl)
+  else
+    redis.call('SET', total_key, total)
+  end
+elseif expired > 0 then
+  -- DECRBY keeps the key's expiry.
+  redis.call('DECRBY', total_key, expired)
+end
+return total

@@ -1,0 +1,146 @@
+package freq
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed peek.lua
+var peekSource string
+
+// peekScript reads a window without recording an occurrence.
+var peekScript = redis.NewScript(peekSource)
+
+// Windows counts hits on named counters in sliding windows given per call,
+// with the engine of Store: run-length lists of seconds with TTLs, exact to
+// the second, on Redis's clock. A counter is a name and a window together:
+// hits on one name with different windows are different counters, each
+// costing at most one list entry per second of its window.
+//
+// Keys: prefix + "{" + name + "}:" + window seconds + ":l" (the list) and
+// ":n" (the total), so both keys of a counter share the name's Redis
+// Cluster hash tag.
+//
+// Hit is not idempotent: a Hit whose outcome is unknown (a timeout) may
+// have counted, and sending it again may count twice. Count is: it only
+// drops what left the window. It is safe for concurrent use.
+type Windows struct {
+	rdb    redis.Scripter
+	prefix string
+}
+
+// NewWindows returns the window counters on rdb (a *redis.Client,
+// *redis.Ring or *redis.ClusterClient) under prefix. It does not contact
+// Redis. A nil rdb or an empty prefix is an error wrapping ErrInvalid.
+func NewWindows(rdb redis.Scripter, prefix string) (*Windows, error) {
+	switch {
+	case rdb == nil:
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	case prefix == "":
+		return nil, fmt.Errorf("%w: empty key prefix", ErrInvalid)
+	}
+	return &Windows{rdb: rdb, prefix: prefix}, nil
+}
+
+// Load sends the scripts to Redis (SCRIPT LOAD), so the first calls need
+// not send their source.
+func (w *Windows) Load(ctx context.Context) error {
+	for _, sc := range []*redis.Script{windowScript, peekScript} {
+		if err := sc.Load(ctx, w.rdb).Err(); err != nil {
+			return fmt.Errorf("freq: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Hit records one hit on the counter (name, window) at the time of Redis's
+// clock and returns how many earlier hits are inside the window. window is
+// whole seconds, at least one second.
+func (w *Windows) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
+	return w.hit(ctx, name, window, "")
+}
+
+// HitAt is Hit with an explicit clock, at truncated to the second; as for
+// Store.CountAt, a time before the newest recorded second counts at that
+// second. It exists for tests and for tools that prefill history.
+func (w *Windows) HitAt(ctx context.Context, name string, window time.Duration, at time.Time) (int64, error) {
+	u, err := unixArg(at)
+	if err != nil {
+		return 0, err
+	}
+	return w.hit(ctx, name, window, u)
+}
+
+// Count returns how many hits on the counter (name, window) are inside the
+// window now, without hitting it.
+func (w *Windows) Count(ctx context.Context, name string, window time.Duration) (int64, error) {
+	return w.count(ctx, name, window, "")
+}
+
+// CountAt is Count with an explicit clock.
+func (w *Windows) CountAt(ctx context.Context, name string, window time.Duration, at time.Time) (int64, error) {
+	u, err := unixArg(at)
+	if err != nil {
+		return 0, err
+	}
+	return w.count(ctx, name, window, u)
+}
+
+func (w *Windows) hit(ctx context.Context, name string, window time.Duration, at string) (int64, error) {
+	keys, secs, ttl, err := w.keys(name, window)
+	if err != nil {
+		return 0, err
+	}
+	// No dedupe key: ARGV[3], its TTL, is unused.
+	v, err := windowScript.Run(ctx, w.rdb, keys, secs, ttl, "0", at).Result()
+	if err != nil {
+		return 0, fmt.Errorf("freq: window hit: %w", err)
+	}
+	res, err := parseReply(v)
+	if err != nil {
+		return 0, err
+	}
+	return res.Previous, nil
+}
+
+func (w *Windows) count(ctx context.Context, name string, window time.Duration, at string) (int64, error) {
+	keys, secs, _, err := w.keys(name, window)
+	if err != nil {
+		return 0, err
+	}
+	n, err := peekScript.Run(ctx, w.rdb, keys, secs, at).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("freq: window count: %w", err)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("freq: unexpected script reply %d", n)
+	}
+	return n, nil
+}
+
+// keys returns the keys of the counter (name, window), the window in
+// seconds and the keys' TTL in seconds as script arguments.
+func (w *Windows) keys(name string, window time.Duration) (keys []string, secs, ttl string, err error) {
+	if window < time.Second || window%time.Second != 0 || window > math.MaxInt64-keyMargin {
+		return nil, "", "", fmt.Errorf("%w: window %v, want whole seconds, at least 1s", ErrInvalid, window)
+	}
+	secs = strconv.FormatInt(int64(window/time.Second), 10)
+	ttl = strconv.FormatInt(int64((window+keyMargin)/time.Second), 10)
+	base := w.prefix + "{" + name + "}:" + secs + ":"
+	return []string{base + "l", base + "n"}, secs, ttl, nil
+}
+
+// unixArg returns at as a script's time argument.
+func unixArg(at time.Time) (string, error) {
+	u := at.Unix()
+	if u < 0 || u > maxUnix {
+		return "", fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
+	}
+	return strconv.FormatInt(u, 10), nil
+}
