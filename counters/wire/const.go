@@ -25,8 +25,9 @@ const (
 	// MaxUnknownBody is the largest body accepted (and skipped) for an opcode
 	// this codec does not know; the request is then answered with
 	// StatusUnknownCommand and the connection stays open. Larger bodies are a
-	// protocol error. It is at least the largest known body (Visit's).
-	MaxUnknownBody = 2*(2+MaxNameLen) + 16 + BodyAllowance
+	// protocol error. It is at least the largest known body (UAdd's
+	// with MaxUniqueKeys keys).
+	MaxUnknownBody = 2 + MaxUniqueFieldLen + 2 + MaxUniqueKeys*(2+MaxUniqueFieldLen) + BodyAllowance
 
 	// MaxResponseBody is the largest response body a Reader made by
 	// NewResponseReader accepts. The biggest real one is a Dump entry with a
@@ -58,6 +59,15 @@ const (
 	OpVisit  Opcode = 0x30
 	OpLeave  Opcode = 0x31
 	OpActive Opcode = 0x32
+)
+
+// The extension opcodes of vkcounter's window counters (0x4x) and unique
+// counters (0x5x).
+const (
+	OpWindowHit   Opcode = 0x40
+	OpWindowCount Opcode = 0x41
+	OpUniqueAdd   Opcode = 0x50
+	OpUniqueCount Opcode = 0x51
 )
 
 // A Status is the outcome carried by a response header. Every status but

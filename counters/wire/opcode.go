@@ -25,6 +25,11 @@ var opSpecs = [256]opSpec{
 	OpVisit:   {true, "visit", 4 + 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpLeave:   {true, "leave", 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpActive:  {true, "active", 4 + 2 + MaxNameLen},
+	// The window and unique counters.
+	OpWindowHit:   {true, "whit", 4 + 2 + MaxNameLen},
+	OpWindowCount: {true, "wcount", 4 + 2 + MaxNameLen},
+	OpUniqueAdd:   {true, "uadd", 2 + MaxUniqueFieldLen + 2 + MaxUniqueKeys*(2+MaxUniqueFieldLen)},
+	OpUniqueCount: {true, "ucount", 2 + MaxUnionNames*(2+MaxUniqueFieldLen)},
 }
 
 // knownOps lists the known opcodes in ascending order.

@@ -1,0 +1,145 @@
+package unique
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/counters/internal/hll"
+)
+
+// Redis is a Store in Redis: one HyperLogLog per name at prefix + "{" +
+// name + "}", added to with PFADD and read with PFCOUNT, shared by every
+// instance using the same server and prefix. The keys do not expire.
+//
+// PFADD is idempotent, so an Add whose outcome is unknown (a timeout) may
+// be sent again safely. A union over several names on a single server is
+// one transaction (MULTI: PFMERGE into a temporary key, PFCOUNT it, DEL
+// it), which is what PFCOUNT of several keys does inside Redis; PFCOUNT of
+// several keys itself is not used because miniredis (the embedded Redis)
+// adds up the keys' counts instead. On a Cluster or Ring, where the names
+// live in different slots, the store reads each name's value (GET, one
+// pipeline) and merges the registers itself with Redis's estimator, so the
+// answer is the one PFCOUNT would give. It is safe for concurrent use.
+type Redis struct {
+	rdb    redis.UniversalClient
+	prefix string
+	// spread is true when the names may live on different servers.
+	spread bool
+}
+
+// NewRedis returns a store using rdb, with every key under prefix (for
+// example "vkc:u:"). A nil rdb or an empty prefix is an error.
+func NewRedis(rdb redis.UniversalClient, prefix string) (*Redis, error) {
+	switch {
+	case rdb == nil:
+		return nil, errors.New("unique: nil Redis client")
+	case prefix == "":
+		return nil, errors.New("unique: empty key prefix")
+	}
+	r := &Redis{rdb: rdb, prefix: prefix}
+	switch rdb.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		r.spread = true
+	}
+	return r, nil
+}
+
+func (r *Redis) key(name string) string { return r.prefix + "{" + name + "}" }
+
+// Add adds keys to name with one PFADD; see Store.
+func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, error) {
+	if err := checkAdd(name, keys); err != nil {
+		return false, err
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	n, err := r.rdb.PFAdd(ctx, r.key(name), args...).Result()
+	if err != nil {
+		return false, fmt.Errorf("unique: redis add: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Count estimates the union of names; see Store. An estimate of 0 means
+// no name exists: an Add always raises a register.
+func (r *Redis) Count(ctx context.Context, names ...string) (int64, error) {
+	if err := checkCount(names); err != nil {
+		return 0, err
+	}
+	var n int64
+	var err error
+	switch {
+	case len(names) == 1:
+		n, err = r.rdb.PFCount(ctx, r.key(names[0])).Result()
+	case r.spread:
+		n, err = r.merge(ctx, names)
+	default:
+		n, err = r.union(ctx, names)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("unique: redis count: %w", err)
+	}
+	if n == 0 {
+		return 0, ErrNotFound
+	}
+	return n, nil
+}
+
+// union estimates the union of names on a single server in one
+// transaction that leaves nothing behind.
+func (r *Redis) union(ctx context.Context, names []string) (int64, error) {
+	var id [8]byte
+	rand.Read(id[:])
+	tmp := r.prefix + "union:" + hex.EncodeToString(id[:])
+	keys := make([]string, len(names))
+	for i, name := range names {
+		keys[i] = r.key(name)
+	}
+	var count *redis.IntCmd
+	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.PFMerge(ctx, tmp, keys...)
+		count = p.PFCount(ctx, tmp)
+		p.Del(ctx, tmp)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return count.Val(), nil
+}
+
+// merge reads every name's value and estimates the union of their
+// registers.
+func (r *Redis) merge(ctx context.Context, names []string) (int64, error) {
+	cmds := make([]*redis.StringCmd, len(names))
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.Get(ctx, r.key(name))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	var regs [hll.Registers]uint8
+	for i, c := range cmds {
+		v, err := c.Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := hll.DecodeInto(&regs, v); err != nil {
+			return 0, fmt.Errorf("%s: %w", names[i], err)
+		}
+	}
+	return int64(hll.Estimate(&regs)), nil
+}
