@@ -7,6 +7,8 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/unique"
+	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -31,6 +33,11 @@ var handlers = [256]handler{
 	wire.OpVisit:   (*conn).visit,
 	wire.OpLeave:   (*conn).leave,
 	wire.OpActive:  (*conn).active,
+
+	wire.OpWindowHit:   (*conn).windowHit,
+	wire.OpWindowCount: (*conn).windowCount,
+	wire.OpUniqueAdd:   (*conn).uniqueAdd,
+	wire.OpUniqueCount: (*conn).uniqueCount,
 }
 
 // errUnknownCommand is the outcome of an opcode without a handler.
@@ -64,6 +71,12 @@ var statuses = []struct {
 	{participant.ErrInvalidName, wire.StatusInvalid},
 	{participant.ErrInvalidKey, wire.StatusInvalid},
 	{participant.ErrInvalidTimeout, wire.StatusInvalid},
+	{window.ErrInvalidName, wire.StatusInvalid},
+	{window.ErrInvalidWindow, wire.StatusInvalid},
+	{unique.ErrInvalidName, wire.StatusInvalid},
+	{unique.ErrInvalidKey, wire.StatusInvalid},
+	{unique.ErrInvalidCount, wire.StatusInvalid},
+	{unique.ErrNotFound, wire.StatusNotFound},
 	{errUnknownCommand, wire.StatusUnknownCommand},
 	{errStoreFailed, wire.StatusStoreFailure},
 }

@@ -33,13 +33,19 @@ var httpCodes = map[wire.Status]int{
 	wire.StatusStoreFailure: http.StatusServiceUnavailable,
 }
 
-// An HTTPHandler serves the access and participant counters as JSON:
+// An HTTPHandler serves the access, participant, window and unique
+// counters as JSON:
 //
 //	POST /counters/access/{name}                    hit:    {"name":…,"total":…}; optional body {"delta":n}, n >= 1
 //	GET  /counters/access/{name}                    total:  {"name":…,"total":…}, 404 if never hit
 //	POST /counters/participants/{name}/visit        {"key":…,"timeout":s} → {"name":…,"key":…,"active":…,"new":…}
 //	POST /counters/participants/{name}/leave        {"key":…} → {"name":…,"key":…,"active":…,"removed":…}
 //	GET  /counters/participants/{name}?timeout=s    {"name":…,"active":…}
+//	POST /counters/windows/{name}                   {"window":s} → {"name":…,"window":s,"previous":…}
+//	GET  /counters/windows/{name}?window=s          {"name":…,"window":s,"count":…}
+//	POST /counters/uniques/{name}                   {"keys":[…]} (1 to 1000) → {"name":…,"changed":…}
+//	GET  /counters/uniques/{name}                   {"name":…,"estimate":…}, 404 if never added to
+//	GET  /counters/uniques?names=a,b,…              {"names":[…],"estimate":…}: the union
 //
 // A timeout is in whole seconds; 0 or none means the store's default. The
 // name is one path segment (escape a "/" in it as %2F). Every error is a
@@ -76,6 +82,11 @@ func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
 	h.mux.Handle(HTTPPrefix+"participants/{name}", methods{http.MethodGet: h.active})
 	h.mux.Handle(HTTPPrefix+"participants/{name}/visit", methods{http.MethodPost: h.visit})
 	h.mux.Handle(HTTPPrefix+"participants/{name}/leave", methods{http.MethodPost: h.leave})
+	h.mux.Handle(HTTPPrefix+"windows/{$}", http.HandlerFunc(emptyName))
+	h.mux.Handle(HTTPPrefix+"windows/{name}", methods{http.MethodGet: h.windowCount, http.MethodPost: h.windowHit})
+	h.mux.Handle(HTTPPrefix+"uniques/{$}", http.HandlerFunc(emptyName))
+	h.mux.Handle(HTTPPrefix+"uniques/{name}", methods{http.MethodGet: h.uniqueCount, http.MethodPost: h.uniqueAdd})
+	h.mux.Handle(HTTPPrefix+"uniques", methods{http.MethodGet: h.uniqueUnion})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such counter route: "+r.URL.Path)
 	})

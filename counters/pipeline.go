@@ -39,10 +39,11 @@ type Result struct {
 	// Acquire (the resources acquired), Visit, Leave or Active (the active
 	// count).
 	Value uint32
-	// Total is the answer of a successful Hit, Add or Total.
+	// Total is the answer of a successful Hit, Add or Total, WHit
+	// (previous), WCount (count) or UCount (estimate).
 	Total uint64
-	// Flag is the flag of a successful Visit (the key is new) or Leave
-	// (the key was removed).
+	// Flag is the flag of a successful Visit (the key is new), Leave
+	// (the key was removed) or UAdd (the estimate may have changed).
 	Flag bool
 	// Message is the body of an error response.
 	Message string
@@ -166,8 +167,11 @@ func (p *Pipeline) read(q pending) (Result, error) {
 		return r, err
 	case q.op == wire.OpGet || q.op == wire.OpAcquire || q.op == wire.OpActive:
 		r.Value, err = wire.ParseUint32(f.Body)
-	case q.op == wire.OpHit || q.op == wire.OpTotal || q.op == wire.OpAdd:
+	case q.op == wire.OpHit || q.op == wire.OpTotal || q.op == wire.OpAdd,
+		q.op == wire.OpWindowHit || q.op == wire.OpWindowCount || q.op == wire.OpUniqueCount:
 		r.Total, err = wire.ParseUint64(f.Body)
+	case q.op == wire.OpUniqueAdd:
+		r.Flag, err = wire.ParseFlag(f.Body)
 	case q.op == wire.OpVisit || q.op == wire.OpLeave:
 		r.Value, r.Flag, err = wire.ParseUint32Flag(f.Body)
 	}

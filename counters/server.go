@@ -36,6 +36,8 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/unique"
+	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
@@ -78,7 +80,7 @@ type Observer interface {
 	OnConn(delta int)
 }
 
-// Stores are the access and participant counters that the extension
+// Stores are the access, participant, window and unique counters that the extension
 // opcodes and the HTTP API serve. Zero fields mean the documented defaults.
 type Stores struct {
 	// Access holds the access counters (Hit, Total). Nil means a new
@@ -87,6 +89,12 @@ type Stores struct {
 	// Participants holds the participant counters (Visit, Leave, Active).
 	// Nil means a new participant.Memory of the server's own.
 	Participants participant.Store
+	// Windows holds the window counters (WHit, WCount). Nil means a new
+	// window.Memory of the server's own.
+	Windows window.Store
+	// Uniques holds the unique counters (UAdd, UCount). Nil means a new
+	// unique.Memory of the server's own.
+	Uniques unique.Store
 	// Timeout bounds each store call, so a slow store (Redis, a locked
 	// file) holds a request for at most that long; the request then fails
 	// with wire.StatusStoreFailure (HTTP 503). Default DefaultStoreTimeout.
@@ -107,6 +115,12 @@ func (s Stores) withDefaults(clock func() time.Time) (Stores, error) {
 	}
 	if s.Participants == nil {
 		s.Participants = participant.NewMemory(clock)
+	}
+	if s.Windows == nil {
+		s.Windows = window.NewMemory(clock)
+	}
+	if s.Uniques == nil {
+		s.Uniques = unique.NewMemory()
 	}
 	return s, nil
 }

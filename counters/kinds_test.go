@@ -1,0 +1,155 @@
+package counters_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/unique"
+	"github.com/vkcounter/vkcounter/counters/window"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// forEachKindStore runs body with window and unique stores of every kind: memory, and
+// Redis on every backend, each run as a subtest.
+func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, stores counters.Stores)) {
+	t.Run("memory", func(t *testing.T) {
+		clock := newFakeClock(day)
+		body(t, clock, counters.Stores{Windows: window.NewMemory(clock.Now), Uniques: unique.NewMemory()})
+	})
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		t.Cleanup(func() { delKeys(t, tg, prefix) })
+		clock := newFakeClock(day)
+		w, err := window.NewRedis(tg.Client, prefix+"w:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := unique.NewRedis(tg.Client, prefix+"u:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body(t, clock, counters.Stores{Windows: w.WithClock(clock.Now), Uniques: u})
+	})
+}
+
+// TestKindsOverThePort runs the window and unique opcodes through the
+// client, pipelined, and with invalid arguments.
+func TestKindsOverThePort(t *testing.T) {
+	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
+		c := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		cx := ctx(t)
+		for want := range int64(3) {
+			if n, err := c.WindowHit(cx, "api", time.Minute); n != want || err != nil {
+				t.Fatalf("WindowHit = %d, %v; want %d", n, err, want)
+			}
+		}
+		clock.Set(day + 60)
+		if n, err := c.WindowCount(cx, "api", time.Minute); n != 0 || err != nil {
+			t.Fatalf("WindowCount after the window = %d, %v", n, err)
+		}
+		if _, err := c.UniqueCount(cx, "visitors"); !errors.Is(err, wire.StatusNotFound) {
+			t.Fatalf("UniqueCount before any add: %v, want Not found", err)
+		}
+		if changed, err := c.UniqueAdd(cx, "visitors", []string{"a", "b"}); !changed || err != nil {
+			t.Fatalf("UniqueAdd = %v, %v", changed, err)
+		}
+		if changed, err := c.UniqueAdd(cx, "visitors", []string{"b"}); changed || err != nil {
+			t.Fatalf("UniqueAdd again = %v, %v", changed, err)
+		}
+		c.UniqueAdd(cx, "other", []string{"c"})
+		if n, err := c.UniqueCount(cx, "visitors", "other"); n != 3 || err != nil {
+			t.Fatalf("UniqueCount of the union = %d, %v", n, err)
+		}
+
+		p := c.Pipeline()
+		p.WindowHit("api", 60)
+		p.WindowHit("api", 0) // invalid window
+		p.WindowCount("api", 60)
+		p.UniqueAdd("visitors", []string{"z"})
+		p.UniqueCount([]string{"visitors"})
+		p.UniqueCount([]string{"nobody"})
+		p.UniqueAdd("visitors", []string{strings.Repeat("k", 256)})
+		res, err := p.Exec(cx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, r := range res {
+			got = append(got, strconv.Itoa(int(r.Status))+":"+strconv.FormatUint(r.Total, 10)+":"+strconv.FormatBool(r.Flag))
+		}
+		want := "0:0:false 4:0:false 0:1:false 0:0:true 0:3:false 1:0:false 4:0:false"
+		if strings.Join(got, " ") != want {
+			t.Fatalf("pipelined answers %s, want %s", strings.Join(got, " "), want)
+		}
+		if _, err := c.WindowHit(cx, "api", 8*24*time.Hour); !errors.Is(err, wire.ErrInvalid) {
+			t.Fatalf("WindowHit of 8 days: %v, want a client-side ErrInvalid", err)
+		}
+	})
+}
+
+// TestKindsStats: the new opcodes are counted in Stats.
+func TestKindsStats(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{})
+	c := client(t, listen(t, s))
+	cx := ctx(t)
+	c.WindowHit(cx, "a", time.Second)
+	c.WindowCount(cx, "a", time.Second)
+	c.UniqueAdd(cx, "u", []string{"k"})
+	c.UniqueCount(cx, "u")
+	st := statsMap(s)
+	for _, k := range []string{"command:whit", "command:wcount", "command:uadd", "command:ucount"} {
+		if st[k] != "1" {
+			t.Errorf("%s = %q, want 1", k, st[k])
+		}
+	}
+}
+
+func TestKindsHTTP(t *testing.T) {
+	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
+		h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		long := strings.Repeat("n", 256)
+		tooMany := `{"keys":["` + strings.Repeat(`k","`, 1000) + `k"]}`
+		for _, c := range []httpCall{
+			{"POST", "/counters/windows/api", `{"window":3600}`, 200, `{"name":"api","window":3600,"previous":0}`},
+			{"POST", "/counters/windows/api", `{"window":3600}`, 200, `{"name":"api","window":3600,"previous":1}`},
+			{"GET", "/counters/windows/api?window=3600", "", 200, `{"name":"api","window":3600,"count":2}`},
+			{"GET", "/counters/windows/api?window=60", "", 200, `{"name":"api","window":60,"count":0}`},
+			{"GET", "/counters/windows/api", "", 400, "window"},
+			{"GET", "/counters/windows/api?window=x", "", 400, "window"},
+			{"GET", "/counters/windows/api?window=0", "", 400, "invalid window"},
+			{"POST", "/counters/windows/api", `{"window":604801}`, 400, "invalid window"},
+			{"POST", "/counters/windows/api", `{}`, 400, "invalid window"},
+			{"POST", "/counters/windows/api", ``, 400, "empty body"},
+			{"POST", "/counters/windows/" + long, `{"window":1}`, 400, "invalid counter name"},
+			{"POST", "/counters/windows/", `{"window":1}`, 400, "empty counter name"},
+			{"DELETE", "/counters/windows/api", ``, 405, "not allowed"},
+			{"GET", "/counters/uniques/visitors", "", 404, "not found"},
+			{"POST", "/counters/uniques/visitors", `{"keys":["a","b","a"]}`, 200, `{"name":"visitors","changed":true}`},
+			{"POST", "/counters/uniques/visitors", `{"keys":["b"]}`, 200, `{"name":"visitors","changed":false}`},
+			{"GET", "/counters/uniques/visitors", "", 200, `{"name":"visitors","estimate":2}`},
+			{"POST", "/counters/uniques/others", `{"keys":["c"]}`, 200, `{"name":"others","changed":true}`},
+			{"GET", "/counters/uniques?names=visitors,others", "", 200, `{"names":["visitors","others"],"estimate":3}`},
+			{"GET", "/counters/uniques?names=visitors&names=nobody", "", 200, `{"names":["visitors","nobody"],"estimate":2}`},
+			{"GET", "/counters/uniques?names=nobody,none", "", 404, "not found"},
+			{"GET", "/counters/uniques", "", 400, "names"},
+			{"GET", "/counters/uniques?names=a,,b", "", 400, "invalid counter name"},
+			{"POST", "/counters/uniques/visitors", `{"keys":[]}`, 400, "invalid number"},
+			{"POST", "/counters/uniques/visitors", tooMany, 400, "invalid number"},
+			{"POST", "/counters/uniques/visitors", `{"keys":[""]}`, 400, "invalid key"},
+			{"POST", "/counters/uniques/visitors", `{"key":"a"}`, 400, "unknown field"},
+			{"POST", "/counters/uniques", `{"keys":["a"]}`, 405, "not allowed"},
+		} {
+			c.do(t, h)
+		}
+	})
+}
