@@ -154,3 +154,25 @@ func (rc *RingClient) UniqueCount(ctx context.Context, names ...string) (v int64
 	err = rc.owned(ctx, names[0], func(c *Client) error { v, err = c.UniqueCount(ctx, names...); return err })
 	return v, err
 }
+
+// CheckWindow returns the error WindowHit and WindowCount give, before
+// sending anything, for this name and window, or nil.
+func CheckWindow(name string, w time.Duration) error {
+	_, err := windowSeconds(name, w)
+	return err
+}
+
+// CheckUniqueAdd returns the error UniqueAdd gives, before sending
+// anything, for this name and keys, or nil.
+func CheckUniqueAdd(name string, keys []string) error {
+	if err := wire.CheckName(name); err != nil {
+		return err
+	}
+	return checkUniqueFields(name, keys, wire.MaxUniqueKeys)
+}
+
+// CheckUniqueCount returns the error UniqueCount gives, before sending
+// anything, for these names, or nil.
+func CheckUniqueCount(names []string) error {
+	return checkUniqueFields("", names, wire.MaxUnionNames)
+}

@@ -27,11 +27,11 @@ func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, st
 		prefix := redistest.Prefix(t)
 		t.Cleanup(func() { delKeys(t, tg, prefix) })
 		clock := newFakeClock(day)
-		w, err := window.NewRedis(tg.Client, prefix+"w:")
+		w, err := window.NewRedis(tg.Client, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err := unique.NewRedis(tg.Client, prefix+"u:")
+		u, err := unique.NewRedis(tg.Client, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

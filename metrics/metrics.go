@@ -40,6 +40,8 @@ var (
 		{"GET", "/counters/access/{name}"}, {"POST", "/counters/access/{name}"},
 		{"GET", "/counters/participants/{name}"},
 		{"POST", "/counters/participants/{name}/visit"}, {"POST", "/counters/participants/{name}/leave"},
+		{"GET", "/counters/windows/{name}"}, {"POST", "/counters/windows/{name}"},
+		{"GET", "/counters/uniques/{name}"}, {"POST", "/counters/uniques/{name}"}, {"GET", "/counters/uniques"},
 	}
 )
 

@@ -36,6 +36,12 @@ Access and participant counters (vkcounter's extension opcodes):
   leave NAME KEY            prints the active count and 1 if KEY was removed, else 0
   active NAME TIMEOUT       prints the active count
 TIMEOUT is in seconds; 0 means the server's default (300).
+Window and unique counters:
+  whit NAME WINDOW          hits NAME's WINDOW-second counter; prints the hits before it
+  wcount NAME WINDOW        prints the hits inside the last WINDOW seconds
+  uadd NAME KEY             adds KEY; prints 1 if the estimate may have changed, else 0
+  ucount NAME[,NAME...]     prints the estimated distinct keys of the names' union
+WINDOW is in seconds, 1 to 604800 (7 days).
 
 Resources acquired are released when the connection closes; with -hold the
 connection stays open, holding them, until the command is interrupted (exit
@@ -67,12 +73,15 @@ var cntSynopsis = map[string]string{
 	"hit": "hit NAME", "add": "add NAME N (e.g. add pages 5)", "total": "total NAME",
 	"visit": "visit NAME KEY TIMEOUT (e.g. visit room alice 300)", "leave": "leave NAME KEY",
 	"active": "active NAME TIMEOUT (e.g. active room 300)",
+	"whit":   "whit NAME WINDOW (e.g. whit api:42 3600)", "wcount": "wcount NAME WINDOW (e.g. wcount api:42 3600)",
+	"uadd": "uadd NAME KEY (e.g. uadd visitors alice)", "ucount": "ucount NAME[,NAME...] (e.g. ucount mon,tue)",
 }
 
 // cntArity is the number of arguments of each command.
 var cntArity = map[string]int{
 	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
 	"hit": 1, "add": 2, "total": 1, "visit": 3, "leave": 2, "active": 2,
+	"whit": 2, "wcount": 2, "uadd": 2, "ucount": 1,
 }
 
 // runCnt is `vkcounter cnt`: it runs counter protocol commands against a
@@ -176,6 +185,14 @@ func parseCnt(args []string) ([]cntCommand, error) {
 			if cmd.timeout, err = parseTimeout(args[2]); err != nil {
 				return nil, err
 			}
+		case "whit", "wcount":
+			v, err := parseUint32("WINDOW", args[2])
+			if err != nil {
+				return nil, err
+			}
+			cmd.timeout = time.Duration(v) * time.Second
+		case "uadd":
+			cmd.key = args[2]
 		}
 		if err := checkCnt(cmd); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", cmd.name, args[1:1+n], err)
@@ -194,6 +211,12 @@ func checkCnt(cmd cntCommand) error {
 		return nil
 	case "acquire":
 		return counters.CheckAcquire(cmd.counter, cmd.resources, cmd.maximum)
+	case "whit", "wcount":
+		return counters.CheckWindow(cmd.counter, cmd.timeout)
+	case "uadd":
+		return counters.CheckUniqueAdd(cmd.counter, []string{cmd.key})
+	case "ucount":
+		return counters.CheckUniqueCount(strings.Split(cmd.counter, ","))
 	case "visit", "active":
 		if err := counters.CheckTimeout(cmd.timeout); err != nil {
 			return err
@@ -320,6 +343,28 @@ func (r *cntRun) run(ctx context.Context, cmd cntCommand) error {
 			hitOrTotal = c.Hit
 		}
 		v, err := hitOrTotal(ctx, cmd.counter)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "whit", "wcount":
+		op := c.WindowCount
+		if cmd.name == "whit" {
+			op = c.WindowHit
+		}
+		v, err := op(ctx, cmd.counter, cmd.timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, v)
+	case "uadd":
+		changed, err := c.UniqueAdd(ctx, cmd.counter, []string{cmd.key})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, flag01(changed))
+	case "ucount":
+		v, err := c.UniqueCount(ctx, strings.Split(cmd.counter, ",")...)
 		if err != nil {
 			return err
 		}

@@ -347,3 +347,35 @@ func TestCntRing(t *testing.T) {
 		}
 	}
 }
+
+func TestCntKinds(t *testing.T) {
+	addr, _ := cntServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"window hits and count", []string{"whit", "api", "3600", "whit", "api", "3600", "wcount", "api", "3600", "wcount", "api", "60"},
+			0, "0\n1\n2\n0\n", ""},
+		{"window 0 refused locally", []string{"whit", "api", "0"}, 2, "", "invalid arguments"},
+		{"window over 7 days refused locally", []string{"wcount", "api", "604801"}, 2, "", "invalid arguments"},
+		{"window not a number", []string{"whit", "api", "1h"}, 2, "", `WINDOW "1h"`},
+		{"unique count never added", []string{"ucount", "visitors"}, 1, "", "ERROR: 01 Not found\n"},
+		{"unique adds and count", []string{"uadd", "visitors", "alice", "uadd", "visitors", "alice", "uadd", "visitors", "bob", "ucount", "visitors"},
+			0, "1\n0\n1\n2\n", ""},
+		{"unique union", []string{"uadd", "others", "carol", "ucount", "visitors,others"}, 0, "1\n3\n", ""},
+		{"unique empty name in a union refused locally", []string{"ucount", "visitors,"}, 2, "", "invalid arguments"},
+		{"unique empty key refused locally", []string{"uadd", "visitors", ""}, 2, "", "invalid arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := cnt(t, ctx, append([]string{"-addr", addr}, tc.args...)...)
+			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
+					code, stdout, stderr, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}

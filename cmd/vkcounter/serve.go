@@ -21,6 +21,8 @@ import (
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/unique"
+	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -170,6 +172,16 @@ func (m *Main) openStores() error {
 	case StoreRedis:
 		m.stores.Access = access.NewRedis(m.rdb, m.cfg.KeyPrefix)
 		m.stores.Participants = participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		w, err := window.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		u, err := unique.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		m.stores.Windows, m.stores.Uniques = w, u
+		return nil
 	case StoreMemory:
 		m.stores.Access = access.NewMemory()
 		m.stores.Participants = participant.NewMemory(nil)
@@ -183,9 +195,13 @@ func (m *Main) openStores() error {
 			return fmt.Errorf("COUNTERS_DIR: %w", err)
 		}
 		m.stores.Access, m.stores.Participants = a, p
+		// The file store has no window or unique counters: they stay in
+		// this process's memory (see docs/COUNTERS.md).
 	default:
 		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
 	}
+	m.stores.Windows = window.NewMemory(nil)
+	m.stores.Uniques = unique.NewMemory()
 	return nil
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/vkcounter/vkcounter/counters/internal/hll"
 )
 
-// Redis is a Store in Redis: one HyperLogLog per name at prefix + "{" +
-// name + "}", added to with PFADD and read with PFCOUNT, shared by every
+// Redis is a Store in Redis: one HyperLogLog per name at base + "u:{" +
+// name + "}" (base is the service's base prefix), added to with PFADD and read with PFCOUNT, shared by every
 // instance using the same server and prefix. The keys do not expire.
 //
 // PFADD is idempotent, so an Add whose outcome is unknown (a timeout) may
@@ -32,16 +32,17 @@ type Redis struct {
 	spread bool
 }
 
-// NewRedis returns a store using rdb, with every key under prefix (for
-// example "vkc:u:"). A nil rdb or an empty prefix is an error.
-func NewRedis(rdb redis.UniversalClient, prefix string) (*Redis, error) {
-	switch {
-	case rdb == nil:
+// keyPart follows the service's base prefix in every key of this store.
+const keyPart = "u:"
+
+// NewRedis returns a store using rdb, with every key under the service's
+// base prefix (for example "vkc:") followed by "u:". A nil rdb is an
+// error.
+func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
+	if rdb == nil {
 		return nil, errors.New("unique: nil Redis client")
-	case prefix == "":
-		return nil, errors.New("unique: empty key prefix")
 	}
-	r := &Redis{rdb: rdb, prefix: prefix}
+	r := &Redis{rdb: rdb, prefix: base + keyPart}
 	switch rdb.(type) {
 	case *redis.ClusterClient, *redis.Ring:
 		r.spread = true

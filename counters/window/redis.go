@@ -11,9 +11,11 @@ import (
 	"github.com/vkcounter/vkcounter/freq"
 )
 
-// Redis is a Store in Redis: freq.Windows under a prefix of its own, so the
-// counters are exact to the second on Redis's clock, and shared by every
-// instance using the same server and prefix. Each hit or count is one
+// Redis is a Store in Redis: freq.Windows under a prefix of its own (the
+// service's base prefix followed by "w:"), so the counters are exact to the
+// second on Redis's clock, and shared by every instance using the same
+// server and prefix. The keys of the counter (name, W seconds) are base +
+// "w:{" + name + "}:" + W + ":l" and ":n". Each hit or count is one
 // script run on one Redis Cluster slot (the name's hash tag). The keys
 // expire a minute after the window once a counter goes quiet.
 //
@@ -25,10 +27,14 @@ type Redis struct {
 	clock func() time.Time
 }
 
-// NewRedis returns a store using rdb, with every key under prefix (for
-// example "vkc:w:"). A nil rdb or an empty prefix is an error.
-func NewRedis(rdb redis.Scripter, prefix string) (*Redis, error) {
-	w, err := freq.NewWindows(rdb, prefix)
+// keyPart follows the service's base prefix in every key of this store.
+const keyPart = "w:"
+
+// NewRedis returns a store using rdb, with every key under the service's
+// base prefix (for example "vkc:") followed by "w:". A nil rdb is an
+// error.
+func NewRedis(rdb redis.Scripter, base string) (*Redis, error) {
+	w, err := freq.NewWindows(rdb, base+keyPart)
 	if err != nil {
 		return nil, fmt.Errorf("window: %w", err)
 	}

@@ -23,7 +23,7 @@ func TestRedisKeys(t *testing.T) {
 		}
 		hit(t, s, "api:42", time.Hour, 0)
 		hit(t, s, "api:42", time.Hour, 1)
-		list, total := prefix+"{api:42}:3600:l", prefix+"{api:42}:3600:n"
+		list, total := prefix+"w:{api:42}:3600:l", prefix+"w:{api:42}:3600:n"
 		for _, k := range []string{list, total} {
 			if ttl, err := tg.Client.TTL(ctx, k).Result(); err != nil || ttl <= 3650*time.Second || ttl > 3660*time.Second {
 				t.Fatalf("TTL(%s) = %v, %v; want 3660s", k, ttl, err)
@@ -62,22 +62,18 @@ func TestRedisLostTotal(t *testing.T) {
 			c.Set(t0 + int64(i))
 			hit(t, s, "n", time.Minute, int64(i))
 		}
-		tg.Client.Del(ctx, prefix+"{n}:60:n")
+		tg.Client.Del(ctx, prefix+"w:{n}:60:n")
 		count(t, s, "n", time.Minute, 5)
-		tg.Client.Del(ctx, prefix+"{n}:60:n")
+		tg.Client.Del(ctx, prefix+"w:{n}:60:n")
 		hit(t, s, "n", time.Minute, 5)
 		c.Set(t0 + 62)
 		count(t, s, "n", time.Minute, 3)
 	})
 }
 
-// TestRedisNil: a nil client or an empty prefix is an error.
+// TestRedisNil: a nil client is an error.
 func TestRedisNil(t *testing.T) {
 	if _, err := window.NewRedis(nil, "p:"); err == nil {
 		t.Fatal("NewRedis(nil) succeeded")
-	}
-	tg := redistest.Open(t, redistest.Mini)
-	if _, err := window.NewRedis(tg.Client, ""); err == nil {
-		t.Fatal("NewRedis with an empty prefix succeeded")
 	}
 }
