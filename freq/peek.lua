@@ -1,5 +1,6 @@
--- peek.lua reads how many occurrences of a name are inside a sliding window
--- of whole seconds, without recording one: the read of window.lua's keys.
+-- peek.lua (run after count.lua, for parse) reads how many occurrences of
+-- a name are inside a sliding window of whole seconds, without recording
+-- one: the read of window.lua's keys.
 -- It drops the occurrences that left the window, as window.lua does, so it
 -- writes, but only what window.lua would drop on its next run: running it
 -- twice is the same as running it once.
@@ -13,15 +14,6 @@
 local list_key, total_key = KEYS[1], KEYS[2]
 local window = tonumber(ARGV[1])
 local at = ARGV[2]
-
--- parse splits "a:b" into two numbers; a bare "a" is a single occurrence.
-local function parse(entry)
-  local sep = string.find(entry, ':', 1, true)
-  if sep then
-    return tonumber(string.sub(entry, 1, sep - 1)), tonumber(string.sub(entry, sep + 1))
-  end
-  return tonumber(entry), 1
-end
 
 local tail = redis.call('LINDEX', list_key, -1)
 if not tail then return 0 end

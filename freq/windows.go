@@ -12,10 +12,10 @@ import (
 )
 
 //go:embed peek.lua
-var peekSource string
+var peekMain string
 
 // peekScript reads a window without recording an occurrence.
-var peekScript = redis.NewScript(peekSource)
+var peekScript = redis.NewScript(countLib + peekMain)
 
 // Windows counts hits on named counters in sliding windows given per call,
 // with the engine of Store: run-length lists of seconds with TTLs, exact to
