@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -24,8 +23,10 @@ import (
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
+	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/metrics"
 	"github.com/vkcounter/vkcounter/outbox"
 )
@@ -36,8 +37,7 @@ type Main struct {
 	cfg Config
 	log zerolog.Logger
 
-	mini     *miniredis.Miniredis // embedded Redis when no REDIS_URL / REDIS_CLUSTER
-	stopTick chan struct{}        // stops tickEmbedded
+	embedded *embedredis.Server // when no REDIS_URL / REDIS_CLUSTER
 	rdb      redis.UniversalClient
 	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
 	// the same Redis, but never retrying a command.
@@ -56,8 +56,8 @@ type Main struct {
 	adminSrv   *http.Server
 	counterLn  net.Listener // nil when COUNTER_ADDR=off
 	counterSrv *counters.Server
-	pollers    *pollers       // VK_MODE=longpoll
-	wg         sync.WaitGroup // serving goroutines
+	pollers    *longpoll.Group // VK_MODE=longpoll
+	wg         sync.WaitGroup  // serving goroutines
 
 	closeOnce sync.Once
 	closeErr  error
@@ -286,7 +286,7 @@ func (m *Main) openResources(ctx context.Context) error {
 	if m.resRdb, err = redisconn.Open(rc); err != nil {
 		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
 	}
-	if m.mini != nil {
+	if m.embedded != nil {
 		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
 	}
 	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
@@ -343,24 +343,21 @@ func (m *Main) CounterAddr() string {
 // embedded server once it runs.
 func (m *Main) redisConfig() redisconn.Config {
 	rc := redisConfig(m.cfg.RedisURL, m.cfg.RedisCluster, m.cfg.RedisTimeout)
-	if m.mini != nil {
-		rc.Addr = m.mini.Addr()
+	if m.embedded != nil {
+		rc.Addr = m.embedded.Addr()
 	}
 	return rc
 }
 
 // openRedis opens the service's Redis client, first starting the embedded
 // server when neither REDIS_URL nor REDIS_CLUSTER is set.
-func (m *Main) openRedis(ctx context.Context) error {
+func (m *Main) openRedis(ctx context.Context) (err error) {
 	if m.cfg.RedisURL == "" && m.cfg.RedisCluster == "" {
-		m.mini = miniredis.NewMiniRedis()
-		if err := m.mini.StartAddr("127.0.0.1:0"); err != nil {
-			return fmt.Errorf("start the embedded Redis: %w", err)
+		if m.embedded, err = embedredis.Start(); err != nil {
+			return err
 		}
-		m.tickEmbedded()
 		m.log.Warn().Msg("no REDIS_URL: using an embedded in-memory Redis; counts live only as long as this process")
 	}
-	var err error
 	if m.rdb, err = redisconn.Open(m.redisConfig()); err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
@@ -370,30 +367,6 @@ func (m *Main) openRedis(ctx context.Context) error {
 		return fmt.Errorf("redis (%s): %w", m.redisKind(), err)
 	}
 	return nil
-}
-
-// tickEmbedded makes TTLs run in the embedded Redis: without it keys never
-// expire in miniredis. miniredis's own ClockTTL does the same but scans
-// every key on every command, which slows each message as keys pile up;
-// one FastForward a second costs that scan once a second.
-func (m *Main) tickEmbedded() {
-	m.stopTick = make(chan struct{})
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case now := <-t.C:
-				m.mini.FastForward(now.Sub(last))
-				last = now
-			case <-m.stopTick:
-				return
-			}
-		}
-	}()
 }
 
 func (m *Main) redisKind() string {
@@ -564,8 +537,8 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 		},
 		"vk": map[string]any{"consecutive_failures": m.bot.ConsecutiveVKFailures()},
 	}
-	if s := m.pollerStats(); s != nil {
-		out["longpoll"] = s
+	if m.pollers != nil {
+		out["longpoll"] = m.pollers.Stats()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
@@ -629,11 +602,10 @@ func (m *Main) close() error {
 	if m.resRdb != nil {
 		m.resRdb.Close()
 	}
-	if m.stopTick != nil {
-		close(m.stopTick)
-	}
 	m.wg.Wait()
-	m.stopPollers()
+	if m.pollers != nil {
+		m.pollers.Close()
+	}
 	if m.bot != nil {
 		if err := m.bot.Close(ctx); err != nil {
 			errs = append(errs, m.leftInOutbox(err))
@@ -642,8 +614,8 @@ func (m *Main) close() error {
 	if m.rdb != nil {
 		m.rdb.Close()
 	}
-	if m.mini != nil {
-		m.mini.Close()
+	if m.embedded != nil {
+		m.embedded.Close()
 	}
 	return errors.Join(errs...)
 }
@@ -668,7 +640,7 @@ func (m *Main) leftInOutbox(err error) error {
 		}
 		left += n
 	}
-	if m.mini != nil {
+	if m.embedded != nil {
 		return fmt.Errorf("%d replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: %w", left, err)
 	}
 	m.log.Warn().Int64("replies_left", left).Stringer("timeout", m.cfg.ShutdownTimeout).

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
-	"sync"
 
 	"github.com/SevereCloud/vksdk/v2/api"
 
@@ -50,14 +48,6 @@ func (m *Main) quote() bot.Quote {
 	return q
 }
 
-// pollers are the Bots Long Poll pollers of VK_MODE=longpoll, one per
-// community.
-type pollers struct {
-	list   map[int]*longpoll.Poller
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
 // startPollers starts, in longpoll mode, one poller per community feeding
 // the bot. Of several instances sharing the Redis, one polls each
 // community at a time (a lease in Redis); the others stand by.
@@ -66,10 +56,9 @@ func (m *Main) startPollers(communities []Community) error {
 		return nil
 	}
 	store := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)
-	ctx, cancel := context.WithCancel(context.Background())
-	m.pollers = &pollers{list: map[int]*longpoll.Poller{}, cancel: cancel}
+	opts := make([]longpoll.Options, 0, len(communities))
 	for _, c := range communities {
-		p, err := longpoll.New(longpoll.Options{
+		opts = append(opts, longpoll.Options{
 			GroupID: c.GroupID,
 			API:     m.vkAPI(c.Tokens()[0]),
 			Handler: m.bot,
@@ -78,71 +67,31 @@ func (m *Main) startPollers(communities []Community) error {
 			Key:     func(msg callback.Message) string { return bot.Identity(msg, m.cfg.Normalize) },
 			Logger:  m.log,
 		})
-		if err != nil {
-			return err
-		}
-		m.pollers.list[c.GroupID] = p
+	}
+	var err error
+	if m.pollers, err = longpoll.Start(opts); err != nil {
+		return err
 	}
 	m.registerPollerMetrics()
-	for _, p := range m.pollers.list {
-		m.pollers.wg.Add(1)
-		go func() {
-			defer m.pollers.wg.Done()
-			p.Run(ctx)
-		}()
-	}
 	return nil
-}
-
-// stopPollers stops the pollers and waits for the messages they are
-// handling.
-func (m *Main) stopPollers() {
-	if m.pollers == nil {
-		return
-	}
-	m.pollers.cancel()
-	m.pollers.wg.Wait()
 }
 
 // registerPollerMetrics exports the pollers' totals, summed over the
 // communities.
 func (m *Main) registerPollerMetrics() {
-	sum := func(f func(longpoll.Stats) int64) func() float64 {
-		return func() float64 {
-			var n int64
-			for _, p := range m.pollers.list {
-				n += f(p.Stats())
-			}
-			return float64(n)
-		}
+	sum := func(f func(longpoll.Stats, int) int64) func() float64 {
+		return func() float64 { return float64(f(m.pollers.Total())) }
 	}
 	m.metrics.CounterFunc("longpoll_events_total", "Events received from the Bots Long Poll API, received again after a retry included.",
-		sum(func(s longpoll.Stats) int64 { return s.Events }))
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Events }))
 	m.metrics.CounterFunc("longpoll_messages_total", "Messages from the Bots Long Poll API handled (counted, reply stored).",
-		sum(func(s longpoll.Stats) int64 { return s.Messages }))
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Messages }))
 	m.metrics.CounterFunc("longpoll_skipped_total", "Malformed or foreign Bots Long Poll events skipped.",
-		sum(func(s longpoll.Stats) int64 { return s.Skipped }))
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Skipped }))
 	m.metrics.CounterFunc("longpoll_retries_total", "Failed Bots Long Poll requests and messages, retried with the same ts.",
-		sum(func(s longpoll.Stats) int64 { return s.Retries }))
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Retries }))
 	m.metrics.CounterFunc("longpoll_failed_total", "Bots Long Poll answers with failed 1, 2 or 3.",
-		sum(func(s longpoll.Stats) int64 { return s.Failed1 + s.Failed2 + s.Failed3 }))
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Failed1 + s.Failed2 + s.Failed3 }))
 	m.metrics.GaugeFunc("longpoll_polling", "Communities this instance polls (holds the lease of).",
-		sum(func(s longpoll.Stats) int64 {
-			if s.Polling {
-				return 1
-			}
-			return 0
-		}))
-}
-
-// pollerStats are the pollers' totals for /stats, by community.
-func (m *Main) pollerStats() map[string]longpoll.Stats {
-	if m.pollers == nil {
-		return nil
-	}
-	out := make(map[string]longpoll.Stats, len(m.pollers.list))
-	for g, p := range m.pollers.list {
-		out[strconv.Itoa(g)] = p.Stats()
-	}
-	return out
+		sum(func(_ longpoll.Stats, polling int) int64 { return int64(polling) }))
 }

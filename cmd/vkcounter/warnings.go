@@ -31,7 +31,7 @@ func (m *Main) warnRisky(ctx context.Context, communities []Community) {
 // warnEviction warns when the Redis may evict keys: losing the outbox or
 // a dedupe key loses a reply or counts a retried message twice.
 func (m *Main) warnEviction(ctx context.Context) {
-	if m.mini != nil {
+	if m.embedded != nil {
 		return // the embedded Redis has no memory limit
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
