@@ -259,7 +259,13 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: a test's deferred vk.Close runs before this, and a sender
+		// retrying a VK that is gone would keep an unbounded drain waiting.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	m := msg(1, "x")

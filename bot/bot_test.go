@@ -84,7 +84,13 @@ func newBotOutbox(t *testing.T, c bot.Counter, vk *vktest.Server, opts bot.Optio
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: a test's deferred vk.Close runs before this, and a sender
+		// retrying a VK that is gone would keep an unbounded drain waiting.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
 	return b, o
 }
 
