@@ -1,6 +1,9 @@
 package counters
 
-import "github.com/vkcounter/vkcounter/counters/wire"
+import (
+	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
 
 // hit adds one to an access counter and answers with its new total.
 func (c *conn) hit(f wire.Frame) error {
@@ -10,7 +13,7 @@ func (c *conn) hit(f wire.Frame) error {
 	}
 	ctx, cancel := c.s.storeContext()
 	defer cancel()
-	total, err := c.s.stores.Access.Hit(ctx, string(name))
+	total, err := access.Hit(ctx, c.s.stores.Access, string(name))
 	if err != nil {
 		return storeError(err)
 	}

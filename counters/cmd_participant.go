@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -16,7 +17,7 @@ func (c *conn) visit(f wire.Frame) error {
 	}
 	ctx, cancel := c.s.storeContext()
 	defer cancel()
-	n, isNew, err := c.s.stores.Participants.Visit(ctx, string(req.Name), string(req.Key), seconds(req.Timeout))
+	n, isNew, err := participant.Visit(ctx, c.s.stores.Participants, string(req.Name), string(req.Key), seconds(req.Timeout))
 	if err != nil {
 		return storeError(err)
 	}

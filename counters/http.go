@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
@@ -140,7 +141,7 @@ func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Delta == nil {
-		h.accessOp(w, r, h.stores.Access.Hit)
+		h.accessOp(w, r, func(ctx context.Context, name string) (int64, error) { return access.Hit(ctx, h.stores.Access, name) })
 		return
 	}
 	delta := *req.Delta
@@ -194,7 +195,7 @@ func (h *HTTPHandler) visit(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx, cancel := h.storeContext(r)
 	defer cancel()
-	n, isNew, err := h.stores.Participants.Visit(ctx, name, req.Key, timeout)
+	n, isNew, err := participant.Visit(ctx, h.stores.Participants, name, req.Key, timeout)
 	if err != nil {
 		h.fail(w, r, err)
 		return

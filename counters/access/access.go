@@ -41,11 +41,9 @@ const (
 	MaxLevels = 64
 )
 
-// A Store holds named access counters.
+// A Store holds named access counters. It has the primitives only; Hit
+// is a function on any Store.
 type Store interface {
-	// Hit adds one to the counter name and returns its new total. It is
-	// Add(ctx, name, 1).
-	Hit(ctx context.Context, name string) (int64, error)
 	// Add adds n (n >= 1) to the counter name and returns its new total, as
 	// n Hits would, in one operation. It returns ErrInvalidDelta for n < 1
 	// and ErrOverflow when the total would pass math.MaxInt64; either way
@@ -54,6 +52,10 @@ type Store interface {
 	// Total returns the counter's total, or ErrNotFound if it was never hit.
 	Total(ctx context.Context, name string) (int64, error)
 }
+
+// Hit adds one to the counter name of s and returns its new total: it is
+// s.Add(ctx, name, 1).
+func Hit(ctx context.Context, s Store, name string) (int64, error) { return s.Add(ctx, name, 1) }
 
 // Errors returned by the stores; test for them with errors.Is.
 var (

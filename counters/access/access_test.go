@@ -55,7 +55,7 @@ func newFile(t testing.TB, dir string, levels int) *access.File {
 
 func hit(t testing.TB, s access.Store, name string) int64 {
 	t.Helper()
-	n, err := s.Hit(context.Background(), name)
+	n, err := access.Hit(context.Background(), s, name)
 	if err != nil {
 		t.Fatalf("Hit(%q): %v", name, err)
 	}
@@ -125,7 +125,7 @@ var conformance = []struct {
 	{"invalid names are refused and change nothing", func(t *testing.T, s access.Store) {
 		long := strings.Repeat("n", access.MaxNameLen+1)
 		for _, name := range []string{"", long} {
-			if n, err := s.Hit(context.Background(), name); !errors.Is(err, access.ErrInvalidName) {
+			if n, err := access.Hit(context.Background(), s, name); !errors.Is(err, access.ErrInvalidName) {
 				t.Errorf("Hit(len %d) = %d, %v; want ErrInvalidName", len(name), n, err)
 			}
 			if n, err := s.Total(context.Background(), name); !errors.Is(err, access.ErrInvalidName) {
@@ -138,7 +138,7 @@ var conformance = []struct {
 	{"cancelled context changes nothing", func(t *testing.T, s access.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if n, err := s.Hit(ctx, "page"); !errors.Is(err, context.Canceled) {
+		if n, err := access.Hit(ctx, s, "page"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Hit = %d, %v; want context.Canceled", n, err)
 		}
 		if n, err := s.Add(ctx, "page", 5); !errors.Is(err, context.Canceled) {
@@ -213,7 +213,7 @@ var conformance = []struct {
 		if got := add(t, s, "page", 2); got != top {
 			t.Fatalf("Add(2) = %d, want MaxInt64", got)
 		}
-		n, err = s.Hit(context.Background(), "page")
+		n, err = access.Hit(context.Background(), s, "page")
 		wantOverflow("Hit at MaxInt64", n, err)
 		n, err = s.Add(context.Background(), "page", 1)
 		wantOverflow("Add(1) at MaxInt64", n, err)
@@ -224,7 +224,7 @@ var conformance = []struct {
 	{"1000 concurrent hits return 1 to 1000 once each", func(t *testing.T, s access.Store) {
 		const n = 1000
 		checkExactlyOnce(t, concurrently(t, n, func(ctx context.Context) (int64, error) {
-			return s.Hit(ctx, "hot")
+			return access.Hit(ctx, s, "hot")
 		}), n, 1)
 		if tot := total(t, s, "hot"); tot != n {
 			t.Fatalf("Total = %d, want %d", tot, n)

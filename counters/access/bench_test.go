@@ -28,7 +28,7 @@ func benchStores(b *testing.B, fn func(b *testing.B, s access.Store)) {
 // BenchmarkHit measures Hits on one counter from 50 goroutines.
 func BenchmarkHit(b *testing.B) {
 	benchmarkCount(b, "hits/s", func(ctx context.Context, s access.Store) error {
-		_, err := s.Hit(ctx, "bench")
+		_, err := access.Hit(ctx, s, "bench")
 		return err
 	})
 }

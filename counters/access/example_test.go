@@ -23,7 +23,7 @@ func ExampleFile() {
 		return
 	}
 	ctx := context.Background()
-	total, _ := store.Hit(ctx, access.DefaultName)
+	total, _ := access.Hit(ctx, store, access.DefaultName)
 	fmt.Println("total:", total)
 	b, _ := os.ReadFile(filepath.Join(dir, "count4.dat"))
 	fmt.Println("count4.dat:", string(b))
@@ -35,8 +35,8 @@ func ExampleFile() {
 func ExampleMemory() {
 	store := access.NewMemory()
 	ctx := context.Background()
-	store.Hit(ctx, "vk.messages")
-	store.Hit(ctx, "vk.messages")
+	access.Hit(ctx, store, "vk.messages")
+	access.Hit(ctx, store, "vk.messages")
 	total, _ := store.Total(ctx, "vk.messages")
 	fmt.Println(total)
 	_, err := store.Total(ctx, "never.hit")

@@ -107,9 +107,6 @@ func countIndex(file string) (int, bool) {
 	return i, err == nil && i >= 0 && strconv.Itoa(i) == digits
 }
 
-// Hit adds one to the counter name and returns its new total.
-func (f *File) Hit(ctx context.Context, name string) (int64, error) { return f.Add(ctx, name, 1) }
-
 // Add adds n (n >= 1) to the counter name and returns its new total: it
 // writes total+n into the count file holding the smallest value.
 func (f *File) Add(ctx context.Context, name string, n int64) (int64, error) {

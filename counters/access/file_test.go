@@ -94,7 +94,7 @@ func TestFileSeedConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	writeCounts(t, dir, map[int]string{0: "100", 1: "99", 2: "98"})
 	f := newFile(t, dir, 3)
-	got := together.Run(t, 3, func(int) (int64, error) { return f.Hit(context.Background(), access.DefaultName) })
+	got := together.Run(t, 3, func(int) (int64, error) { return access.Hit(context.Background(), f, access.DefaultName) })
 	slices.Sort(got)
 	if want := []int64{101, 102, 103}; !slices.Equal(got, want) {
 		t.Fatalf("Hits returned %v, want %v", got, want)
@@ -168,7 +168,7 @@ func TestFileUnrecoverable(t *testing.T) {
 				t.Fatalf("Total error = %v, want %v", err, tt.wantTotal)
 			}
 			before := readCounts(t, dir, 3)
-			n, err := f.Hit(context.Background(), access.DefaultName)
+			n, err := access.Hit(context.Background(), f, access.DefaultName)
 			if tt.wantHit != 0 {
 				if err != nil || n != tt.wantHit {
 					t.Fatalf("Hit = %d, %v; want %d", n, err, tt.wantHit)

@@ -17,9 +17,6 @@ func NewMemory() *Memory {
 	return &Memory{totals: make(map[string]int64)}
 }
 
-// Hit adds one to the counter name and returns its new total.
-func (m *Memory) Hit(ctx context.Context, name string) (int64, error) { return m.Add(ctx, name, 1) }
-
 // Add adds n (n >= 1) to the counter name and returns its new total.
 func (m *Memory) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkAdd(name, n); err != nil {

@@ -35,9 +35,6 @@ func (r *Redis) key(name string) string {
 	return r.prefix + "{" + name + "}"
 }
 
-// Hit adds one to the counter name and returns its new total.
-func (r *Redis) Hit(ctx context.Context, name string) (int64, error) { return r.Add(ctx, name, 1) }
-
 // Add adds n (n >= 1) to the counter name with one INCRBY and returns its
 // new total.
 func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {

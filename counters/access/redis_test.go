@@ -51,7 +51,7 @@ func TestRedisForeignValue(t *testing.T) {
 		if n, err := s.Total(ctx, "page"); err == nil {
 			t.Fatalf("Total = %d, want an error", n)
 		}
-		if n, err := s.Hit(ctx, "page"); err == nil {
+		if n, err := access.Hit(ctx, s, "page"); err == nil {
 			t.Fatalf("Hit = %d, want an error", n)
 		}
 		if n, err := s.Add(ctx, "page", 5); err == nil || errors.Is(err, access.ErrOverflow) {

@@ -60,7 +60,7 @@ func benchmarkVisit(b *testing.B, batch int) {
 				i := int(next.Add(int64(batch)) % benchUsers)
 				var err error
 				if batch == 1 {
-					_, _, err = s.Visit(ctx, "bench", keys[i], 0)
+					_, _, err = participant.Visit(ctx, s, "bench", keys[i], 0)
 				} else {
 					_, _, err = s.VisitMany(ctx, "bench", keys[i:i+batch], 0)
 				}

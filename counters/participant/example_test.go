@@ -24,7 +24,7 @@ func ExampleFile() {
 		return
 	}
 	ctx := context.Background()
-	active, isNew, _ := store.Visit(ctx, participant.DefaultName, participant.IPKey("192.168.1.1"), 300*time.Second)
+	active, isNew, _ := participant.Visit(ctx, store, participant.DefaultName, participant.IPKey("192.168.1.1"), 300*time.Second)
 	fmt.Println(active, isNew)
 	b, _ := os.ReadFile(path)
 	fmt.Print(string(b))
@@ -38,8 +38,8 @@ func ExampleFile() {
 func ExampleMemory() {
 	store := participant.NewMemory(nil)
 	ctx := context.Background()
-	fmt.Println(store.Visit(ctx, "vk.users", "42", 0))
-	fmt.Println(store.Visit(ctx, "vk.users", "42", 0))
+	fmt.Println(participant.Visit(ctx, store, "vk.users", "42", 0))
+	fmt.Println(participant.Visit(ctx, store, "vk.users", "42", 0))
 	fmt.Println(store.Leave(ctx, "vk.users", "42"))
 	fmt.Println(store.Leave(ctx, "vk.users", "42"))
 	// Output:

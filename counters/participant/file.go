@@ -72,11 +72,6 @@ func NewFile(path string, clock func() time.Time) (*File, error) {
 	return &File{path: path, clock: clock}, nil
 }
 
-// Visit records key as seen now under name; see Store.
-func (f *File) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return visitOne(ctx, f, name, key, timeout)
-}
-
 // VisitMany records every key of keys as seen now under name, in one
 // locked read-modify-write of the file; see Store. A key already in
 // the file keeps its line, as the BBS does; new keys are appended in the

@@ -204,7 +204,7 @@ func TestFileRefusesKeysTheFormatCannotHold(t *testing.T) {
 	writeFile(t, path, seedCnt)
 	f := newFile(t, path, newClock(bbsNow).Now)
 	for _, key := range []string{"a,b", "a\nb", "a\r", ","} {
-		if _, _, err := f.Visit(context.Background(), participant.DefaultName, key, fiveMins); !errors.Is(err, participant.ErrInvalidKey) {
+		if _, _, err := participant.Visit(context.Background(), f, participant.DefaultName, key, fiveMins); !errors.Is(err, participant.ErrInvalidKey) {
 			t.Errorf("Visit(%q) error = %v, want ErrInvalidKey", key, err)
 		}
 		if _, _, err := f.Leave(context.Background(), participant.DefaultName, key); !errors.Is(err, participant.ErrInvalidKey) {
@@ -252,7 +252,7 @@ func TestFileTwoProcesses(t *testing.T) {
 		w := bufio.NewWriter(os.Stdout)
 		for i := range perChild {
 			key := strconv.Itoa(os.Getpid()) + "-" + strconv.Itoa(i)
-			n, isNew, err := f.Visit(context.Background(), participant.DefaultName, key, time.Hour)
+			n, isNew, err := participant.Visit(context.Background(), f, participant.DefaultName, key, time.Hour)
 			if err != nil || !isNew {
 				t.Fatalf("Visit(%s) = %d, %v, %v", key, n, isNew, err)
 			}

@@ -25,11 +25,6 @@ func NewMemory(clock func() time.Time) *Memory {
 	return &Memory{clock: clock, sets: make(map[string]*set)}
 }
 
-// Visit records key as seen now under name; see Store.
-func (m *Memory) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return visitOne(ctx, m, name, key, timeout)
-}
-
 // VisitMany records every key of keys as seen now under name, under one
 // lock; see Store.
 func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {

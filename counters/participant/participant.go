@@ -55,11 +55,6 @@ const (
 
 // A Store holds participant sets, one per name.
 type Store interface {
-	// Visit records key as seen now under name and drops the name's
-	// expired keys. It returns the number of keys left (the active
-	// count) and whether key was not active before this visit: a key
-	// whose last visit has expired counts as new again.
-	Visit(ctx context.Context, name, key string, timeout time.Duration) (active int, isNew bool, err error)
 	// Leave forgets key under name. It returns the number of keys left
 	// and whether key was there to remove. Leave has no timeout, so the
 	// count may include keys that expired since the name's last Visit;
@@ -68,13 +63,13 @@ type Store interface {
 	// Active returns the number of keys under name seen within timeout.
 	// It changes nothing (the File store may rewrite a damaged file).
 	Active(ctx context.Context, name string, timeout time.Duration) (int, error)
-	// VisitMany records every key of keys as seen now under name, as
-	// Visit does for one key, in one operation: it drops the name's
+	// VisitMany records every key of keys as seen now under name, in one
+	// operation: it drops the name's
 	// expired keys and returns the number of keys left (the active
 	// count) and how many of keys were not active before (duplicates
 	// within keys count once). keys holds 1 to MaxBatch valid keys;
 	// otherwise VisitMany returns ErrInvalidKey and changes nothing.
-	// Visit(ctx, name, key, timeout) is VisitMany with the one key.
+	// The function Visit is VisitMany with one key.
 	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active int, added int, err error)
 }
 
@@ -172,8 +167,11 @@ func checkVisitMany(name string, keys []string, timeout time.Duration, storeKey 
 	return seconds(timeout)
 }
 
-// visitOne is Visit as a VisitMany of one key.
-func visitOne(ctx context.Context, s Store, name, key string, timeout time.Duration) (int, bool, error) {
+// Visit records key as seen now under name in s and drops the name's
+// expired keys, as s.VisitMany with the one key. It returns the number of
+// keys left (the active count) and whether key was not active before this
+// visit: a key whose last visit has expired counts as new again.
+func Visit(ctx context.Context, s Store, name, key string, timeout time.Duration) (active int, isNew bool, err error) {
 	n, added, err := s.VisitMany(ctx, name, []string{key}, timeout)
 	if err != nil {
 		return 0, false, err

@@ -64,7 +64,7 @@ func newFile(t testing.TB, path string, now func() time.Time) *participant.File 
 
 func visit(t testing.TB, s participant.Store, name, key string, timeout time.Duration, wantActive int, wantNew bool) {
 	t.Helper()
-	n, isNew, err := s.Visit(context.Background(), name, key, timeout)
+	n, isNew, err := participant.Visit(context.Background(), s, name, key, timeout)
 	if err != nil {
 		t.Fatalf("Visit(%q, %q): %v", name, key, err)
 	}
@@ -200,7 +200,7 @@ var conformance = []struct {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				if n, isNew, err := s.Visit(ctx, tt.set, tt.key, tt.timeout); !errors.Is(err, tt.want) {
+				if n, isNew, err := participant.Visit(ctx, s, tt.set, tt.key, tt.timeout); !errors.Is(err, tt.want) {
 					t.Errorf("Visit = %d, %v, %v; want %v", n, isNew, err, tt.want)
 				}
 				if tt.want != participant.ErrInvalidTimeout {
@@ -222,7 +222,7 @@ var conformance = []struct {
 	{"cancelled context changes nothing", func(t *testing.T, s participant.Store, c *clock) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, _, err := s.Visit(ctx, users, "a", fiveMins); !errors.Is(err, context.Canceled) {
+		if _, _, err := participant.Visit(ctx, s, users, "a", fiveMins); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Visit error = %v, want context.Canceled", err)
 		}
 		wantActive(t, s, users, fiveMins, 0)
@@ -230,7 +230,7 @@ var conformance = []struct {
 	{"100 concurrent visits of one new key: new exactly once", func(t *testing.T, s participant.Store, c *clock) {
 		const n = 100
 		news := together.Run(t, n, func(int) (bool, error) {
-			active, isNew, err := s.Visit(context.Background(), users, "k", fiveMins)
+			active, isNew, err := participant.Visit(context.Background(), s, users, "k", fiveMins)
 			if err == nil && active != 1 {
 				err = fmt.Errorf("active = %d, want 1", active)
 			}
@@ -244,7 +244,7 @@ var conformance = []struct {
 	{"concurrent visits of distinct keys count 1 to n once each", func(t *testing.T, s participant.Store, c *clock) {
 		const n = 200
 		counts := together.Run(t, n, func(i int) (int, error) {
-			count, isNew, err := s.Visit(context.Background(), users, fmt.Sprint("user", i), fiveMins)
+			count, isNew, err := participant.Visit(context.Background(), s, users, fmt.Sprint("user", i), fiveMins)
 			if err == nil && !isNew {
 				err = fmt.Errorf("user%d not new", i)
 			}
@@ -420,7 +420,7 @@ func TestExpiry(t *testing.T) {
 func TestVisitManyKeyError(t *testing.T) {
 	ctx := context.Background()
 	s := participant.NewMemory(nil)
-	_, _, err := s.Visit(ctx, users, "", fiveMins)
+	_, _, err := participant.Visit(ctx, s, users, "", fiveMins)
 	if want := "participant: invalid key: length 0, want 1 to 255 bytes"; err == nil || err.Error() != want {
 		t.Errorf("Visit error = %v, want %q", err, want)
 	}

@@ -71,11 +71,6 @@ func (r *Redis) now() string {
 	return strconv.FormatInt(r.clock().Unix(), 10)
 }
 
-// Visit records key as seen now under name; see Store.
-func (r *Redis) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return visitOne(ctx, r, name, key, timeout)
-}
-
 // VisitMany records every key of keys as seen now under name, in one
 // script call; see Store.
 func (r *Redis) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {

@@ -128,7 +128,7 @@ func TestRedisForeignKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := participant.NewRedis(tg.Client, prefix)
-		if _, _, err := s.Visit(ctx, users, "a", fiveMins); err == nil {
+		if _, _, err := participant.Visit(ctx, s, users, "a", fiveMins); err == nil {
 			t.Fatal("Visit on a string key succeeded")
 		}
 		if _, _, err := s.Leave(ctx, users, "a"); err == nil {
