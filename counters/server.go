@@ -44,10 +44,6 @@ import (
 
 // Defaults of ServerOptions.
 const (
-	// DefaultStatsInterval is the default ServerOptions.StatsInterval.
-	DefaultStatsInterval = resource.DefaultInterval
-	// MinStatsInterval is the shortest ServerOptions.StatsInterval.
-	MinStatsInterval = resource.MinInterval
 	// DefaultWriteTimeout is the default ServerOptions.WriteTimeout.
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultStoreTimeout is the default Stores.Timeout.
@@ -135,8 +131,8 @@ type ServerOptions struct {
 	// default resource.DefaultBuckets. See resource.Options.Buckets.
 	Buckets int
 	// StatsInterval is the epoch-aligned interval of the maximum
-	// consumption and of GC: whole seconds, at least MinStatsInterval,
-	// default DefaultStatsInterval.
+	// consumption and of GC: whole seconds, at least resource.MinInterval,
+	// default resource.DefaultInterval.
 	StatsInterval time.Duration
 	// MaxMemory caps the estimated memory of the counters in bytes: an
 	// Acquire that would create a counter past it is answered Out of

@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
+	"github.com/vkcounter/vkcounter/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -405,7 +406,7 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 		return err
 	}
 	body, _ := json.Marshal(map[string]any{
-		"type": "message_typing_state", "group_id": r.o.GroupID, "event_id": "loadtest-probe", "v": apiVersion, "secret": r.o.Secret,
+		"type": "message_typing_state", "group_id": r.o.GroupID, "event_id": "loadtest-probe", "v": vkapi.Version, "secret": r.o.Secret,
 		"object": map[string]any{"state": "typing", "from_id": userBase, "to_id": -r.o.GroupID},
 	})
 	deadline := time.Now().Add(r.o.Wait)
@@ -545,7 +546,7 @@ func (r *callbackRun) body(e *event) []byte {
 			ClientInfo clientInfo `json:"client_info"`
 		} `json:"object"`
 		Secret string `json:"secret,omitempty"`
-	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.eventID(), V: apiVersion, Secret: r.o.Secret}
+	}{GroupID: r.o.GroupID, Type: "message_new", EventID: e.eventID(), V: vkapi.Version, Secret: r.o.Secret}
 	v.Object.Message = message{
 		Date: time.Now().Unix(), FromID: e.from, ID: e.msgID, Attachments: []any{},
 		CMID: e.cmid, Text: r.texts[e.text], PeerID: e.peer,

@@ -63,8 +63,6 @@ const (
 	// defaultWindow is the bot's documented default WINDOW, assumed when
 	// its /stats does not say.
 	defaultWindow = 24 * time.Hour
-	// apiVersion is the API version the simulated events are in.
-	apiVersion = "5.199"
 )
 
 // visitKeys is how many participant keys each connection cycles through,

@@ -117,15 +117,19 @@ type delivery struct {
 	randomID int64
 }
 
-// NewServer starts a fake VK API on 127.0.0.1:0. Close it when done.
+// NewServer starts a fake VK API on 127.0.0.1:0, for tests: it is
+// Start(Options{}) and panics if it cannot listen, as httptest.NewServer
+// does. Close it when done.
 func NewServer() *Server {
-	s := newServer()
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s, err := Start(Options{})
+	if err != nil {
+		panic(err)
+	}
 	return s
 }
 
 // Options configure a Server started by Start. Zero fields mean the
-// defaults of NewServer.
+// defaults.
 type Options struct {
 	// Addr is the TCP address to listen on, such as "127.0.0.1:8099", so a
 	// bot can be started with a VK_API_URL known in advance. Empty means
@@ -133,9 +137,8 @@ type Options struct {
 	Addr string
 }
 
-// Start starts a fake VK API configured by opts. Unlike NewServer, which is
-// meant for tests, it returns an error when it cannot listen. Close it when
-// done.
+// Start starts a fake VK API configured by opts, or returns why it cannot
+// listen. Close it when done.
 func Start(opts Options) (*Server, error) {
 	addr := opts.Addr
 	if addr == "" {
@@ -145,17 +148,13 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vktest: %w", err)
 	}
-	s := newServer()
-	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
-	s.srv.Start()
-	return s, nil
-}
-
-func newServer() *Server {
-	return &Server{
+	s := &Server{
 		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
 		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
 	}
+	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
+	s.srv.Start()
+	return s, nil
 }
 
 // MethodURL is the base URL to give vksdk (api.VK.MethodURL) or the bot's
