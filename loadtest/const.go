@@ -70,6 +70,8 @@ const (
 const (
 	visitKeys    = 100
 	visitTimeout = 3600
+	// windowSeconds is the window of OpWindowHit, far longer than any run.
+	windowSeconds = 86400
 )
 
 // acquireMaximum is the maximum sent with every shared Acquire: far above

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,11 +39,18 @@ const (
 	// OpVisit visits the connection's own participant counter with keys
 	// k0 … k(visitKeys−1) in turn, so every answer (active, new) is known.
 	OpVisit Op = "visit"
+	// OpWindowHit hits the connection's own window counter (a day's
+	// window), so every answer is known: 0, 1, 2, …
+	OpWindowHit Op = "whit"
+	// OpUniqueAdd adds keys to the connection's own unique counter, in
+	// pairs: a new key (the first makes the estimate change; a later one
+	// may or may not), then the same key again, which must change nothing.
+	OpUniqueAdd Op = "uadd"
 )
 
 // opcodes are the opcodes the workloads send, in the order the report
 // lists them.
-var opcodes = []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop, wire.OpHit, wire.OpVisit}
+var opcodes = []wire.Opcode{wire.OpAcquire, wire.OpRelease, wire.OpGet, wire.OpNoop, wire.OpHit, wire.OpVisit, wire.OpWindowHit, wire.OpUniqueAdd}
 
 // ParseOps parses a comma-separated list of workloads, such as
 // "acquire,get".
@@ -50,10 +58,10 @@ func ParseOps(s string) ([]Op, error) {
 	var ops []Op
 	for _, f := range strings.Split(s, ",") {
 		switch op := Op(strings.TrimSpace(f)); op {
-		case OpAcquire, OpGet, OpNoop, OpHit, OpVisit:
+		case OpAcquire, OpGet, OpNoop, OpHit, OpVisit, OpWindowHit, OpUniqueAdd:
 			ops = append(ops, op)
 		default:
-			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get, noop, hit or visit)", f)
+			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get, noop, hit, visit, whit or uadd)", f)
 		}
 	}
 	return ops, nil
@@ -138,9 +146,12 @@ type expect struct {
 	op     wire.Opcode
 	opaque uint32
 	want   body
-	sent   time.Time
-	name   string // the counter, for problem reports
-	end    int    // where the request ends in the buffer it was built in
+	// anyFlag accepts either flag byte instead of want: a new key's UAdd
+	// may or may not raise a register.
+	anyFlag bool
+	sent    time.Time
+	name    string // the counter, for problem reports
+	end     int    // where the request ends in the buffer it was built in
 }
 
 // A body is an expected response body; all of them fit 8 bytes, so
@@ -162,6 +173,15 @@ func u32(v uint32) (b body) {
 func u64(v uint64) (b body) {
 	binary.BigEndian.PutUint64(b.b[:], v)
 	b.n = 8
+	return b
+}
+
+// flag is the body of UAdd.
+func flag(v bool) (b body) {
+	if v {
+		b.b[0] = 1
+	}
+	b.n = 1
 	return b
 }
 
@@ -362,6 +382,8 @@ type counterConn struct {
 	holds  bool // the connection holds its own counter, for OpGet
 	hits   int  // hits sent
 	visits int  // visits sent
+	whits  int  // window hits sent
+	uadds  int  // unique adds sent
 }
 
 // next appends the requests of the next workload unit to dst, and their
@@ -416,6 +438,18 @@ func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
 		want := u32Flag(uint32(min(c.visits, visitKeys)), isNew)
 		dst = wire.AppendVisit(dst, add(wire.OpVisit, name, want), visitTimeout, name, key)
 		done()
+	case OpWindowHit:
+		name := c.own
+		dst = wire.AppendWindowHit(dst, add(wire.OpWindowHit, name, u64(uint64(c.whits))), windowSeconds, name)
+		done()
+		c.whits++
+	case OpUniqueAdd:
+		name, key := c.own, "u"+strconv.Itoa(c.uadds/2)
+		// The first key changes the empty counter, a repeat never does.
+		dst = wire.AppendUniqueAdd(dst, add(wire.OpUniqueAdd, name, flag(c.uadds == 0)), name, []string{key})
+		exps[len(exps)-1].anyFlag = c.uadds > 0 && c.uadds%2 == 0
+		done()
+		c.uadds++
 	}
 	c.units++
 	return dst, exps, true
@@ -509,6 +543,7 @@ func (c *counterConn) read(slots <-chan struct{}, queue <-chan expect, broken ch
 			return
 		case f.Status != wire.StatusOK:
 			c.r.add(Problem{Kind: WrongStatus, Subject: c.subject(&e), Want: "OK", Got: fmt.Sprintf("%#02x %q", byte(f.Status), f.Body)})
+		case e.anyFlag && len(f.Body) == 1 && f.Body[0] <= 1:
 		case !bytes.Equal(f.Body, e.want.bytes()):
 			c.r.add(Problem{Kind: WrongBody, Subject: c.subject(&e), Want: fmt.Sprintf("% x", e.want.bytes()), Got: fmt.Sprintf("% x", f.Body)})
 		}

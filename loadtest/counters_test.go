@@ -43,7 +43,7 @@ func TestCountersAgainstServer(t *testing.T) {
 			for _, l := range rep.Latency {
 				names = append(names, l.Name)
 			}
-			if got := strings.Join(names, ","); got != "acquire,release,get,noop,hit,visit" {
+			if got := strings.Join(names, ","); got != "acquire,release,get,noop,hit,visit,whit,uadd" {
 				t.Errorf("latency series %s", got)
 			}
 		})
@@ -131,6 +131,24 @@ func (f *fakeCounters) serve(nc net.Conn) {
 			keys[string(req.Key)] = true
 			resp = wire.AppendUint32Flag(nil, fr.Opcode, fr.Opaque, uint32(len(keys)), isNew)
 			f.mu.Unlock()
+		case wire.OpWindowHit:
+			req, _ := wire.ParseWindow(fr.Body)
+			f.mu.Lock()
+			resp = wire.AppendUint64(nil, fr.Opcode, fr.Opaque, f.totals["w:"+string(req.Name)])
+			f.totals["w:"+string(req.Name)]++
+			f.mu.Unlock()
+		case wire.OpUniqueAdd:
+			req, _ := wire.ParseUniqueAdd(fr.Body)
+			f.mu.Lock()
+			keys := f.seen["u:"+string(req.Name)]
+			if keys == nil {
+				keys = map[string]bool{}
+				f.seen["u:"+string(req.Name)] = keys
+			}
+			changed := !keys[string(req.Keys[0])]
+			keys[string(req.Keys[0])] = true
+			resp = wire.AppendFlag(nil, fr.Opcode, fr.Opaque, changed)
+			f.mu.Unlock()
 		default:
 			resp = wire.AppendError(nil, fr.Opcode, wire.StatusUnknownCommand, fr.Opaque)
 		}
@@ -149,12 +167,12 @@ func (f *fakeCounters) serve(nc net.Conn) {
 	}
 }
 
-var allOps = []loadtest.Op{loadtest.OpAcquire, loadtest.OpGet, loadtest.OpNoop, loadtest.OpHit, loadtest.OpVisit}
+var allOps = []loadtest.Op{loadtest.OpAcquire, loadtest.OpGet, loadtest.OpNoop, loadtest.OpHit, loadtest.OpVisit, loadtest.OpWindowHit, loadtest.OpUniqueAdd}
 
 func TestCountersEveryWorkloadAgainstFake(t *testing.T) {
 	addr := startFake(t, nil)
 	rep := runCounters(t, loadtest.CountersOptions{Addr: addr, Ops: allOps, Conns: 2, Depth: 5, Requests: 1000})
-	if !rep.OK() || rep.Requests < 999 || len(rep.Latency) != 6 {
+	if !rep.OK() || rep.Requests < 999 || len(rep.Latency) != 8 {
 		t.Fatalf("%d requests, latency %v, problems %v", rep.Requests, rep.Latency, rep.Check.Listed)
 	}
 }

@@ -83,6 +83,9 @@ for the whole duration. Workloads (-op, comma-separated, cycled):
   noop      noop
   hit       hit this connection's own access counter (totals 1, 2, 3, …)
   visit     visit this connection's own participant counter with 100 keys in turn
+  whit      hit this connection's own window counter, a day's window (answers 0, 1, 2, …)
+  uadd      add keys to this connection's own unique counter: a new key, then
+            the same again (which must change nothing)
 
 -addr takes several servers, comma-separated: connection i talks to server
 i mod n. With -max N (and -op acquire alone) the run checks a shared
@@ -274,7 +277,7 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	out.bind(fs)
 	var o loadtest.CountersOptions
 	fs.StringVar(&o.Addr, "addr", "", "the counter server(s), comma-separated `HOST:PORT,...`, e.g. 127.0.0.1:11215 (or -spawn)")
-	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit")
+	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit, whit, uadd")
 	fs.IntVar(&o.Conns, "conns", 1, "connections")
 	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
 	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")

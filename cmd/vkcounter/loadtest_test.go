@@ -117,9 +117,9 @@ func TestLoadtestSpawn(t *testing.T) {
 		}
 	}
 	report := filepath.Join(t.TempDir(), "counters.html")
-	code, rep, stderr := runLoad(t, "counters", "-spawn", "-bin", bin, "-op", "acquire,get,noop,hit,visit", "-conns", "3",
+	code, rep, stderr := runLoad(t, "counters", "-spawn", "-bin", bin, "-op", "acquire,get,noop,hit,visit,whit,uadd", "-conns", "3",
 		"-depth", "8", "-requests", "3000", "-json", "-report", report)
-	if code != 0 || !rep.OK || rep.Requests < 2999 || rep.Requests > 3000 || rep.Check.Checked != rep.Requests || len(rep.Latency) != 6 {
+	if code != 0 || !rep.OK || rep.Requests < 2999 || rep.Requests > 3000 || rep.Check.Checked != rep.Requests || len(rep.Latency) != 8 {
 		t.Fatalf("counters: exit %d, requests %d checked %d latency %v problems %v %v\n%s",
 			code, rep.Requests, rep.Check.Checked, rep.Latency, rep.Check.Problems, rep.Check.Listed, stderr)
 	}
