@@ -23,6 +23,12 @@ const (
 	UsersTimeout = 300 * time.Second
 )
 
+// UsersDay is the unique counter of the senders of day t (UTC), such as
+// "vk.users:2026-11-26": a HyperLogLog of every from_id written on that
+// day. A batch is written on the day it is flushed, so a message in the
+// last ActivityFlush of a day may count for the next.
+func UsersDay(t time.Time) string { return UsersCounter + ":" + t.UTC().Format(time.DateOnly) }
+
 const (
 	// activityEarly flushes a batch before ActivityFlush once it holds
 	// this many messages or senders.
@@ -179,6 +185,16 @@ func (a *activityBatch) flush() {
 			continue
 		}
 		a.saw(func(s *ActivitySeen) { s.Users, s.UsersAt = active, time.Now() })
+		day := UsersDay(time.Now())
+		// Adding to a HyperLogLog is idempotent too: a chunk put back
+		// after this fails is visited and added again harmlessly.
+		estimate, err := b.opts.Activity.AddUnique(ctx, day, chunk)
+		if err != nil {
+			a.putBack(0, chunk)
+			a.failed(err, day)
+			continue
+		}
+		a.saw(func(s *ActivitySeen) { s.Day, s.UsersToday, s.UsersTodayAt = day, estimate, time.Now() })
 	}
 }
 
@@ -190,6 +206,11 @@ type ActivitySeen struct {
 	MessagesAt time.Time // when Messages was read
 	Users      int       // active senders in UsersCounter
 	UsersAt    time.Time // when Users was read
+	// UsersToday is the estimated distinct senders of the unique counter
+	// Day (UsersDay of the day it was read).
+	Day          string
+	UsersToday   int64
+	UsersTodayAt time.Time
 }
 
 // saw updates the last seen figures.

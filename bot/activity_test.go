@@ -27,6 +27,8 @@ type fakeActivity struct {
 	live    []bool
 	batches []string // the batch of each AddOnce call
 	fails   int
+	// uniqueFails is how many AddUnique calls fail next.
+	uniqueFails int
 }
 
 func (a *fakeActivity) record(ctx context.Context, call string) error {
@@ -51,6 +53,17 @@ func (a *fakeActivity) AddOnce(ctx context.Context, name string, n int64, batch 
 
 func (a *fakeActivity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
 	return len(keys), len(keys), a.record(ctx, fmt.Sprintf("visit %s %s %v", name, strings.Join(keys, ","), timeout))
+}
+
+func (a *fakeActivity) AddUnique(ctx context.Context, name string, keys []string) (int64, error) {
+	err := a.record(ctx, fmt.Sprintf("unique %s %s", name, strings.Join(keys, ",")))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil && a.uniqueFails > 0 {
+		a.uniqueFails--
+		err = errors.New("redis: i/o timeout")
+	}
+	return int64(len(keys)), err
 }
 
 func (a *fakeActivity) snapshot() ([]string, []bool) {
@@ -93,7 +106,7 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	waitSends(t, vk, 3)           // one reply per message: the retried event is not answered twice
 	b.Close(context.Background()) // writes the last batch
 	calls, live := a.snapshot()
-	want := []string{"add vk.messages 3", "visit vk.users 101,103 5m0s"}
+	want := []string{"add vk.messages 3", "visit vk.users 101,103 5m0s", "unique " + bot.UsersDay(time.Now()) + " 101,103"}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("activity calls %q, want %q: one batch; the retried event not fed, each sender once", calls, want)
 	}
@@ -102,6 +115,39 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	}
 	if st := b.Stats(); st.Received != 4 || st.Duplicates != 1 || st.ActivityErrors != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestActivityUniqueFailureIsRetried: when the day's unique counter fails,
+// the senders are put back, visited again (idempotent) and added again.
+func TestActivityUniqueFailureIsRetried(t *testing.T) {
+	a := &fakeActivity{uniqueFails: 1}
+	b, vk := newActivityBot(t, newMemCounter(), a)
+	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	waitSends(t, vk, 1)
+	day := bot.UsersDay(time.Now())
+	want := []string{"add vk.messages 1", "visit vk.users 101 5m0s", "unique " + day + " 101", "visit vk.users 101 5m0s", "unique " + day + " 101"}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		calls, _ := a.snapshot()
+		if len(calls) >= len(want) {
+			if !slices.Equal(calls[:len(want)], want) {
+				t.Fatalf("calls %q, want %q", calls, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls %q: the failed unique add was not retried", calls)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if seen := b.ActivitySeen(); seen.Day != day || seen.UsersToday != 1 || seen.UsersTodayAt.IsZero() {
+		t.Fatalf("ActivitySeen %+v, want today's estimate 1", seen)
+	}
+	if st := b.Stats(); st.ActivityErrors != 1 {
+		t.Fatalf("ActivityErrors = %d, want 1", st.ActivityErrors)
 	}
 }
 
@@ -213,7 +259,7 @@ func TestNotFromAPersonNotCounted(t *testing.T) {
 	if got := len(vk.Sends()); got != 1 {
 		t.Errorf("%d replies, want only the person's", got)
 	}
-	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 105 5m0s"}) {
+	if calls, _ := a.snapshot(); !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 105 5m0s", "unique " + bot.UsersDay(time.Now()) + " 105"}) {
 		t.Errorf("activity calls %q, want the person's message only", calls)
 	}
 	if st := b.Stats(); st.Ignored != 4 || st.Received != 1 {
@@ -282,7 +328,7 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	waitSends(t, vk, 1)
 	b.Close(context.Background())
 	calls, live := a.snapshot()
-	if !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 101 5m0s"}) || slices.Contains(live, false) {
+	if !slices.Equal(calls, []string{"add vk.messages 1", "visit vk.users 101 5m0s", "unique " + bot.UsersDay(time.Now()) + " 101"}) || slices.Contains(live, false) {
 		t.Fatalf("activity calls %q (live %v), want one message and one visit with a live context", calls, live)
 	}
 }

@@ -54,8 +54,8 @@ type Recorder interface {
 }
 
 // Activity records what the bot sees beyond the replies' counts. Its
-// methods are the batched ones of the access and participant stores of
-// package counters, so a pair of stores adapts to it with two one-line
+// methods are the batched ones of the access, participant and unique
+// stores of package counters, so the stores adapt to it with short
 // methods.
 type Activity interface {
 	// AddOnce adds n to the access counter name, at most once per batch:
@@ -64,6 +64,9 @@ type Activity interface {
 	AddOnce(ctx context.Context, name string, n int64, batch string) (total int64, err error)
 	// VisitMany records keys as seen now under the participant counter name.
 	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active, added int, err error)
+	// AddUnique adds keys to the unique counter name and returns its
+	// estimate. Adding a key again changes nothing, so a retry is safe.
+	AddUnique(ctx context.Context, name string, keys []string) (estimate int64, err error)
 }
 
 // ErrClosed is returned by HandleMessage once Close has begun: the message

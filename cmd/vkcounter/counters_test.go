@@ -151,9 +151,15 @@ func TestBotFeedsActivityCounters(t *testing.T) {
 		a.waitCnt(t, "3\n2\n", "total", "vk.messages", "active", "vk.users", "300")
 		a.mustAPI(t, "GET", "/counters/access/vk.messages", "", 200, `{"name":"vk.messages","total":3}`)
 		a.mustAPI(t, "GET", "/counters/participants/vk.users?timeout=300", "", 200, `{"name":"vk.users","active":2}`)
-		checkStatsCounters(t, a, `{"store":"redis","vk.messages":{"total":3},"vk.users":{"active":2,"timeout_seconds":300}}`)
+		a.waitCnt(t, "2\n", "ucount", bot.UsersDay(time.Now()))
+		checkStatsCounters(t, a, `{"store":"redis","vk.messages":{"total":3},"vk.users":{"active":2,"timeout_seconds":300,`+today(2)+`}}`)
 		a.waitSends(t, 3) // one reply per message: retries are not answered twice
 	})
+}
+
+// today is the "today" field of vk.users in /stats with n senders today.
+func today(n int) string {
+	return fmt.Sprintf(`"today":{"counter":%q,"estimate":%d}`, bot.UsersDay(time.Now()), n)
 }
 
 // checkStatsCounters requires /stats to report want as its counters, once
@@ -177,6 +183,12 @@ func checkStatsCounters(t *testing.T, a *app, want string) {
 				return fmt.Errorf("/stats %s: age_seconds %v, want a fresh reading", name, c["age_seconds"])
 			}
 			delete(c, "age_seconds")
+		}
+		if today, _ := stats.Counters[bot.UsersCounter].(map[string]any)["today"].(map[string]any); today != nil {
+			if age, _ := today["age_seconds"].(float64); age < 0 || age > 60 {
+				return fmt.Errorf("/stats %s today: age_seconds %v, want a fresh reading", bot.UsersCounter, today["age_seconds"])
+			}
+			delete(today, "age_seconds")
 		}
 		if got, _ := json.Marshal(stats.Counters); string(got) != want {
 			return fmt.Errorf("/stats counters %s, want %s", got, want)
@@ -221,7 +233,7 @@ func TestCountersFileStore(t *testing.T) {
 		t.Fatalf("count4.dat = %q, %v; want the BBS's minimum file rewritten", b, err)
 	}
 	a.mustOK(t, event("f1", 4242, 1, "file"))
-	checkStatsCounters(t, a, `{"store":"file","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300}}`)
+	checkStatsCounters(t, a, `{"store":"file","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300,`+today(1)+`}}`)
 	if _, err := os.Stat(filepath.Join(count, "names", "vk.messages", "count0.dat")); err != nil {
 		t.Fatalf("vk.messages not in the count directory: %v", err)
 	}
@@ -229,7 +241,7 @@ func TestCountersFileStore(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(b), "4242,") {
 		t.Fatalf("vk.users file = %q, %v; want the sender's line", b, err)
 	}
-	checkStatsCounters(t, a, `{"store":"file","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300}}`)
+	checkStatsCounters(t, a, `{"store":"file","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300,`+today(1)+`}}`)
 }
 
 // TestCountersMemoryStore: COUNTERS_STORE=memory keeps the counters out of
@@ -239,7 +251,7 @@ func TestCountersMemoryStore(t *testing.T) {
 		a := startApp(t, tg, env("COUNTERS_STORE", "memory"))
 		a.mustCnt(t, "1\n1 1\n", "hit", "m", "visit", "room", "k", "0")
 		a.mustOK(t, event("m1", 5, 1, "memory"))
-		checkStatsCounters(t, a, `{"store":"memory","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300}}`)
+		checkStatsCounters(t, a, `{"store":"memory","vk.messages":{"total":1},"vk.users":{"active":1,"timeout_seconds":300,`+today(1)+`}}`)
 		if keys := append(redistest.Keys(t, tg.Client, a.prefix+"a:"), redistest.Keys(t, tg.Client, a.prefix+"p:")...); len(keys) != 0 {
 			t.Fatalf("memory store wrote Redis keys %v", keys)
 		}

@@ -207,8 +207,9 @@ func (m *Main) openStores() error {
 
 // activity feeds the bot's activity counters into the counter stores.
 type activity struct {
-	hits   access.Store
-	visits participant.Store
+	hits    access.Store
+	visits  participant.Store
+	uniques unique.Store
 }
 
 // AddOnce adds n once per batch where the store's outcome can be unknown
@@ -222,6 +223,14 @@ func (a activity) AddOnce(ctx context.Context, name string, n int64, batch strin
 
 func (a activity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
 	return a.visits.VisitMany(ctx, name, keys, timeout)
+}
+
+// AddUnique adds keys to a unique counter and reads its estimate.
+func (a activity) AddUnique(ctx context.Context, name string, keys []string) (int64, error) {
+	if _, err := a.uniques.Add(ctx, name, keys); err != nil {
+		return 0, err
+	}
+	return a.uniques.Count(ctx, name)
 }
 
 var _ bot.Activity = activity{}
@@ -414,7 +423,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		MaxBatch:        m.cfg.VKBatch,
 		RatePerToken:    m.cfg.VKRate,
 		OnReplyDone:     m.metrics.ReplyDone,
-		Activity:        activity{m.stores.Access, m.stores.Participants},
+		Activity:        activity{m.stores.Access, m.stores.Participants, m.stores.Uniques},
 		ActivityTimeout: m.cfg.CountersTimeout,
 		RecordTimeout:   m.cfg.RedisTimeout,
 		Logger:          m.log,
@@ -533,7 +542,8 @@ func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 			"store":             m.cfg.CountersStore,
 			bot.MessagesCounter: map[string]any{"total": seen.Messages, "age_seconds": ageSince(seen.MessagesAt)},
 			bot.UsersCounter: map[string]any{"active": seen.Users, "timeout_seconds": int64(bot.UsersTimeout / time.Second),
-				"age_seconds": ageSince(seen.UsersAt)},
+				"age_seconds": ageSince(seen.UsersAt),
+				"today":       map[string]any{"counter": seen.Day, "estimate": seen.UsersToday, "age_seconds": ageSince(seen.UsersTodayAt)}},
 		},
 		"vk": map[string]any{"consecutive_failures": m.bot.ConsecutiveVKFailures()},
 	}
