@@ -64,6 +64,7 @@ var statuses = []struct {
 	{resource.ErrStore, wire.StatusStoreFailure},
 	{access.ErrInvalidName, wire.StatusInvalid},
 	{access.ErrInvalidDelta, wire.StatusInvalid},
+	{access.ErrInvalidLimit, wire.StatusInvalid},
 	{access.ErrNotFound, wire.StatusNotFound},
 	// A total at math.MaxInt64 cannot take another hit, as a resource
 	// counter at its maximum cannot take another acquire.

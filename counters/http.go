@@ -42,6 +42,7 @@ var httpCodes = map[wire.Status]int{
 //	POST /counters/participants/{name}/visit        {"key":…,"timeout":s} → {"name":…,"key":…,"active":…,"new":…}
 //	POST /counters/participants/{name}/leave        {"key":…} → {"name":…,"key":…,"active":…,"removed":…}
 //	GET  /counters/participants/{name}?timeout=s    {"name":…,"active":…}
+//	GET  /counters/access?prefix=P&limit=N&cursor=C {"prefix":P,"counters":[{"name":…,"total":…},…],"sum":…,"cursor":C2}
 //	POST /counters/windows/{name}                   {"window":s} → {"name":…,"window":s,"previous":…}
 //	GET  /counters/windows/{name}?window=s          {"name":…,"window":s,"count":…}
 //	POST /counters/uniques/{name}                   {"keys":[…]} (1 to 1000) → {"name":…,"changed":…}
@@ -79,6 +80,7 @@ func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
 	}
 	h.mux.Handle(HTTPPrefix+"access/{$}", http.HandlerFunc(emptyName))
 	h.mux.Handle(HTTPPrefix+"access/{name}", methods{http.MethodGet: h.total, http.MethodPost: h.hit})
+	h.mux.Handle(HTTPPrefix+"access", methods{http.MethodGet: h.list})
 	h.mux.Handle(HTTPPrefix+"participants/{$}", http.HandlerFunc(emptyName))
 	h.mux.Handle(HTTPPrefix+"participants/{name}", methods{http.MethodGet: h.active})
 	h.mux.Handle(HTTPPrefix+"participants/{name}/visit", methods{http.MethodPost: h.visit})

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
@@ -152,4 +153,43 @@ func TestKindsHTTP(t *testing.T) {
 			c.do(t, h)
 		}
 	})
+}
+
+func TestAccessListHTTP(t *testing.T) {
+	stores := counters.Stores{Access: access.NewMemory()}
+	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []httpCall{
+		{"GET", "/counters/access?prefix=page_", "", 200, `{"prefix":"page_","counters":[],"sum":0,"cursor":""}`},
+		{"POST", "/counters/access/page_b", `{"delta":2}`, 200, `{"name":"page_b","total":2}`},
+		{"POST", "/counters/access/page_a", "", 200, `{"name":"page_a","total":1}`},
+		{"POST", "/counters/access/page_c", `{"delta":4}`, 200, `{"name":"page_c","total":4}`},
+		{"POST", "/counters/access/other", "", 200, `{"name":"other","total":1}`},
+		{"GET", "/counters/access?prefix=page_&limit=2", "", 200,
+			`{"prefix":"page_","counters":[{"name":"page_a","total":1},{"name":"page_b","total":2}],"sum":3,"cursor":"cGFnZV9i"}`},
+		{"GET", "/counters/access?prefix=page_&limit=2&cursor=cGFnZV9i", "", 200,
+			`{"prefix":"page_","counters":[{"name":"page_c","total":4}],"sum":4,"cursor":""}`},
+		{"GET", "/counters/access?prefix=page_&limit=3", "", 200,
+			`{"prefix":"page_","counters":[{"name":"page_a","total":1},{"name":"page_b","total":2},{"name":"page_c","total":4}],"sum":7,"cursor":""}`},
+		{"GET", "/counters/access", "", 200,
+			`{"prefix":"","counters":[{"name":"other","total":1},{"name":"page_a","total":1},{"name":"page_b","total":2},{"name":"page_c","total":4}],"sum":8,"cursor":""}`},
+		{"GET", "/counters/access?limit=0", "", 400, "invalid limit"},
+		{"GET", "/counters/access?limit=1001", "", 400, "invalid limit"},
+		{"GET", "/counters/access?limit=x", "", 400, "limit"},
+		{"GET", "/counters/access?cursor=!!", "", 400, "cursor"},
+		{"POST", "/counters/access", "", 405, "not allowed"},
+	} {
+		c.do(t, h)
+	}
+	file, err := access.NewFile(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err = counters.NewHTTPHandler(counters.Stores{Access: file}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpCall{"GET", "/counters/access?prefix=a", "", 501, "cannot list"}.do(t, h)
 }

@@ -37,7 +37,7 @@ var (
 	// countersRoutes are the routes of the /counters/ HTTP API (the
 	// patterns of counters.HTTPHandler) with their methods.
 	countersRoutes = [][2]string{
-		{"GET", "/counters/access/{name}"}, {"POST", "/counters/access/{name}"},
+		{"GET", "/counters/access/{name}"}, {"POST", "/counters/access/{name}"}, {"GET", "/counters/access"},
 		{"GET", "/counters/participants/{name}"},
 		{"POST", "/counters/participants/{name}/visit"}, {"POST", "/counters/participants/{name}/leave"},
 		{"GET", "/counters/windows/{name}"}, {"POST", "/counters/windows/{name}"},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,7 +105,8 @@ func eventually(t *testing.T, check func() error) {
 // when the test ends, one by one since a cluster spreads them over slots.
 func dropAccessKeys(t *testing.T, tg *redistest.Target, prefix string) {
 	t.Cleanup(func() {
-		for _, k := range redistest.Keys(t, tg.Client, prefix+"a:") {
+		// Access and unique counters do not expire.
+		for _, k := range append(redistest.Keys(t, tg.Client, prefix+"a:"), redistest.Keys(t, tg.Client, prefix+"u:")...) {
 			tg.Client.Del(context.Background(), k)
 		}
 	})
@@ -122,8 +124,11 @@ func TestCntAgainstTheProgram(t *testing.T) {
 		a.mustAPI(t, "POST", "/counters/access/page", "", 200, `{"name":"page","total":3}`)
 		a.mustAPI(t, "POST", "/counters/participants/room/visit", `{"key":"u2"}`, 200, `{"name":"room","key":"u2","active":2,"new":true}`)
 		a.mustCnt(t, "3\n2\n", "total", "page", "active", "room", "0")
-		if keys := redistest.Keys(t, tg.Client, a.prefix+"a:"); len(keys) != 1 || keys[0] != a.prefix+"a:{page}" {
-			t.Fatalf("access keys %v, want the one counter under KEY_PREFIX a:", keys)
+		a.mustAPI(t, "GET", "/counters/access?prefix=pa", "", 200, `{"prefix":"pa","counters":[{"name":"page","total":3}],"sum":3,"cursor":""}`)
+		keys := redistest.Keys(t, tg.Client, a.prefix+"a:")
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{a.prefix + "a:index", a.prefix + "a:{page}"}) {
+			t.Fatalf("access keys %v, want the one counter and the name index under KEY_PREFIX a:", keys)
 		}
 		if keys := redistest.Keys(t, tg.Client, a.prefix+"p:"); len(keys) != 1 {
 			t.Fatalf("participant keys %v, want one set under KEY_PREFIX p:", keys)

@@ -68,6 +68,8 @@ var (
 	// ErrOverflow is returned by Hit and Add when the total would pass
 	// math.MaxInt64.
 	ErrOverflow = errors.New("access: counter overflow")
+	// ErrInvalidLimit is returned by List for a limit out of range.
+	ErrInvalidLimit = errors.New("access: invalid limit")
 	// ErrCorrupt is returned by the File store when count files exist but
 	// none of them holds a valid total, so the total cannot be recovered.
 	ErrCorrupt = errors.New("access: no valid count file")

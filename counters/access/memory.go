@@ -2,14 +2,16 @@ package access
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
 // Memory is a Store that keeps its counters in this process. The zero
 // value is not usable; call NewMemory. It is safe for concurrent use.
 type Memory struct {
-	mu     sync.Mutex // guards totals
+	mu     sync.Mutex // guards totals and names
 	totals map[string]int64
+	names  []string // the names of totals in byte order, for List
 }
 
 // NewMemory returns an empty in-memory store.
@@ -27,9 +29,14 @@ func (m *Memory) Add(ctx context.Context, name string, n int64) (int64, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	next, err := addTotal(m.totals[name], n)
+	prev, ok := m.totals[name]
+	next, err := addTotal(prev, n)
 	if err != nil {
 		return 0, err
+	}
+	if !ok {
+		i, _ := slices.BinarySearch(m.names, name)
+		m.names = slices.Insert(m.names, i, name)
 	}
 	m.totals[name] = next
 	return next, nil

@@ -46,6 +46,9 @@ func (r *Redis) AddOnce(ctx context.Context, name string, n int64, token string)
 	if token == "" {
 		return 0, fmt.Errorf("access: AddOnce with an empty token")
 	}
+	if err := r.index(ctx, name); err != nil {
+		return 0, err
+	}
 	total, err := addOnceScript.Run(ctx, r.rdb, []string{r.key(name), r.key(name) + ":once:" + token}, n, OnceFor.Milliseconds()).Int64()
 	if isOverflow(err) {
 		return 0, fmt.Errorf("%w: adding %d", ErrOverflow, n)

@@ -15,10 +15,12 @@ import (
 //
 // The key of counter name is base + "a:{" + name + "}": each name has its
 // own Redis Cluster hash tag, and distinct names never share a key. The
-// keys do not expire.
+// keys do not expire. A sorted set indexes the names for List (see
+// redis_list.go).
 type Redis struct {
-	rdb    redis.UniversalClient
-	prefix string
+	rdb     redis.UniversalClient
+	prefix  string
+	indexed indexed // names this process put in the index (see List)
 }
 
 // keyPart follows the service's base prefix in every key of this store.
@@ -39,6 +41,9 @@ func (r *Redis) key(name string) string {
 // new total.
 func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkAdd(name, n); err != nil {
+		return 0, err
+	}
+	if err := r.index(ctx, name); err != nil {
 		return 0, err
 	}
 	total, err := r.rdb.IncrBy(ctx, r.key(name), n).Result()

@@ -6,12 +6,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
 // TestRedisKeys pins the key layout: one string per counter, named
-// prefix + "a:{" + name + "}", without expiry.
+// prefix + "a:{" + name + "}", without expiry, and the name index, a
+// sorted set prefix + "a:index" of the names with score 0.
 func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -23,9 +26,12 @@ func TestRedisKeys(t *testing.T) {
 
 		got := redistest.Keys(t, tg.Client, prefix)
 		slices.Sort(got)
-		want := []string{prefix + "a:{a}b}", prefix + "a:{vk.messages}"}
+		want := []string{prefix + "a:index", prefix + "a:{a}b}", prefix + "a:{vk.messages}"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("keys = %q, want %q", got, want)
+		}
+		if names, err := tg.Client.ZRangeByLex(ctx, prefix+"a:index", &redis.ZRangeBy{Min: "-", Max: "+"}).Result(); err != nil || !slices.Equal(names, []string{"a}b", "vk.messages"}) {
+			t.Fatalf("index = %q, %v", names, err)
 		}
 		if v, err := tg.Client.Get(ctx, prefix+"a:{vk.messages}").Result(); err != nil || v != "2" {
 			t.Fatalf("GET = %q, %v; want 2", v, err)
