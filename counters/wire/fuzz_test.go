@@ -23,6 +23,10 @@ func fuzzSeeds() [][]byte {
 	all = wire.AppendVisit(all, 9, 300, "vk.users", "42")
 	all = wire.AppendLeave(all, 10, "vk.users", "42")
 	all = wire.AppendActive(all, 11, 0, "vk.users")
+	all = wire.AppendWindowHit(all, 12, 3600, "api")
+	all = wire.AppendWindowCount(all, 13, 60, "api")
+	all = wire.AppendUniqueAdd(all, 14, "u", []string{"a", "bc"})
+	all = wire.AppendUniqueCount(all, 15, []string{"u", "v"})
 	var resp []byte
 	resp = wire.AppendUint32(resp, wire.OpGet, 1, 7)
 	resp = wire.AppendStatsResponse(resp, 2, []wire.Stat{{Name: "objects", Value: "1"}})
@@ -32,6 +36,8 @@ func fuzzSeeds() [][]byte {
 	resp = wire.AppendUint64(resp, wire.OpHit, 5, 926)
 	resp = wire.AppendUint32Flag(resp, wire.OpVisit, 6, 3, true)
 	resp = wire.AppendError(resp, wire.OpTotal, wire.StatusStoreFailure, 7)
+	resp = wire.AppendFlag(resp, wire.OpUniqueAdd, 8, true)
+	resp = wire.AppendUint64(resp, wire.OpWindowHit, 9, 41)
 	return [][]byte{
 		all, resp, all[:len(all)-3],
 		wire.AppendAcquire(nil, 1, "", 0, 0),
@@ -136,6 +142,36 @@ func checkRequest(t *testing.T, fr wire.Frame) {
 		var req wire.ActiveRequest
 		if req, err = wire.ParseActive(fr.Body); err == nil {
 			again = wire.AppendActive(nil, fr.Opaque, req.Timeout, string(req.Name))
+		}
+	case wire.OpWindowHit, wire.OpWindowCount:
+		var req wire.WindowRequest
+		if req, err = wire.ParseWindow(fr.Body); err == nil {
+			if fr.Opcode == wire.OpWindowHit {
+				again = wire.AppendWindowHit(nil, fr.Opaque, req.Window, string(req.Name))
+			} else {
+				again = wire.AppendWindowCount(nil, fr.Opaque, req.Window, string(req.Name))
+			}
+		}
+	case wire.OpUniqueAdd:
+		var req wire.UniqueAddRequest
+		if req, err = wire.ParseUniqueAdd(fr.Body); err == nil {
+			keys := make([]string, len(req.Keys))
+			for i, k := range req.Keys {
+				if len(k) == 0 || len(k) > wire.MaxUniqueFieldLen {
+					t.Fatalf("invalid key accepted: %q", k)
+				}
+				keys[i] = string(k)
+			}
+			again = wire.AppendUniqueAdd(nil, fr.Opaque, string(req.Name), keys)
+		}
+	case wire.OpUniqueCount:
+		var names [][]byte
+		if names, err = wire.ParseUniqueCount(fr.Body); err == nil {
+			ns := make([]string, len(names))
+			for i, n := range names {
+				ns[i] = string(n)
+			}
+			again = wire.AppendUniqueCount(nil, fr.Opaque, ns)
 		}
 	default:
 		return
