@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // and exits when stdin closes, deleting its Redis keys.
 func runBenchServer() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	memAddr, closeMem, err := serveBench(counters.Stores{})
+	memAddr, closeMem, err := serveBench(counters.MemoryStores(nil))
 	if err != nil {
 		return fail(err)
 	}
@@ -66,10 +66,9 @@ func runBenchServer() int {
 		defer rdb.Close()
 		prefix := fmt.Sprintf("test:bench-%d:", os.Getpid())
 		defer deleteBenchKeys(rdb, prefix)
-		addr, closeRedis, err := serveBench(counters.Stores{
-			Access:       access.NewRedis(rdb, prefix),
-			Participants: participant.NewRedis(rdb, prefix),
-		})
+		stores := counters.MemoryStores(nil)
+		stores.Access, stores.Participants = access.NewRedis(rdb, prefix), participant.NewRedis(rdb, prefix)
+		addr, closeRedis, err := serveBench(stores)
 		if err != nil {
 			return fail(err)
 		}

@@ -14,7 +14,7 @@ import (
 
 func TestClient(t *testing.T) {
 	clock := newFakeClock(day)
-	s := newServer(t, counters.ServerOptions{Clock: clock.Now})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	if err := c.Noop(cx); err != nil {
@@ -46,7 +46,7 @@ func TestClient(t *testing.T) {
 }
 
 func TestClientRefusesInvalidArgumentsWithoutSending(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	long := strings.Repeat("n", wire.MaxNameLen+1)
@@ -70,7 +70,7 @@ func TestClientRefusesInvalidArgumentsWithoutSending(t *testing.T) {
 }
 
 func TestPipeline(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	p := c.Pipeline()
 	for range 2 { // the pipeline is reusable
@@ -207,7 +207,7 @@ func TestClientContext(t *testing.T) {
 }
 
 func TestClientDumpCallbackError(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	for _, n := range []string{"a", "b", "c"} {

@@ -18,7 +18,7 @@ import (
 )
 
 func Example() {
-	s, err := counters.NewServer(counters.ServerOptions{})
+	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +70,7 @@ func Example() {
 // The access and participant counters: with no Stores given, the server
 // keeps them in memory.
 func ExampleClient_Hit() {
-	s, err := counters.NewServer(counters.ServerOptions{})
+	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	if err != nil {
 		panic(err)
 	}
@@ -108,7 +108,7 @@ func ExampleClient_Hit() {
 }
 
 func ExampleHTTPHandler() {
-	h, err := counters.NewHTTPHandler(counters.Stores{}, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), zerolog.Nop())
 	if err != nil {
 		panic(err)
 	}

@@ -38,7 +38,7 @@ const (
 // default in-memory stores.
 func TestExtensionFixtures(t *testing.T) {
 	clock := newFakeClock(day)
-	s := newServer(t, counters.ServerOptions{Clock: clock.Now})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now})
 	c := pipe(t, s)
 	steps := []struct {
 		name      string
@@ -123,7 +123,7 @@ func TestExtensionFixtures(t *testing.T) {
 // and reads its total, visits key r of "room", counts "room" and makes key
 // r-1 leave, so after round 0 two keys are active at each count.
 func TestExtensionPipelined(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := dial(t, listen(t, s))
 	var req, want []byte
 	for r := range 20 {
@@ -188,9 +188,18 @@ var (
 	_ participant.Store = fakeStore{}
 )
 
+// memoryStoresWith returns memory stores changed by edit.
+func memoryStoresWith(edit func(*counters.Stores)) counters.Stores {
+	s := counters.MemoryStores(nil)
+	edit(&s)
+	return s
+}
+
 func fakeStores(fn func(ctx context.Context, op string) error) counters.Stores {
 	f := fakeStore{fn: fn}
-	return counters.Stores{Access: f, Participants: f}
+	stores := counters.MemoryStores(nil)
+	stores.Access, stores.Participants = f, f
+	return stores
 }
 
 func TestStoreFailureKeepsTheConnection(t *testing.T) {
@@ -234,11 +243,10 @@ func TestStoreFailureKeepsTheConnection(t *testing.T) {
 func TestRedisDownIsAStoreFailure(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
 	prefix := redistest.Prefix(t)
-	s := newServer(t, counters.ServerOptions{Stores: counters.Stores{
-		Access:       access.NewRedis(tg.Client, prefix),
-		Participants: participant.NewRedis(tg.Client, prefix),
-		Timeout:      200 * time.Millisecond,
-	}})
+	s := newServer(t, counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
+		s.Access, s.Participants = access.NewRedis(tg.Client, prefix), participant.NewRedis(tg.Client, prefix)
+		s.Timeout = 200 * time.Millisecond
+	})})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	if n, err := c.Hit(cx, "h"); n != 1 || err != nil {
@@ -290,9 +298,9 @@ func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
 	b := newBlocker()
 	fast := access.NewMemory()
 	slow := fakeStore{fn: b.call}
-	s := newServer(t, counters.ServerOptions{Stores: counters.Stores{
-		Access: fast, Participants: slow, Timeout: 100 * time.Millisecond,
-	}})
+	s := newServer(t, counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
+		s.Access, s.Participants, s.Timeout = fast, slow, 100*time.Millisecond
+	})})
 	addr := listen(t, s)
 	stalled, other := client(t, addr), client(t, addr)
 	done := make(chan error, 1)
@@ -318,9 +326,9 @@ func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
 // timeout; it cancels the call.
 func TestCloseCancelsStoreCalls(t *testing.T) {
 	b := newBlocker()
-	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.Stores{
-		Access: fakeStore{fn: b.call}, Timeout: time.Hour,
-	}})
+	s, err := counters.NewServer(counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
+		s.Access, s.Timeout = fakeStore{fn: b.call}, time.Hour
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +346,7 @@ func TestCloseCancelsStoreCalls(t *testing.T) {
 }
 
 func TestNewServerRejectsNegativeStoreTimeout(t *testing.T) {
-	if s, err := counters.NewServer(counters.ServerOptions{Stores: counters.Stores{Timeout: -1}}); err == nil {
+	if s, err := counters.NewServer(counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) { s.Timeout = -1 })}); err == nil {
 		s.Close()
 		t.Fatal("NewServer accepted a negative store timeout")
 	}
@@ -346,7 +354,7 @@ func TestNewServerRejectsNegativeStoreTimeout(t *testing.T) {
 
 func TestClientExtension(t *testing.T) {
 	clock := newFakeClock(day)
-	s := newServer(t, counters.ServerOptions{Clock: clock.Now})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	if _, err := c.Total(cx, "views"); !errors.Is(err, wire.StatusNotFound) {
@@ -396,7 +404,7 @@ func TestClientExtension(t *testing.T) {
 }
 
 func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	long := strings.Repeat("n", wire.MaxNameLen+1)
@@ -459,7 +467,7 @@ func TestClientMalformedExtensionAnswers(t *testing.T) {
 }
 
 func TestPipelineExtension(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	p := c.Pipeline()
 	p.Total("t")
@@ -510,10 +518,8 @@ func TestRedisStoresSharedByServers(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
 		t.Cleanup(func() { delKeys(t, tg, prefix) })
-		stores := counters.Stores{
-			Access:       access.NewRedis(tg.Client, prefix),
-			Participants: participant.NewRedis(tg.Client, prefix),
-		}
+		stores := counters.MemoryStores(nil)
+		stores.Access, stores.Participants = access.NewRedis(tg.Client, prefix), participant.NewRedis(tg.Client, prefix)
 		a := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		b := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		cx := ctx(t)

@@ -64,7 +64,7 @@ func FuzzConn(f *testing.F) {
 	f.Add(session[:len(session)-5])
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := NewServer(ServerOptions{MaxMemory: 1 << 20})
+		s, err := NewServer(ServerOptions{Stores: MemoryStores(nil), MaxMemory: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

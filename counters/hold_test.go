@@ -13,7 +13,7 @@ import (
 // TestHold: Hold returns nil when its context ends, leaving the connection
 // open and what it acquired held, and an error when the server goes away.
 func TestHold(t *testing.T) {
-	srv := counterstest.NewServer(t, counters.ServerOptions{})
+	srv := counterstest.NewServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := counterstest.Listen(t, srv)
 	ctx := context.Background()
 	c, err := counters.Dial(ctx, addr)

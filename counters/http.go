@@ -66,11 +66,11 @@ type HTTPHandler struct {
 
 var _ http.Handler = (*HTTPHandler)(nil)
 
-// NewHTTPHandler returns a handler serving stores (with the defaults of
-// Stores for zero fields; pass the Server's stores to serve the same
-// counters). Store failures are logged to log.
+// NewHTTPHandler returns a handler serving stores (every one given; pass
+// the Server's stores to serve the same counters), or an error if one is
+// missing. Store failures are logged to log.
 func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
-	stores, err := stores.withDefaults(time.Now)
+	stores, err := stores.withDefaults()
 	if err != nil {
 		return nil, err
 	}

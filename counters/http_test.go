@@ -30,7 +30,7 @@ type httpCall struct {
 // clock.
 func newHTTP(t testing.TB, clock *fakeClock) (*counters.HTTPHandler, counters.Stores) {
 	t.Helper()
-	stores := counters.Stores{Access: access.NewMemory(), Participants: participant.NewMemory(clock.Now)}
+	stores := counters.MemoryStores(clock.Now)
 	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +229,33 @@ func TestHTTPAndPortShareStores(t *testing.T) {
 }
 
 func TestNewHTTPHandlerRejectsNegativeTimeout(t *testing.T) {
-	if _, err := counters.NewHTTPHandler(counters.Stores{Timeout: -time.Second}, zerolog.Nop()); err == nil {
+	stores := counters.MemoryStores(nil)
+	stores.Timeout = -time.Second
+	if _, err := counters.NewHTTPHandler(stores, zerolog.Nop()); err == nil {
 		t.Fatal("accepted a negative store timeout")
+	}
+}
+
+// TestMissingStoreIsAnError: a store left nil is refused by the server and
+// the HTTP handler alike, rather than replaced by counters of their own
+// that the other would not see.
+func TestMissingStoreIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		drop func(*counters.Stores)
+	}{
+		{"Access", func(s *counters.Stores) { s.Access = nil }},
+		{"Participants", func(s *counters.Stores) { s.Participants = nil }},
+		{"Windows", func(s *counters.Stores) { s.Windows = nil }},
+		{"Uniques", func(s *counters.Stores) { s.Uniques = nil }},
+	} {
+		stores := counters.MemoryStores(nil)
+		tc.drop(&stores)
+		if _, err := counters.NewHTTPHandler(stores, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
+			t.Errorf("HTTP handler without %s: %v", tc.name, err)
+		}
+		if _, err := counters.NewServer(counters.ServerOptions{Stores: stores}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
+			t.Errorf("server without %s: %v", tc.name, err)
+		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, stores counters.Stores)) {
 	t.Run("memory", func(t *testing.T) {
 		clock := newFakeClock(day)
-		body(t, clock, counters.Stores{Windows: window.NewMemory(clock.Now), Uniques: unique.NewMemory()})
+		body(t, clock, counters.MemoryStores(clock.Now))
 	})
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
@@ -36,7 +36,9 @@ func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, st
 		if err != nil {
 			t.Fatal(err)
 		}
-		body(t, clock, counters.Stores{Windows: w.WithClock(clock.Now), Uniques: u})
+		stores := counters.MemoryStores(clock.Now)
+		stores.Windows, stores.Uniques = w.WithClock(clock.Now), u
+		body(t, clock, stores)
 	})
 }
 
@@ -97,7 +99,7 @@ func TestKindsOverThePort(t *testing.T) {
 
 // TestKindsStats: the new opcodes are counted in Stats.
 func TestKindsStats(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	c.WindowHit(cx, "a", time.Second)

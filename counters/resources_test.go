@@ -31,7 +31,7 @@ func redisServer(t testing.TB, rdb redis.UniversalClient, prefix string, lease t
 // counters (nil for memory, whose counters are not shared).
 func eachResourceStore(t *testing.T, fn func(t *testing.T, addr string, another func() string)) {
 	t.Run("memory", func(t *testing.T) {
-		fn(t, listen(t, newServer(t, counters.ServerOptions{})), nil)
+		fn(t, listen(t, newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})), nil)
 	})
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)

@@ -21,7 +21,7 @@ func ringOf(t *testing.T, n int) ([]string, map[string]*counters.Server) {
 	var addrs []string
 	servers := map[string]*counters.Server{}
 	for range n {
-		s := newServer(t, counters.ServerOptions{})
+		s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 		addr := listen(t, s)
 		addrs = append(addrs, addr)
 		servers[addr] = s
@@ -228,7 +228,7 @@ func TestRingPipeline(t *testing.T) {
 
 // TestRingClientDNS resolves localhost into the ring's servers.
 func TestRingClientDNS(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	_, port, _ := net.SplitHostPort(addr)
 	rc := newRingClient(t, nil, counters.RingOptions{DNS: net.JoinHostPort("localhost", port)})

@@ -15,7 +15,7 @@
 //
 // A server:
 //
-//	s, err := counters.NewServer(counters.ServerOptions{Logger: log})
+//	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil), Logger: log})
 //	ln, err := net.Listen("tcp", ":11215")
 //	go s.Serve(ln)
 //	defer s.Close()
@@ -76,47 +76,55 @@ type Observer interface {
 	OnConn(delta int)
 }
 
-// Stores are the access, participant, window and unique counters that the extension
-// opcodes and the HTTP API serve. Zero fields mean the documented defaults.
+// Stores are the access, participant, window and unique counters that the
+// extension opcodes and the HTTP API serve. Every store must be given:
+// give the Server and the HTTP handler the same Stores to serve the same
+// counters (MemoryStores keeps them all in this process).
 type Stores struct {
-	// Access holds the access counters (Hit, Total). Nil means a new
-	// access.Memory of the server's own.
+	// Access holds the access counters (Hit, Total).
 	Access access.Store
 	// Participants holds the participant counters (Visit, Leave, Active).
-	// Nil means a new participant.Memory of the server's own.
 	Participants participant.Store
-	// Windows holds the window counters (WHit, WCount). Nil means a new
-	// window.Memory of the server's own.
+	// Windows holds the window counters (WHit, WCount).
 	Windows window.Store
-	// Uniques holds the unique counters (UAdd, UCount). Nil means a new
-	// unique.Memory of the server's own.
+	// Uniques holds the unique counters (UAdd, UCount).
 	Uniques unique.Store
 	// Timeout bounds each store call, so a slow store (Redis, a locked
 	// file) holds a request for at most that long; the request then fails
-	// with wire.StatusStoreFailure (HTTP 503). Default DefaultStoreTimeout.
+	// with wire.StatusStoreFailure (HTTP 503). Zero means
+	// DefaultStoreTimeout.
 	Timeout time.Duration
 }
 
-// withDefaults returns s with its defaults filled in, or an error if s is
-// invalid. The participant memory store reads the time from clock.
-func (s Stores) withDefaults(clock func() time.Time) (Stores, error) {
+// MemoryStores returns Stores keeping every counter in this process's
+// memory; the participant and window counters read the time from clock
+// (nil: time.Now).
+func MemoryStores(clock func() time.Time) Stores {
+	return Stores{
+		Access:       access.NewMemory(),
+		Participants: participant.NewMemory(clock),
+		Windows:      window.NewMemory(clock),
+		Uniques:      unique.NewMemory(),
+	}
+}
+
+// withDefaults returns s with its timeout defaulted, or an error if s is
+// invalid: a negative timeout, or a store not given (a quiet default would
+// give each consumer counters of its own).
+func (s Stores) withDefaults() (Stores, error) {
 	if s.Timeout < 0 {
 		return s, fmt.Errorf("counters: store timeout %v: must not be negative", s.Timeout)
 	}
 	if s.Timeout == 0 {
 		s.Timeout = DefaultStoreTimeout
 	}
-	if s.Access == nil {
-		s.Access = access.NewMemory()
-	}
-	if s.Participants == nil {
-		s.Participants = participant.NewMemory(clock)
-	}
-	if s.Windows == nil {
-		s.Windows = window.NewMemory(clock)
-	}
-	if s.Uniques == nil {
-		s.Uniques = unique.NewMemory()
+	for _, f := range []struct {
+		name string
+		nil  bool
+	}{{"Access", s.Access == nil}, {"Participants", s.Participants == nil}, {"Windows", s.Windows == nil}, {"Uniques", s.Uniques == nil}} {
+		if f.nil {
+			return s, fmt.Errorf("counters: no %s store given (MemoryStores keeps them in this process)", f.name)
+		}
 	}
 	return s, nil
 }
@@ -154,8 +162,8 @@ type ServerOptions struct {
 	Clock func() time.Time
 	// Observer, when not nil, is told about every request and connection.
 	Observer Observer
-	// Stores hold the counters of the extension opcodes; see Stores for
-	// the defaults.
+	// Stores hold the counters of the extension opcodes; each must be
+	// given (see Stores).
 	Stores Stores
 	// Resources holds the resource counters. Nil means a table in this
 	// process's memory, made with Buckets, StatsInterval, MaxMemory and
@@ -215,7 +223,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	stores, err := opts.Stores.withDefaults(opts.Clock)
+	stores, err := opts.Stores.withDefaults()
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ const day = 20000 * 86400
 // every opcode and every status, in one session on one connection.
 func TestFixtures(t *testing.T) {
 	clock := newFakeClock(day + 3600)
-	s := newServer(t, counters.ServerOptions{Clock: clock.Now, MaxMemory: 1000})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now, MaxMemory: 1000})
 	c := pipe(t, s)
 	steps := []struct {
 		name      string
@@ -76,7 +76,7 @@ func TestFixtures(t *testing.T) {
 }
 
 func TestBadMagicClosesTheConnection(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := pipe(t, s)
 	got := exchange(t, c, unhex(t, "80 01 00 00 00000000 00000005"), 29)
 	equalBytes(t, "bad magic", got, "91 01 04 00 00000011 00000005 496e76616c696420617267756d656e7473")
@@ -90,7 +90,7 @@ func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {
 		{"unknown", "90 55 00 00 7fffffff 00000009", "91 55 04 00 00000011 00000009"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newServer(t, counters.ServerOptions{})
+			s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 			c := pipe(t, s)
 			// Only the header is sent: the answer comes without the body.
 			got := exchange(t, c, unhex(t, tc.header), 29)
@@ -101,7 +101,7 @@ func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {
 }
 
 func TestPipelined200InOneWrite(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := dial(t, listen(t, s))
 	var req, want []byte
 	for i := range 200 {
@@ -128,7 +128,7 @@ func TestPipelined200InOneWrite(t *testing.T) {
 }
 
 func TestOneByteAtATime(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := pipe(t, s)
 	var req, want []byte
 	req = wire.AppendAcquire(req, 1, "slow", 2, 5)
@@ -156,7 +156,7 @@ func TestOneByteAtATime(t *testing.T) {
 // TestAnswersBeforeTheRestOfARequest: a client that sends a request and
 // the start of the next, then waits for the first answer, gets it.
 func TestAnswersBeforeTheRestOfARequest(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := pipe(t, s)
 	next := wire.AppendNoop(nil, 2)
 	req := append(wire.AppendNoop(nil, 1), next[:5]...)
@@ -167,7 +167,7 @@ func TestAnswersBeforeTheRestOfARequest(t *testing.T) {
 }
 
 func TestReleaseRulesPerConnection(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	a, b := client(t, addr), client(t, addr)
 	cx := ctx(t)
@@ -194,7 +194,7 @@ func TestReleaseRulesPerConnection(t *testing.T) {
 }
 
 func TestAcquireDoesNotWrap(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	if _, err := c.Acquire(cx, "w", 0xFFFFFFFF, 0xFFFFFFFF); err != nil {
@@ -212,7 +212,7 @@ func TestAcquireDoesNotWrap(t *testing.T) {
 }
 
 func TestCloseReleasesWithin100ms(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	holder, watcher := client(t, addr), client(t, addr)
 	cx := ctx(t)
@@ -237,7 +237,7 @@ func TestCloseReleasesWithin100ms(t *testing.T) {
 }
 
 func TestRequestsBeforeCloseRunFirst(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	raw := dial(t, addr)
 	// Acquire and close without reading: the acquire runs, then its
@@ -257,7 +257,7 @@ func TestRequestsBeforeCloseRunFirst(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{StatsInterval: 60 * time.Second})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), StatsInterval: 60 * time.Second})
 	addr := listen(t, s)
 	c := client(t, addr)
 	cx := ctx(t)
@@ -367,7 +367,7 @@ func checkStatsBytes(t *testing.T, raw net.Conn) {
 // TestGCAndMaxConsumptionAcrossBoundaries drives the interval clock by hand.
 func TestGCAndMaxConsumptionAcrossBoundaries(t *testing.T) {
 	clock := newFakeClock(day + 10)
-	s := newServer(t, counters.ServerOptions{Clock: clock.Now, StatsInterval: 3600 * time.Second})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now, StatsInterval: 3600 * time.Second})
 	c := client(t, listen(t, s))
 	cx := ctx(t)
 	must := func(err error) {
@@ -418,7 +418,7 @@ func TestGCAndMaxConsumptionAcrossBoundaries(t *testing.T) {
 }
 
 func TestMaxConnections(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{MaxConnections: 2})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), MaxConnections: 2})
 	addr := listen(t, s)
 	cx := ctx(t)
 	a, b := client(t, addr), client(t, addr)
@@ -445,7 +445,7 @@ func TestMaxConnections(t *testing.T) {
 // half of them close, and each counter must equal exactly what the open
 // connections hold.
 func TestHammer(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	const conns, rounds, maximum = 50, 200, 300
 	names := make([]string, 10)
@@ -516,7 +516,7 @@ func TestHammer(t *testing.T) {
 // TestStalledClientDoesNotDelayOthers: a client that never reads its
 // answers blocks only itself.
 func TestStalledClientDoesNotDelayOthers(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{WriteTimeout: time.Hour})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), WriteTimeout: time.Hour})
 	stalled := pipe(t, s)
 	// net.Pipe has no buffer: the server's answer write blocks at once.
 	go stalled.Write(wire.AppendAcquire(nil, 1, "st", 1, 10))
@@ -529,7 +529,7 @@ func TestStalledClientDoesNotDelayOthers(t *testing.T) {
 }
 
 func TestWriteTimeoutDisconnects(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{WriteTimeout: 20 * time.Millisecond})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), WriteTimeout: 20 * time.Millisecond})
 	stalled := pipe(t, s)
 	got := exchange(t, stalled, wire.AppendAcquire(nil, 1, "wt", 2, 10), 16)
 	equalBytes(t, "acquire", got, "91 02 00 00 00000004 00000001 00000002")
@@ -542,7 +542,7 @@ func TestWriteTimeoutDisconnects(t *testing.T) {
 }
 
 func TestIdleTimeout(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{IdleTimeout: 20 * time.Millisecond})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), IdleTimeout: 20 * time.Millisecond})
 	idle := pipe(t, s)
 	exchange(t, idle, wire.AppendAcquire(nil, 1, "idle", 1, 1), 16)
 	expectClosed(t, idle)
@@ -554,7 +554,7 @@ func TestIdleTimeout(t *testing.T) {
 }
 
 func TestCloseEndsEverything(t *testing.T) {
-	s, err := counters.NewServer(counters.ServerOptions{})
+	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,11 +597,11 @@ func TestNewServerRejectsBadOptions(t *testing.T) {
 		name string
 		opts counters.ServerOptions
 	}{
-		{"negative max connections", counters.ServerOptions{MaxConnections: -1}},
-		{"negative buckets", counters.ServerOptions{Buckets: -1}},
-		{"interval under the minimum", counters.ServerOptions{StatsInterval: 9 * time.Second}},
-		{"negative write timeout", counters.ServerOptions{WriteTimeout: -1}},
-		{"negative idle timeout", counters.ServerOptions{IdleTimeout: -1}},
+		{"negative max connections", counters.ServerOptions{Stores: counters.MemoryStores(nil), MaxConnections: -1}},
+		{"negative buckets", counters.ServerOptions{Stores: counters.MemoryStores(nil), Buckets: -1}},
+		{"interval under the minimum", counters.ServerOptions{Stores: counters.MemoryStores(nil), StatsInterval: 9 * time.Second}},
+		{"negative write timeout", counters.ServerOptions{Stores: counters.MemoryStores(nil), WriteTimeout: -1}},
+		{"negative idle timeout", counters.ServerOptions{Stores: counters.MemoryStores(nil), IdleTimeout: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if s, err := counters.NewServer(tc.opts); err == nil {
@@ -633,7 +633,7 @@ func (o *countingObserver) OnConn(delta int) {
 
 func TestObserver(t *testing.T) {
 	o := &countingObserver{requests: make(map[string]int)}
-	s := newServer(t, counters.ServerOptions{Observer: o})
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), Observer: o})
 	c := pipe(t, s)
 	req := wire.AppendNoop(nil, 1)
 	req = wire.AppendGet(req, 2, "none")

@@ -18,7 +18,7 @@ import (
 // address and a client of it.
 func cntServer(t *testing.T) (string, *counters.Client) {
 	t.Helper()
-	return cntServerWith(t, counters.ServerOptions{})
+	return cntServerWith(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 }
 
 // cntServerWith is cntServer with options.
@@ -175,7 +175,7 @@ func TestCntHold(t *testing.T) {
 // resources, cnt says the connection is lost and exits 1: nobody may
 // believe the resources are still held.
 func TestCntHoldServerGone(t *testing.T) {
-	srv := counterstest.NewServer(t, counters.ServerOptions{})
+	srv := counterstest.NewServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := counterstest.Listen(t, srv)
 	watcher, err := counters.Dial(context.Background(), addr)
 	if err != nil {
@@ -273,7 +273,9 @@ func (brokenStore) Add(context.Context, string, int64) (int64, error) {
 }
 
 func TestCntStoreFailure(t *testing.T) {
-	addr, _ := cntServerWith(t, counters.ServerOptions{Stores: counters.Stores{Access: brokenStore{}}})
+	stores := counters.MemoryStores(nil)
+	stores.Access = brokenStore{}
+	addr, _ := cntServerWith(t, counters.ServerOptions{Stores: stores})
 	code, stdout, stderr := cnt(t, context.Background(), "-addr", addr, "hit", "x", "noop")
 	if code != 1 || stdout != "" || stderr != "ERROR: 86 Store unavailable\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)

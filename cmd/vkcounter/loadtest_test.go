@@ -202,7 +202,7 @@ func TestLoadtestUsage(t *testing.T) {
 // TestLoadtestCountersForADuration: -requests 0 with -duration sends until
 // the duration ends, more than any fixed count would need to be guessed.
 func TestLoadtestCountersForADuration(t *testing.T) {
-	addr := counterstest.Start(t, counters.ServerOptions{})
+	addr := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	code, rep, stderr := runLoad(t, "counters", "-addr", addr, "-op", "noop", "-requests", "0", "-duration", "300ms", "-json")
 	if code != 0 || !rep.OK || rep.Stopped != "duration" || rep.Requests == 0 {
 		t.Fatalf("exit %d, stopped %q after %d requests; want exit 0, stopped by the duration\n%s", code, rep.Stopped, rep.Requests, stderr)
@@ -215,8 +215,8 @@ func TestLoadtestCountersForADuration(t *testing.T) {
 // TestLoadtestCountersSharedMaximum: -max across two instances that keep
 // their own counters finds grants beyond the maximum and exits 1.
 func TestLoadtestCountersSharedMaximum(t *testing.T) {
-	a := counterstest.Start(t, counters.ServerOptions{})
-	b := counterstest.Start(t, counters.ServerOptions{})
+	a := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
+	b := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	code, rep, stderr := runLoad(t, "counters", "-addr", a+","+b, "-op", "acquire", "-max", "1", "-names", "1",
 		"-conns", "4", "-requests", "400", "-json")
 	if code != 1 || rep.OK || rep.Check.Problems["over_maximum"] == 0 {

@@ -164,14 +164,11 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 	return ln, srv, nil
 }
 
-// openStores builds the access and participant stores of COUNTERS_STORE,
-// shared by the counter port, the HTTP API and the bot.
+// openStores builds the counter stores of COUNTERS_STORE, shared by the
+// counter port, the HTTP API and the bot.
 func (m *Main) openStores() error {
-	m.stores = counters.Stores{Timeout: m.cfg.CountersTimeout}
 	switch m.cfg.CountersStore {
 	case StoreRedis:
-		m.stores.Access = access.NewRedis(m.rdb, m.cfg.KeyPrefix)
-		m.stores.Participants = participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
 		w, err := window.NewRedis(m.rdb, m.cfg.KeyPrefix)
 		if err != nil {
 			return err
@@ -180,11 +177,10 @@ func (m *Main) openStores() error {
 		if err != nil {
 			return err
 		}
-		m.stores.Windows, m.stores.Uniques = w, u
-		return nil
+		m.stores = counters.Stores{Access: access.NewRedis(m.rdb, m.cfg.KeyPrefix), Participants: participant.NewRedis(m.rdb, m.cfg.KeyPrefix),
+			Windows: w, Uniques: u}
 	case StoreMemory:
-		m.stores.Access = access.NewMemory()
-		m.stores.Participants = participant.NewMemory(nil)
+		m.stores = counters.MemoryStores(nil)
 	case StoreFile:
 		a, err := access.NewFile(filepath.Join(m.cfg.CountersDir, "count"), m.cfg.CountersFileLevels)
 		if err != nil {
@@ -194,14 +190,14 @@ func (m *Main) openStores() error {
 		if err != nil {
 			return fmt.Errorf("COUNTERS_DIR: %w", err)
 		}
-		m.stores.Access, m.stores.Participants = a, p
 		// The file store has no window or unique counters: they stay in
 		// this process's memory (see docs/COUNTERS.md).
+		m.stores = counters.MemoryStores(nil)
+		m.stores.Access, m.stores.Participants = a, p
 	default:
 		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
 	}
-	m.stores.Windows = window.NewMemory(nil)
-	m.stores.Uniques = unique.NewMemory()
+	m.stores.Timeout = m.cfg.CountersTimeout
 	return nil
 }
 

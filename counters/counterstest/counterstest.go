@@ -65,5 +65,7 @@ func StartRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease ti
 	t.Cleanup(func() { r.Close() })
 	// Registered after the store's cleanup, so the server closes first,
 	// releasing its connections' holdings.
-	return Start(t, counters.ServerOptions{Resources: counters.RedisResources(r), Stores: counters.Stores{Timeout: 10 * time.Second}})
+	stores := counters.MemoryStores(nil)
+	stores.Timeout = 10 * time.Second
+	return Start(t, counters.ServerOptions{Resources: counters.RedisResources(r), Stores: stores})
 }
