@@ -158,8 +158,7 @@ func TestKindsHTTP(t *testing.T) {
 }
 
 func TestAccessListHTTP(t *testing.T) {
-	stores := counters.Stores{Access: access.NewMemory()}
-	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +188,7 @@ func TestAccessListHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err = counters.NewHTTPHandler(counters.Stores{Access: file}, zerolog.Nop())
+	h, err = counters.NewHTTPHandler(memoryStoresWith(func(s *counters.Stores) { s.Access = file }), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 )
 
 // startCounters serves the real counter server on a loopback port.
-func startCounters(t *testing.T) string { return counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)}) }
+func startCounters(t *testing.T) string {
+	return counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
+}
 
 func runCounters(t *testing.T, o loadtest.CountersOptions) *loadtest.Report {
 	t.Helper()
