@@ -77,3 +77,30 @@ func TestRedisNil(t *testing.T) {
 		t.Fatal("NewRedis(nil) succeeded")
 	}
 }
+
+// TestRedisBounded: in Redis too a hot counter keeps at most one list
+// entry per second of its window, however many hits.
+func TestRedisBounded(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		r, err := window.NewRedis(tg.Client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClock(t0)
+		s := r.WithClock(c.Now)
+		for sec := int64(0); sec < 150; sec++ {
+			c.Set(t0 + sec)
+			for range 3 {
+				if _, err := s.Hit(ctx, "hot", 100*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, err := tg.Client.LLen(ctx, prefix+"w:{hot}:100:l").Result(); err != nil || n > 100 {
+				t.Fatalf("at second %d the list holds %d entries (%v); want at most 100", sec, n, err)
+			}
+		}
+		count(t, s, "hot", 100*time.Second, 300)
+	}, redistest.Mini, redistest.Real)
+}
