@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
@@ -26,7 +27,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
-	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/metrics"
 	"github.com/vkcounter/vkcounter/outbox"
 )

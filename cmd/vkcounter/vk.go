@@ -6,8 +6,8 @@ import (
 	"github.com/SevereCloud/vksdk/v2/api"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/vkapi"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/longpoll"
 	"github.com/vkcounter/vkcounter/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
