@@ -1,43 +1,21 @@
 package bot
 
 import (
-	"hash/fnv"
-	"strconv"
-
+	"github.com/vkcounter/vkcounter/bot/randomid"
 	"github.com/vkcounter/vkcounter/callback"
 )
 
-// messageRef returns what identifies m within its community: the
-// conversation and conversation_message_id ("peer:c<n>"); in private
-// dialogs without one, the message id ("peer:m<n>"); failing both, the
-// event id ("peer:e<id>"). ok is false when m carries none of them.
-func messageRef(m callback.Message) (ref string, ok bool) {
-	ref = strconv.Itoa(m.PeerID) + ":"
-	switch {
-	case m.ConversationMessageID != 0:
-		return ref + "c" + strconv.Itoa(m.ConversationMessageID), true
-	case m.ID != 0:
-		return ref + "m" + strconv.Itoa(m.ID), true
-	default:
-		return ref + "e" + m.EventID, m.EventID != ""
-	}
+// ref is m in the terms of the random_id rule.
+func ref(m callback.Message) randomid.Message {
+	return randomid.Message{GroupID: m.GroupID, PeerID: m.PeerID, ConversationMessageID: m.ConversationMessageID, ID: m.ID, EventID: m.EventID}
 }
 
-// RandomID returns the random_id of the reply to m. It is derived from the
-// message alone (community, peer and conversation_message_id; in private
-// dialogs without one, the message id; failing both, the event id), so every
-// retry of the same reply carries the same random_id and VK delivers at most
-// one of them. The result is a positive 31-bit number, as VK expects.
-func RandomID(m callback.Message) int32 {
-	ref, _ := messageRef(m)
-	h := fnv.New64a()
-	h.Write([]byte(strconv.Itoa(m.GroupID) + ":" + ref))
-	id := int32(h.Sum64() & 0x7fffffff)
-	if id == 0 {
-		id = 1 // 0 means "no deduplication" to VK
-	}
-	return id
-}
+// messageRef returns what identifies m within its community (randomid.Ref).
+func messageRef(m callback.Message) (string, bool) { return randomid.Ref(ref(m)) }
+
+// RandomID returns the random_id of the reply to m, by the documented rule
+// of package randomid.
+func RandomID(m callback.Message) int32 { return randomid.Of(ref(m)) }
 
 // dedupeKey returns the key that makes counting m idempotent: the
 // message's own identity, the one its reply's random_id is derived from, so

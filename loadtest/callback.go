@@ -17,8 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vkcounter/vkcounter/bot"
-	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/bot/randomid"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -486,21 +485,13 @@ func (r *callbackRun) plan() {
 		for { // a (peer, random_id) must name one event: skip a colliding number
 			cmids[e.peer]++
 			e.cmid = cmids[e.peer]
-			e.rid = int64(bot.RandomID(r.message(e)))
+			e.rid = int64(randomid.Of(randomid.Message{GroupID: r.o.GroupID, PeerID: e.peer, ConversationMessageID: e.cmid, ID: e.msgID, EventID: e.eventID()}))
 			if r.byKey[replyKey{e.peer, e.rid}] == nil {
 				break
 			}
 		}
 		r.byKey[replyKey{e.peer, e.rid}] = e
 		r.events[seq] = e
-	}
-}
-
-// message is e as the bot decodes it.
-func (r *callbackRun) message(e *event) callback.Message {
-	return callback.Message{
-		GroupID: r.o.GroupID, EventID: e.eventID(), ID: e.msgID, ConversationMessageID: e.cmid,
-		PeerID: e.peer, FromID: e.from, Text: r.texts[e.text],
 	}
 }
 
@@ -708,7 +699,7 @@ func (r *callbackRun) do(ctx context.Context, body []byte, retry int) (int, stri
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if retry > 0 {
-		req.Header.Set(callback.HeaderRetryCounter, strconv.Itoa(retry))
+		req.Header.Set(headerRetryCounter, strconv.Itoa(retry))
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {

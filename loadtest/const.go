@@ -60,6 +60,9 @@ const (
 	settle = 300 * time.Millisecond
 	// maxBackoff caps the pause before posting a failed event again.
 	maxBackoff = time.Second
+	// headerRetryCounter is the header VK numbers its re-deliveries of an
+	// event with (Callback API).
+	headerRetryCounter = "X-Retry-Counter"
 	// defaultWindow is the bot's documented default WINDOW, assumed when
 	// its /stats does not say.
 	defaultWindow = 24 * time.Hour
