@@ -413,7 +413,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	}
 	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
 		Recorder:        recorder,
-		Poll:            m.cfg.ClaimAfter,
+		Poll:            min(m.cfg.ClaimAfter, maxPoll),
 		Normalize:       m.cfg.Normalize,
 		Quote:           m.quote(),
 		MaxBatch:        m.cfg.VKBatch,
@@ -425,6 +425,12 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		Logger:          m.log,
 	})
 }
+
+// maxPoll bounds how long a sender waits in Redis for new replies. Close
+// wakes a waiting sender with an entry in the outbox, but with several
+// instances another instance's sender may take that entry: then this one
+// turns to draining when its wait ends, at most maxPoll later.
+const maxPoll = 15 * time.Second
 
 // routes returns the public handler (the webhook, the token-guarded
 // counters API, /healthz) and the admin one (/metrics, /stats, /readyz,
