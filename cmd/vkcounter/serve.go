@@ -173,9 +173,15 @@ func (m *Main) openStores() error {
 		if err != nil {
 			return err
 		}
-		u, err := unique.NewRedis(m.rdb, m.cfg.KeyPrefix)
-		if err != nil {
-			return err
+		var u unique.Store = unique.NewMemory()
+		// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
+		// several keys adds their counts up, and PFADD may answer 1 for a
+		// key already added. The memory store is Redis's algorithm and
+		// lives exactly as long as the embedded Redis.
+		if m.embedded == nil {
+			if u, err = unique.NewRedis(m.rdb, m.cfg.KeyPrefix); err != nil {
+				return err
+			}
 		}
 		m.stores = counters.Stores{Access: access.NewRedis(m.rdb, m.cfg.KeyPrefix), Participants: participant.NewRedis(m.rdb, m.cfg.KeyPrefix),
 			Windows: w, Uniques: u}
