@@ -3,8 +3,10 @@ package counters
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -175,4 +177,41 @@ func CheckUniqueAdd(name string, keys []string) error {
 // anything, for these names, or nil.
 func CheckUniqueCount(names []string) error {
 	return checkUniqueFields("", names, wire.MaxUnionNames)
+}
+
+// List returns one page of the access counters whose names start with
+// prefix and sort after after (byte order): up to limit (1 to 1000)
+// counters, and whether more follow. Ask for the next page with after set
+// to the last name of this one.
+func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]access.Entry, bool, error) {
+	if len(prefix) > wire.MaxListField || len(after) > wire.MaxListField || limit < 1 || limit > access.MaxListLimit {
+		return nil, false, fmt.Errorf("counters: list: %w: prefix and after up to %d bytes, limit 1 to %d", wire.ErrInvalid, wire.MaxListField, access.MaxListLimit)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	opaque := c.nextOpaque()
+	c.buf = wire.AppendList(c.buf[:0], opaque, prefix, after, uint16(limit))
+	var entries []access.Entry
+	var more bool
+	err := c.exchange(ctx, c.buf, func() error {
+		for {
+			f, err := c.readResponse(wire.OpList, opaque)
+			if err != nil {
+				return err
+			}
+			if len(f.Body) == 1 {
+				more, err = wire.ParseFlag(f.Body)
+				return err
+			}
+			name, total, err := wire.ParseListEntry(f.Body)
+			if err != nil {
+				return err
+			}
+			if total > math.MaxInt64 {
+				return fmt.Errorf("%w: total %d beyond int64", wire.ErrMalformed, total)
+			}
+			entries = append(entries, access.Entry{Name: name, Total: int64(total)})
+		}
+	})
+	return entries, more, err
 }

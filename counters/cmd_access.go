@@ -54,3 +54,28 @@ func (c *conn) total(f wire.Frame) error {
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(total)))
 	return nil
 }
+
+// list answers a List with one response per access counter of the page,
+// then one saying whether more follow. A store that cannot list (the file
+// store) makes it an unknown command.
+func (c *conn) list(f wire.Frame) error {
+	req, err := wire.ParseList(f.Body)
+	if err != nil {
+		return err
+	}
+	lister, ok := c.s.stores.Access.(access.Lister)
+	if !ok {
+		return errUnknownCommand
+	}
+	ctx, cancel := c.s.storeContext()
+	defer cancel()
+	entries, more, err := lister.List(ctx, string(req.Prefix), string(req.After), int(req.Limit))
+	if err != nil {
+		return storeError(err)
+	}
+	for _, e := range entries {
+		c.send(wire.AppendListEntry(c.buf(), f.Opaque, e.Name, uint64(e.Total)))
+	}
+	c.send(wire.AppendListEnd(c.buf(), f.Opaque, more))
+	return nil
+}

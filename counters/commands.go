@@ -30,6 +30,7 @@ var handlers = [256]handler{
 	wire.OpHit:     (*conn).hit,
 	wire.OpTotal:   (*conn).total,
 	wire.OpAdd:     (*conn).add,
+	wire.OpList:    (*conn).list,
 	wire.OpVisit:   (*conn).visit,
 	wire.OpLeave:   (*conn).leave,
 	wire.OpActive:  (*conn).active,

@@ -2,6 +2,7 @@ package counters_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,8 +18,8 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
-// forEachKindStore runs body with window and unique stores of every kind: memory, and
-// Redis on every backend, each run as a subtest.
+// forEachKindStore runs body with access, window and unique stores of
+// every kind: memory, and Redis on every backend, each run as a subtest.
 func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, stores counters.Stores)) {
 	t.Run("memory", func(t *testing.T) {
 		clock := newFakeClock(day)
@@ -37,7 +38,7 @@ func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, st
 			t.Fatal(err)
 		}
 		stores := counters.MemoryStores(clock.Now)
-		stores.Windows, stores.Uniques = w.WithClock(clock.Now), u
+		stores.Access, stores.Windows, stores.Uniques = access.NewRedis(tg.Client, prefix), w.WithClock(clock.Now), u
 		body(t, clock, stores)
 	})
 }
@@ -193,4 +194,48 @@ func TestAccessListHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	httpCall{"GET", "/counters/access?prefix=a", "", 501, "cannot list"}.do(t, h)
+}
+
+// TestListOverThePort pages through access counters by prefix with the
+// List opcode: each counter once, in byte order, with its total.
+func TestListOverThePort(t *testing.T) {
+	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
+		c := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		cx := ctx(t)
+		for i := range 25 {
+			if _, err := c.Add(cx, "page_"+strconv.Itoa(i), int64(i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Hit(cx, "other")
+		var names []string
+		var sum int64
+		for after := ""; ; {
+			entries, more, err := c.List(cx, "page_", after, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) > 7 {
+				t.Fatalf("page of %d", len(entries))
+			}
+			for _, e := range entries {
+				names = append(names, e.Name)
+				sum += e.Total
+				after = e.Name
+			}
+			if !more {
+				break
+			}
+		}
+		if len(names) != 25 || !slices.IsSorted(names) || sum != 25*26/2 {
+			t.Fatalf("listed %d names %q, sum %d; want the 25 page_ counters once, sum 325", len(names), names, sum)
+		}
+		if entries, more, err := c.List(cx, "zzz", "", 10); len(entries) != 0 || more || err != nil {
+			t.Fatalf("List(zzz) = %v, %v, %v", entries, more, err)
+		}
+		raw := dial(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		// Limit 0 is refused by the store: Invalid arguments, connection kept.
+		equalBytes(t, "limit 0", exchange(t, raw, wire.AppendList(nil, 9, "page_", "", 0), 12+17),
+			"91 28 04 00 00000011 00000009 496e76616c696420617267756d656e7473")
+	})
 }

@@ -287,7 +287,7 @@ func TestStats(t *testing.T) {
 	}
 	want := "objects total_objects used_memory conflicts gc_count last_gc_elapsed total_gc_elapsed " +
 		"curr_connections total_connections command:noop command:get command:acquire command:release " +
-		"command:stats command:dump command:hit command:total command:add command:visit command:leave command:active " +
+		"command:stats command:dump command:hit command:total command:add command:list command:visit command:leave command:active " +
 		"command:whit command:wcount command:uadd command:ucount rejected_connections stats_interval"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stats names:\ngot  %s\nwant %s", got, want)
@@ -320,7 +320,7 @@ func checkStatsBytes(t *testing.T, raw net.Conn) {
 		{"curr_connections", "2"}, {"total_connections", "2"},
 		{"command:noop", "1"}, {"command:get", "1"}, {"command:acquire", "3"}, {"command:release", "1"},
 		{"command:stats", "0"}, {"command:dump", "1"},
-		{"command:hit", "0"}, {"command:total", "0"}, {"command:add", "0"}, {"command:visit", "0"}, {"command:leave", "0"}, {"command:active", "0"},
+		{"command:hit", "0"}, {"command:total", "0"}, {"command:add", "0"}, {"command:list", "0"}, {"command:visit", "0"}, {"command:leave", "0"}, {"command:active", "0"},
 		{"command:whit", "0"}, {"command:wcount", "0"}, {"command:uadd", "0"}, {"command:ucount", "0"},
 		{"rejected_connections", "0"}, {"stats_interval", "60"},
 	}

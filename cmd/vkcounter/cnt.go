@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -32,6 +33,8 @@ Access and participant counters (vkcounter's extension opcodes):
   hit NAME                  prints the new total
   add NAME N                adds N (at least 1) and prints the new total
   total NAME                prints the total
+  list PREFIX               prints "total name" for every access counter whose name
+                            starts with PREFIX ("" for all), in byte order, on every server
   visit NAME KEY TIMEOUT    prints the active count and 1 if KEY is new, else 0
   leave NAME KEY            prints the active count and 1 if KEY was removed, else 0
   active NAME TIMEOUT       prints the active count
@@ -70,7 +73,7 @@ type cntCommand struct {
 var cntSynopsis = map[string]string{
 	"noop": "noop", "get": "get NAME", "acquire": "acquire NAME RESOURCES MAXIMUM (e.g. acquire jobs 1 10)",
 	"release": "release NAME RESOURCES (e.g. release jobs 1)", "stats": "stats", "dump": "dump",
-	"hit": "hit NAME", "add": "add NAME N (e.g. add pages 5)", "total": "total NAME",
+	"hit": "hit NAME", "add": "add NAME N (e.g. add pages 5)", "total": "total NAME", "list": "list PREFIX (e.g. list page_)",
 	"visit": "visit NAME KEY TIMEOUT (e.g. visit room alice 300)", "leave": "leave NAME KEY",
 	"active": "active NAME TIMEOUT (e.g. active room 300)",
 	"whit":   "whit NAME WINDOW (e.g. whit api:42 3600)", "wcount": "wcount NAME WINDOW (e.g. wcount api:42 3600)",
@@ -80,7 +83,7 @@ var cntSynopsis = map[string]string{
 // cntArity is the number of arguments of each command.
 var cntArity = map[string]int{
 	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
-	"hit": 1, "add": 2, "total": 1, "visit": 3, "leave": 2, "active": 2,
+	"hit": 1, "add": 2, "total": 1, "list": 1, "visit": 3, "leave": 2, "active": 2,
 	"whit": 2, "wcount": 2, "uadd": 2, "ucount": 1,
 }
 
@@ -213,6 +216,11 @@ func checkCnt(cmd cntCommand) error {
 		return counters.CheckAcquire(cmd.counter, cmd.resources, cmd.maximum)
 	case "whit", "wcount":
 		return counters.CheckWindow(cmd.counter, cmd.timeout)
+	case "list":
+		if len(cmd.counter) > wire.MaxListField {
+			return fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
+		}
+		return nil
 	case "uadd":
 		return counters.CheckUniqueAdd(cmd.counter, []string{cmd.key})
 	case "ucount":
@@ -347,6 +355,22 @@ func (r *cntRun) run(ctx context.Context, cmd cntCommand) error {
 			return err
 		}
 		fmt.Fprintln(w, v)
+	case "list":
+		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
+			for after := ""; ; {
+				entries, more, err := c.List(ctx, cmd.counter, after, access.MaxListLimit)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					println(e.Total, e.Name)
+					after = e.Name
+				}
+				if !more || len(entries) == 0 {
+					return nil
+				}
+			}
+		})
 	case "whit", "wcount":
 		op := c.WindowCount
 		if cmd.name == "whit" {

@@ -371,6 +371,9 @@ func TestCntKinds(t *testing.T) {
 		{"unique union", []string{"uadd", "others", "carol", "ucount", "visitors,others"}, 0, "1\n3\n", ""},
 		{"unique empty name in a union refused locally", []string{"ucount", "visitors,"}, 2, "", "invalid arguments"},
 		{"unique empty key refused locally", []string{"uadd", "visitors", ""}, 2, "", "invalid arguments"},
+		{"list by prefix", []string{"add", "page_b", "2", "hit", "page_a", "hit", "other", "list", "page_"}, 0, "2\n1\n1\n1 page_a\n2 page_b\n", ""},
+		{"list everything", []string{"list", ""}, 0, "1 other\n1 page_a\n2 page_b\n", ""},
+		{"list prefix too long", []string{"list", strings.Repeat("p", 256)}, 2, "", "invalid arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := cnt(t, ctx, append([]string{"-addr", addr}, tc.args...)...)

@@ -61,6 +61,10 @@ const (
 	OpActive Opcode = 0x32
 )
 
+// OpList lists access counters by name prefix, a page at a time, in a
+// series of responses like Dump (see list.go).
+const OpList Opcode = 0x28
+
 // The extension opcodes of vkcounter's window counters (0x4x) and unique
 // counters (0x5x).
 const (

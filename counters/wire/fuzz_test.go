@@ -27,6 +27,7 @@ func fuzzSeeds() [][]byte {
 	all = wire.AppendWindowCount(all, 13, 60, "api")
 	all = wire.AppendUniqueAdd(all, 14, "u", []string{"a", "bc"})
 	all = wire.AppendUniqueCount(all, 15, []string{"u", "v"})
+	all = wire.AppendList(all, 16, "page_", "page_1", 10)
 	var resp []byte
 	resp = wire.AppendUint32(resp, wire.OpGet, 1, 7)
 	resp = wire.AppendStatsResponse(resp, 2, []wire.Stat{{Name: "objects", Value: "1"}})
@@ -163,6 +164,11 @@ func checkRequest(t *testing.T, fr wire.Frame) {
 				keys[i] = string(k)
 			}
 			again = wire.AppendUniqueAdd(nil, fr.Opaque, string(req.Name), keys)
+		}
+	case wire.OpList:
+		var req wire.ListRequest
+		if req, err = wire.ParseList(fr.Body); err == nil {
+			again = wire.AppendList(nil, fr.Opaque, string(req.Prefix), string(req.After), req.Limit)
 		}
 	case wire.OpUniqueCount:
 		var names [][]byte

@@ -27,6 +27,10 @@ func TestKindsEncoding(t *testing.T) {
 		{"uadd changed", wire.AppendFlag(nil, wire.OpUniqueAdd, 3, true), "91 50 00 00 00000001 00000003 01"},
 		{"uadd unchanged", wire.AppendFlag(nil, wire.OpUniqueAdd, 3, false), "91 50 00 00 00000001 00000003 00"},
 		{"ucount answer", wire.AppendUint64(nil, wire.OpUniqueCount, 4, 1000), "91 51 00 00 00000008 00000004 00000000000003e8"},
+		{"list", wire.AppendList(nil, 5, "api", "", 100), "90 28 00 00 00000009 00000005 0064 0003 617069 0000"},
+		{"list after", wire.AppendList(nil, 6, "", "u", 2), "90 28 00 00 00000007 00000006 0002 0000 0001 75"},
+		{"list entry", wire.AppendListEntry(nil, 5, "api", 7), "91 28 00 00 0000000d 00000005 0000000000000007 0003 617069"},
+		{"list end, more", wire.AppendListEnd(nil, 5, true), "91 28 00 00 00000001 00000005 01"},
 		{"ucount not found", wire.AppendError(nil, wire.OpUniqueCount, wire.StatusNotFound, 4),
 			"91 51 01 00 00000009 00000004 4e6f7420666f756e64"},
 	} {
@@ -89,6 +93,27 @@ func TestParseKinds(t *testing.T) {
 		if err := tc.parse(); !errors.Is(err, wire.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
 		}
+	}
+	l, err := wire.ParseList(unhex(t, "0064 0003 617069 0001 75"))
+	if err != nil || l.Limit != 100 || string(l.Prefix) != "api" || string(l.After) != "u" {
+		t.Fatalf("ParseList = %+v, %v", l, err)
+	}
+	if l, err := wire.ParseList(unhex(t, "0001 0000 0000")); err != nil || len(l.Prefix) != 0 || len(l.After) != 0 {
+		t.Fatalf("ParseList of an empty prefix = %+v, %v", l, err)
+	}
+	for _, b := range []string{"00", "0001", "0001 0005 61", "0001 0000", "0001 0000 0003 6161"} {
+		if _, err := wire.ParseList(unhex(t, b)); !errors.Is(err, wire.ErrInvalid) {
+			t.Errorf("ParseList(%s) = %v, want ErrInvalid", b, err)
+		}
+	}
+	if _, err := wire.ParseList(wire.AppendList(nil, 0, long, "", 1)[wire.HeaderSize:]); !errors.Is(err, wire.ErrInvalid) {
+		t.Errorf("ParseList with a 256-byte prefix = %v, want ErrInvalid", err)
+	}
+	if name, total, err := wire.ParseListEntry(unhex(t, "0000000000000007 0003 617069")); name != "api" || total != 7 || err != nil {
+		t.Fatalf("ParseListEntry = %q, %d, %v", name, total, err)
+	}
+	if _, _, err := wire.ParseListEntry(unhex(t, "0000000000000007 0004 617069")); !errors.Is(err, wire.ErrMalformed) {
+		t.Fatalf("ParseListEntry with a bad length = %v", err)
 	}
 	if f, err := wire.ParseFlag([]byte{1}); err != nil || !f {
 		t.Fatalf("ParseFlag(1) = %v, %v", f, err)

@@ -22,6 +22,7 @@ var opSpecs = [256]opSpec{
 	OpHit:     {true, "hit", 2 + MaxNameLen},
 	OpTotal:   {true, "total", 2 + MaxNameLen},
 	OpAdd:     {true, "add", 8 + 2 + MaxNameLen},
+	OpList:    {true, "list", 2 + 2*(2+MaxListField)},
 	OpVisit:   {true, "visit", 4 + 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpLeave:   {true, "leave", 2 + MaxNameLen + 2 + MaxKeyLen},
 	OpActive:  {true, "active", 4 + 2 + MaxNameLen},

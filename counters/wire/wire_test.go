@@ -176,7 +176,7 @@ func TestOpcodes(t *testing.T) {
 	for _, op := range wire.Opcodes() {
 		names = append(names, op.String())
 	}
-	if got := strings.Join(names, " "); got != "noop get acquire release stats dump hit total add visit leave active whit wcount uadd ucount" {
+	if got := strings.Join(names, " "); got != "noop get acquire release stats dump hit total add list visit leave active whit wcount uadd ucount" {
 		t.Fatalf("Opcodes = %s", got)
 	}
 	if wire.Opcode(0x7f).Known() || wire.Opcode(0x7f).String() != "0x7f" {
@@ -187,7 +187,7 @@ func TestOpcodes(t *testing.T) {
 		wire.OpStats: 64, wire.OpDump: 64, wire.OpHit: 65537 + 64, wire.OpTotal: 65537 + 64, wire.OpAdd: 65545 + 64,
 		wire.OpVisit: 4 + 2*65537 + 64, wire.OpLeave: 2*65537 + 64, wire.OpActive: 65541 + 64, 0x7f: wire.MaxUnknownBody,
 		wire.OpWindowHit: 65541 + 64, wire.OpWindowCount: 65541 + 64, wire.OpUniqueAdd: 257 + 2 + 1000*257 + 64,
-		wire.OpUniqueCount: 2 + 100*257 + 64,
+		wire.OpUniqueCount: 2 + 100*257 + 64, wire.OpList: 2 + 2*257 + 64,
 	} {
 		if got := op.MaxRequestBody(); got != want {
 			t.Errorf("%s.MaxRequestBody = %d, want %d", op, got, want)
