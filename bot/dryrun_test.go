@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
-	"github.com/vkcounter/vkcounter/outbox"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 )
 
 // TestDryRunIsNotSent: in dry-run a reply is logged and leaves the outbox

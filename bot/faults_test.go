@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
-	"github.com/vkcounter/vkcounter/outbox"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 

@@ -39,8 +39,11 @@ import (
 const (
 	// DefaultWindow is the window used when Options.Window is zero.
 	DefaultWindow = 24 * time.Hour
-	// DefaultPrefix starts every key when Options.Prefix is empty.
-	DefaultPrefix = "vkc:f:"
+	// DefaultPrefix is the service's base prefix when Options.Prefix is
+	// empty; every key starts with the base prefix followed by keyPart.
+	DefaultPrefix = "vkc:"
+	// keyPart follows the base prefix in every key of a Store.
+	keyPart = "f:"
 	// DefaultDedupeTTL is how long a dedupe key is remembered when
 	// Options.DedupeTTL is zero: longer than VK keeps retrying an event.
 	DefaultDedupeTTL = time.Hour
@@ -68,7 +71,8 @@ type Options struct {
 	// Window is how long an occurrence is counted, in whole seconds, at
 	// least one second. Zero means DefaultWindow.
 	Window time.Duration
-	// Prefix starts every key. Empty means DefaultPrefix.
+	// Prefix is the service's base prefix: every key starts with it
+	// followed by "f:". Empty means DefaultPrefix.
 	Prefix string
 	// DedupeTTL is how long a dedupe key is remembered, at least one second.
 	// Zero means DefaultDedupeTTL.
@@ -109,6 +113,7 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
+	s.prefix += keyPart
 	if s.window == 0 {
 		s.window = DefaultWindow
 	}
@@ -163,10 +168,25 @@ func (s *Store) Count(ctx context.Context, identity, dedupe string) (Result, err
 	return s.count(ctx, identity, dedupe, "")
 }
 
-// CountAt is Count with an explicit clock: the occurrence is recorded at
+// Backfill records n occurrences of identity that have just left the
+// window: at distinct seconds ending one second before now minus the
+// window. The next Count of identity trims them and answers as if they
+// were not there. It is the load tools' "expired" history (vkcounter
+// prefill).
+func (s *Store) Backfill(ctx context.Context, identity string, n int) error {
+	first := time.Now().Add(-s.window - time.Duration(n+1)*time.Second)
+	for k := range n {
+		if _, err := s.countAt(ctx, identity, "", first.Add(time.Duration(k)*time.Second)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countAt is Count with an explicit clock: the occurrence is recorded at
 // at, truncated to the second (or at the newest recorded second, if that is
-// later). It exists for tests and for load tools that prefill history.
-func (s *Store) CountAt(ctx context.Context, identity, dedupe string, at time.Time) (Result, error) {
+// later).
+func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Time) (Result, error) {
 	u := at.Unix()
 	if u < 0 || u > maxUnix {
 		return Result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)

@@ -568,7 +568,7 @@ func TestKeys(t *testing.T) {
 	}{
 		{"", "", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n"}},
 		{"", "ev1", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n", "vkc:f:" + tag + ":e:ev1"}},
-		{"p:", "ev1", []string{"p:" + tag + ":l", "p:" + tag + ":n", "p:" + tag + ":e:ev1"}},
+		{"p:", "ev1", []string{"p:f:" + tag + ":l", "p:f:" + tag + ":n", "p:f:" + tag + ":e:ev1"}},
 	} {
 		got := freq.New(c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
 		if !slices.Equal(got, tc.want) {

@@ -396,7 +396,7 @@ func TestUnavailableThenCounted(t *testing.T) {
 // so.
 func TestExpiredPrefill(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		prefix := redistest.Prefix(t) + "f:"
+		prefix := redistest.Prefix(t)
 		for _, tc := range []struct {
 			name      string
 			botWindow time.Duration
@@ -413,12 +413,9 @@ func TestExpiredPrefill(t *testing.T) {
 				o.Texts, o.PerText, o.Expired = 3, 4, 3
 				o.Prefill = func(ctx context.Context, texts []string, n int, window time.Duration) error {
 					store := freq.New(tg.Client, freq.Options{Window: window, Prefix: prefix})
-					first := time.Now().Add(-window - time.Duration(n+1)*time.Second)
 					for _, text := range texts {
-						for k := range n {
-							if _, err := store.CountAt(ctx, bot.Identity(callback.Message{GroupID: group, Text: text}, false), "", first.Add(time.Duration(k)*time.Second)); err != nil {
-								return err
-							}
+						if err := store.Backfill(ctx, bot.Identity(callback.Message{GroupID: group, Text: text}, false), n); err != nil {
+							return err
 						}
 					}
 					return nil

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
-	"github.com/vkcounter/vkcounter/outbox"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -302,7 +302,7 @@ func drainBacklog(tb testing.TB, tg *redistest.Target, n int) time.Duration {
 	tb.Helper()
 	ctx := context.Background()
 	prefix := redistest.Prefix(tb)
-	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix + "o:", MaxLen: int64(n)})
+	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, MaxLen: int64(n)})
 	if err := o.Init(ctx, testGroup); err != nil {
 		tb.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
@@ -86,11 +85,10 @@ func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 		return err
 	}
 	defer rdb.Close()
-	store := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: keyPrefixes(cfg.KeyPrefix).freq})
+	store := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix})
 	if err := store.Load(ctx); err != nil {
 		return err
 	}
-	first := time.Now().Add(-cfg.Window - time.Duration(n+1)*time.Second)
 	ids := make(chan string)
 	errc := make(chan error, prefillWorkers)
 	var wg sync.WaitGroup
@@ -99,11 +97,9 @@ func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 		go func() {
 			defer wg.Done()
 			for id := range ids {
-				for k := range n {
-					if _, err := store.CountAt(ctx, id, "", first.Add(time.Duration(k)*time.Second)); err != nil {
-						errc <- err
-						return
-					}
+				if err := store.Backfill(ctx, id, n); err != nil {
+					errc <- err
+					return
 				}
 			}
 		}()

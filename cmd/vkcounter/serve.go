@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
@@ -28,7 +29,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
-	"github.com/vkcounter/vkcounter/outbox"
 )
 
 // Main is the whole `vkcounter serve` process: Run opens everything and
@@ -63,15 +63,6 @@ type Main struct {
 	closeErr  error
 }
 
-// prefixes are the Redis key prefixes of the parts that do not yet
-// append their own part to KEY_PREFIX.
-type prefixes struct{ freq, outbox string }
-
-// keyPrefixes derives those parts' prefixes from KEY_PREFIX.
-func keyPrefixes(keyPrefix string) prefixes {
-	return prefixes{freq: keyPrefix + "f:", outbox: keyPrefix + "o:"}
-}
-
 // NewMain returns a Main for cfg; nothing is opened until Run.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
 	return &Main{cfg: cfg, log: log, metrics: metrics.New()}
@@ -89,7 +80,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
-	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: keyPrefixes(m.cfg.KeyPrefix).freq})
+	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix})
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
@@ -101,7 +92,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.fetchConfirmations(ctx, communities)
-	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: keyPrefixes(m.cfg.KeyPrefix).outbox, MaxLen: int64(m.cfg.OutboxMaxLen),
+	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
 	for _, c := range communities {
 		m.groups = append(m.groups, c.GroupID)

@@ -32,8 +32,12 @@ import (
 // ConsumerGroup is the name of the stream consumer group every instance joins.
 const ConsumerGroup = "senders"
 
-// DefaultPrefix starts every key when Options.Prefix is empty.
-const DefaultPrefix = "vkc:o:"
+// DefaultPrefix is the service's base prefix when Options.Prefix is
+// empty; every key starts with the base prefix followed by keyPart.
+const DefaultPrefix = "vkc:"
+
+// keyPart follows the base prefix in every key of the outbox.
+const keyPart = "o:"
 
 // ErrFull is returned by Add when the community's outbox holds MaxLen replies.
 var ErrFull = errors.New("outbox: full")
@@ -59,7 +63,8 @@ var (
 
 // Options configure an Outbox. Zero fields mean the defaults.
 type Options struct {
-	// Prefix starts every key (default DefaultPrefix).
+	// Prefix is the service's base prefix (default DefaultPrefix): every
+	// key starts with it followed by "o:".
 	Prefix string
 	// MaxLen is the most replies waiting per community (default 100000).
 	MaxLen int64
@@ -142,7 +147,7 @@ func isRedisError(err error, code string) bool {
 
 // key is the stream of a community; the hash tag keeps it in one slot.
 func (o *Outbox) key(group int) string {
-	return o.opts.Prefix + "{" + strconv.Itoa(group) + "}"
+	return o.opts.Prefix + keyPart + "{" + strconv.Itoa(group) + "}"
 }
 
 // Init creates the streams and the consumer group of the communities,

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
-	"github.com/vkcounter/vkcounter/outbox"
 )
 
 const group = 42
@@ -137,7 +137,7 @@ func TestLostStreamIsRecreated(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-		if err := tg.Client.Del(ctx, prefix+"{42}").Err(); err != nil {
+		if err := tg.Client.Del(ctx, prefix+"o:{42}").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := o.Take(ctx, group, 1, 0); err != nil || len(got) != 0 {
@@ -155,7 +155,7 @@ func TestUndecodableEntryIsDeleted(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-		tg.Client.XAdd(ctx, &redis.XAddArgs{Stream: prefix + "{42}", Values: []any{"g", "x"}})
+		tg.Client.XAdd(ctx, &redis.XAddArgs{Stream: prefix + "o:{42}", Values: []any{"g", "x"}})
 		o.Add(ctx, reply(1))
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
@@ -280,7 +280,7 @@ func TestIdleConsumersPruned(t *testing.T) {
 		if err := outbox.New(tg.Client, opts).Init(ctx, group); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := tg.Client.XInfoConsumers(ctx, prefix+"{42}", outbox.ConsumerGroup).Result()
+		cs, err := tg.Client.XInfoConsumers(ctx, prefix+"o:{42}", outbox.ConsumerGroup).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +312,7 @@ func TestLostReadAnswerIsRecovered(t *testing.T) {
 		// What a lost answer leaves behind: the entry pending under "a",
 		// delivered by a read whose reply the consumer never saw.
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
-			Streams: []string{prefix + "{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
+			Streams: []string{prefix + "o:{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		proxy.Cut()
@@ -367,7 +367,7 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 		o.Take(ctx, group, 1, 0) // the first periodic check, on an empty outbox
 		o.Add(ctx, reply(1))
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
-			Streams: []string{prefix + "{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
+			Streams: []string{prefix + "o:{42}", ">"}, Count: 1, Block: -1}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := o.Take(ctx, group, 10, 0); len(got) != 0 {
