@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
@@ -240,7 +241,7 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 	}
 	for _, g := range groups {
 		for i, s := range g.Senders {
-			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s,
+			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s, pace: rate.NewLimiter(rate.Limit(b.opts.RatePerToken), 1),
 				log: b.log.With().Int("group_id", g.ID).Int("token", i).Logger()}
 			b.workers.Add(1)
 			go w.run()

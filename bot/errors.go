@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 
 	"github.com/SevereCloud/vksdk/v2/api"
 )
@@ -56,7 +57,7 @@ func Classify(err error) Class {
 	if errors.Is(err, ErrDryRun) {
 		return Logged
 	}
-	if code, ok := VKErrorCode(err); ok {
+	if code, ok := vkErrorCode(err); ok {
 		if c, listed := vkErrorClasses[code]; listed {
 			return c
 		}
@@ -78,8 +79,20 @@ func Classify(err error) Class {
 	return Retry
 }
 
-// VKErrorCode returns the VK API error code carried by err, if any.
-func VKErrorCode(err error) (int, bool) {
+// callResult is how VKOptions.OnCall names the outcome of a call that
+// failed with err (nil: success).
+func callResult(err error) string {
+	if err == nil {
+		return "0"
+	}
+	if c, ok := vkErrorCode(err); ok {
+		return strconv.Itoa(c)
+	}
+	return "transport"
+}
+
+// vkErrorCode returns the VK API error code carried by err, if any.
+func vkErrorCode(err error) (int, bool) {
 	var ep *api.Error
 	if errors.As(err, &ep) {
 		return int(ep.Code), true

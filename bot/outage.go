@@ -71,6 +71,6 @@ func unanswered(err error) bool {
 	if err == nil {
 		return false
 	}
-	code, isAPI := VKErrorCode(err)
+	code, isAPI := vkErrorCode(err)
 	return !isAPI || code == 1 || code == 10
 }

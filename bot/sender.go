@@ -60,15 +60,16 @@ type VKOptions struct {
 	MethodURL string
 	// Timeout bounds each HTTP call (default 10s; vksdk's client has none).
 	Timeout time.Duration
-	// OnCall, if set, is called after every API call with its method,
-	// its error (nil on success) and how long it took.
-	OnCall func(method string, err error, took time.Duration)
+	// OnCall, if set, is called after every API call with its method, its
+	// result ("0" on success, the VK error code of a refusal, "transport"
+	// when VK gave no answer) and how long it took.
+	OnCall func(method, result string, took time.Duration)
 }
 
 // VKSender sends replies with vksdk's messages.send through one token.
 type VKSender struct {
 	vk     *api.VK
-	onCall func(method string, err error, took time.Duration)
+	onCall func(method, result string, took time.Duration)
 }
 
 var _ Sender = (*VKSender)(nil)
@@ -90,7 +91,7 @@ func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
 	var again []Reply
 	var at []int
 	for i, err := range errs {
-		if code, ok := VKErrorCode(err); ok && code == errInvalidParam && replies[i].quoted() {
+		if code, ok := vkErrorCode(err); ok && code == errInvalidParam && replies[i].quoted() {
 			r := replies[i]
 			r.QuoteCMID, r.ReplyTo = 0, 0
 			again, at = append(again, r), append(at, i)
@@ -128,7 +129,7 @@ func (s *VKSender) send(ctx context.Context, replies []Reply) []error {
 				break
 			}
 		}
-		s.onCall(method, callErr, time.Since(start))
+		s.onCall(method, callResult(callErr), time.Since(start))
 	}
 	return errs
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 )
 
 // A tokenWorker sends one community's replies through one token, at most
@@ -18,7 +19,7 @@ type tokenWorker struct {
 	index  int // position of the token in the community's list, for logs
 	sender Sender
 	log    zerolog.Logger // with the community and the token's position
-	next   time.Time      // earliest start of the next call
+	pace   *rate.Limiter  // Options.RatePerToken calls per second, no burst
 
 	// aside holds replies that met flood control, oldest first, each
 	// until its due time; they stay taken from the outbox meanwhile.
@@ -122,11 +123,10 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 	b := w.bot
 	backoff := b.opts.RetryBase
 	for len(batch) > 0 {
-		if !w.sleep(time.Until(w.next)) {
+		if w.pace.Wait(b.ctx) != nil { // the bot's context ended
 			b.stats.unsent.Add(int64(len(batch)))
 			return
 		}
-		w.next = time.Now().Add(time.Duration(float64(time.Second) / b.opts.RatePerToken))
 		errs := w.sender.Send(b.ctx, batch)
 		var again []Reply
 		var finished []string

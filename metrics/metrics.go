@@ -247,15 +247,8 @@ func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bo
 }
 
 // VKCall records one VK API call; it fits bot.VKOptions.OnCall.
-func (m *Metrics) VKCall(method string, err error, took time.Duration) {
-	code := "0"
-	if err != nil {
-		code = "transport"
-		if c, ok := bot.VKErrorCode(err); ok {
-			code = strconv.Itoa(c)
-		}
-	}
-	m.vkCalls.WithLabelValues(method, code).Inc()
+func (m *Metrics) VKCall(method, result string, took time.Duration) {
+	m.vkCalls.WithLabelValues(method, result).Inc()
 	m.vkDuration.WithLabelValues(method).Observe(took.Seconds())
 }
 
