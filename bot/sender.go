@@ -11,7 +11,7 @@ import (
 	"github.com/SevereCloud/vksdk/v2/api"
 	"github.com/rs/zerolog"
 
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // APIVersion is the VK API version the bot speaks (vksdk defaults to 5.131).

@@ -19,7 +19,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/randomid"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 

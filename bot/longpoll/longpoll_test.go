@@ -16,7 +16,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 

@@ -26,9 +26,9 @@ import (
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
+	"github.com/vkcounter/vkcounter/internal/metrics"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
-	"github.com/vkcounter/vkcounter/metrics"
 )
 
 // Main is the whole `vkcounter serve` process: Run opens everything and

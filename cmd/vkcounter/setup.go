@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 const setupUsage = `Usage: vkcounter setup -url https://<host>/callback [flags]

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/vkapi"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // fetchConfirmations fills in, in callback mode, the confirmation string of
