@@ -94,7 +94,6 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
 	m1 := msg(1, "hello")
 	retry := m1
-	retry.Retry = 1
 	m2 := msg(2, "hello")
 	m2.FromID = m1.FromID // the same user writes again
 	m3 := msg(3, "other")
@@ -321,7 +320,6 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	o.mu.Lock()
 	o.fail = false
 	o.mu.Unlock()
-	m.Retry = 1
 	if err := b.HandleMessage(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}

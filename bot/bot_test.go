@@ -135,7 +135,6 @@ func TestRetriedEventAnsweredOnce(t *testing.T) {
 	b := newBot(t, newMemCounter(), vk, "tok")
 	m := msg(1, "again")
 	retry := m
-	retry.Retry = 1
 	for _, x := range []callback.Message{m, retry} {
 		if err := b.HandleMessage(context.Background(), x); err != nil {
 			t.Fatal(err)

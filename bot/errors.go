@@ -1,9 +1,7 @@
 package bot
 
 import (
-	"context"
 	"errors"
-	"net"
 	"strconv"
 
 	"github.com/SevereCloud/vksdk/v2/api"
@@ -63,18 +61,8 @@ func Classify(err error) Class {
 		}
 		return Drop
 	}
-	if errors.Is(err, context.Canceled) {
-		return Retry
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return Retry
-	}
-	var badType *api.InvalidContentType
-	if errors.As(err, &badType) {
-		return Retry // a proxy's HTML 5xx page
-	}
-	// Any other transport or decoding failure: VK may or may not have
+	// Any other failure is a transport or decoding one (a cancelled call,
+	// a network error, a proxy's HTML 5xx page): VK may or may not have
 	// processed the call; the random_id makes a retry harmless.
 	return Retry
 }

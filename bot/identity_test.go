@@ -41,7 +41,7 @@ func TestIdentity(t *testing.T) {
 func TestRandomID(t *testing.T) {
 	chat := callback.Message{GroupID: 1, PeerID: 2000000001, ConversationMessageID: 17, EventID: "a"}
 	retry := chat
-	retry.EventID, retry.Retry = "a", 1
+	retry.EventID = "a" // a re-delivery: the same event
 	other := chat
 	other.ConversationMessageID = 18
 	if bot.RandomID(chat) != bot.RandomID(retry) {

@@ -233,7 +233,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		if err != nil {
 			return fmt.Errorf("%w: %w", errMalformed, err)
 		}
-		m.GroupID, m.EventID, m.Retry = env.GroupID, env.EventID, ev.retry
+		m.GroupID, m.EventID = env.GroupID, env.EventID
 		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 		err = h.next.HandleMessage(ctx, m)
 		cancel()

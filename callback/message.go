@@ -17,9 +17,6 @@ type Message struct {
 	// EventID is VK's id of the event; a re-delivery carries the same one.
 	// It is empty only if VK sent none.
 	EventID string
-	// Retry is the X-Retry-Counter header: 0 for a first delivery (or a
-	// header that is not a non-negative integer), n for the n-th resend.
-	Retry int
 
 	// ID is the message id in the community's dialogs; 0 in group chats.
 	ID int

@@ -296,12 +296,11 @@ func TestRetryCounter(t *testing.T) {
 			if tt.header != nil {
 				header[callback.HeaderRetryCounter] = tt.header
 			}
-			status, _, got := handleOne(t, body, header)
-			if status != http.StatusOK || got == nil {
+			if status, _, got := handleOne(t, body, header); status != http.StatusOK || got == nil {
 				t.Fatalf("status %d, message %v", status, got)
 			}
-			if got.Retry != tt.want {
-				t.Errorf("Retry = %d, want %d", got.Retry, tt.want)
+			if got := callback.RetryCounter(header); got != tt.want {
+				t.Errorf("retry counter = %d, want %d", got, tt.want)
 			}
 		})
 	}

@@ -105,7 +105,6 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	om := ev.Object.Message
 	m := callback.Message{GroupID: ev.GroupID, EventID: ev.EventID, ID: om.ID, ConversationMessageID: om.CMID, PeerID: om.PeerID, FromID: om.FromID, Text: om.Text}
-	m.Retry, _ = strconv.Atoi(r.Header.Get(callback.HeaderRetryCounter))
 
 	b.mu.Lock()
 	key := m.EventID // what re-deliveries are recognised by
