@@ -124,8 +124,10 @@ type Options struct {
 	// lasts (default 30s): the first failure and the recovery always are.
 	OutageLogEvery time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
-	// outbox: delivered, dropped (Drop, Flood) or logged in dry-run
-	// (Logged). age is the time since the reply was stored.
+	// outbox, with the class it left with: Delivered, Drop (VK refused it
+	// for good, or flood control met it a second time) or Logged
+	// (dry-run); never Flood, Retry or Halt, whose replies stay. age is
+	// the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Recorder, if set, counts and stores each message in one step instead
 	// of the Counter and Outbox.Add (the Outbox still delivers the replies).

@@ -153,20 +153,44 @@ var (
 	errNotCounted = errors.New("message not counted, retry later")
 )
 
-// outcomes maps each class of failure to its status. A public class shows
-// the wrapped error's text to the sender; the others show only the class,
-// since their details (a secret check, a storage error) are not the
-// sender's business.
+// outcomes maps each class of failure to its status and to its name in
+// metrics (Outcome). A public class shows the wrapped error's text to the
+// sender; the others show only the class, since their details (a secret
+// check, a storage error) are not the sender's business.
 var outcomes = []struct {
 	class  error
 	status int
 	public bool
+	label  string
 }{
-	{errMethod, http.StatusMethodNotAllowed, false},
-	{errTooLarge, http.StatusRequestEntityTooLarge, false},
-	{errMalformed, http.StatusBadRequest, true},
-	{errForbidden, http.StatusForbidden, false},
-	{errNotCounted, http.StatusServiceUnavailable, false},
+	{errMethod, http.StatusMethodNotAllowed, false, "method_not_allowed"},
+	{errTooLarge, http.StatusRequestEntityTooLarge, false, "too_large"},
+	{errMalformed, http.StatusBadRequest, true, "bad_request"},
+	{errForbidden, http.StatusForbidden, false, "forbidden"},
+	{errNotCounted, http.StatusServiceUnavailable, false, "unavailable"},
+}
+
+// Outcomes lists every name Outcome can return, for metrics to declare.
+func Outcomes() []string {
+	names := []string{"ok"}
+	for _, o := range outcomes {
+		names = append(names, o.label)
+	}
+	return append(names, "other")
+}
+
+// Outcome names the outcome of a webhook response with status, from the
+// handler's own table: "ok" for 200, a failure class's name, or "other".
+func Outcome(status int) string {
+	if status == http.StatusOK {
+		return "ok"
+	}
+	for _, o := range outcomes {
+		if o.status == status {
+			return o.label
+		}
+	}
+	return "other"
 }
 
 // event is what a request is known to be about, for logging.

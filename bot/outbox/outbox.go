@@ -543,3 +543,21 @@ func (o *Outbox) refreshStats(ctx context.Context, group int) {
 // Redeliveries is how many entries this instance took over from others or
 // recovered from lost reads.
 func (o *Outbox) Redeliveries() int64 { return o.redelivs.Load() }
+
+// Total sums the last readings of groups' outboxes (Stats of each): the
+// total length, the oldest entry's age, and the age of the stalest reading
+// (-1 if one was never read). It makes no Redis call.
+func (o *Outbox) Total(groups ...int) Stats {
+	var sum Stats
+	for _, g := range groups {
+		s := o.Stats(g)
+		sum.Length += s.Length
+		sum.Oldest = max(sum.Oldest, s.Oldest)
+		if s.Age < 0 || sum.Age < 0 {
+			sum.Age = -1
+		} else {
+			sum.Age = max(sum.Age, s.Age)
+		}
+	}
+	return sum
+}

@@ -486,27 +486,9 @@ func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-// outboxStats sums the last readings of every community's outbox: total
-// length, oldest age, and the age of the stalest reading (-1 if one was
-// never read). It makes no Redis call.
-func (m *Main) outboxStats() outbox.Stats {
-	var sum outbox.Stats
-	for _, g := range m.groups {
-		s := m.outbox.Stats(g)
-		sum.Length += s.Length
-		sum.Oldest = max(sum.Oldest, s.Oldest)
-		if s.Age < 0 || sum.Age < 0 {
-			sum.Age = -1
-		} else {
-			sum.Age = max(sum.Age, s.Age)
-		}
-	}
-	return sum
-}
-
 func (m *Main) registerOutboxMetrics() {
 	read := func(f func(outbox.Stats) float64) func() float64 {
-		return func() float64 { return f(m.outboxStats()) }
+		return func() float64 { return f(m.outbox.Total(m.groups...)) }
 	}
 	m.metrics.GaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK, as last read (see outbox_reading_age_seconds).",
 		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
@@ -529,7 +511,7 @@ func (m *Main) registerOutboxMetrics() {
 // Redis call, so it answers at once while Redis is slow or down. Each
 // figure read from Redis carries its age.
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
-	ob := m.outboxStats()
+	ob := m.outbox.Total(m.groups...)
 	seen := m.bot.ActivitySeen()
 	out := map[string]any{
 		"window_seconds": int64(m.cfg.Window / time.Second),

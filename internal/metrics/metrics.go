@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -31,9 +32,8 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 // Known label values, created at start so that every series exists (at 0)
 // from the first scrape and rate() works from there.
 var (
-	webhookOutcomes = []string{"ok", "bad_request", "forbidden", "method_not_allowed", "too_large", "unavailable", "other"}
-	replyResults    = []bot.Class{bot.Delivered, bot.Drop, bot.Logged}
-	vkMethods       = []string{"messages.send", "execute"}
+	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.Logged}
+	vkMethods    = []string{"messages.send", "execute"}
 	// countersRoutes are the routes of the /counters/ HTTP API (the
 	// patterns of counters.HTTPHandler) with their methods.
 	countersRoutes = [][2]string{
@@ -108,7 +108,7 @@ func New() *Metrics {
 
 // initLabels creates every known series at 0.
 func (m *Metrics) initLabels() {
-	for _, o := range webhookOutcomes {
+	for _, o := range callback.Outcomes() {
 		m.webhookRequests.WithLabelValues(o)
 	}
 	for _, c := range replyResults {
@@ -174,26 +174,8 @@ func (m *Metrics) Webhook(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		m.webhookDuration.Observe(time.Since(start).Seconds())
-		m.webhookRequests.WithLabelValues(outcome(sw.status)).Inc()
+		m.webhookRequests.WithLabelValues(callback.Outcome(sw.status)).Inc()
 	})
-}
-
-func outcome(status int) string {
-	switch status {
-	case http.StatusOK:
-		return "ok"
-	case http.StatusBadRequest:
-		return "bad_request"
-	case http.StatusForbidden:
-		return "forbidden"
-	case http.StatusMethodNotAllowed:
-		return "method_not_allowed"
-	case http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case http.StatusServiceUnavailable:
-		return "unavailable"
-	}
-	return "other"
 }
 
 type statusWriter struct {
