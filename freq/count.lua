@@ -30,6 +30,39 @@ local function seen(event_key)
   return previous, time, queued
 end
 
+-- clock returns the unix second at, or Redis's clock when at is "".
+local function clock(at)
+  if at ~= '' then return tonumber(at) end
+  -- Redis before 5.0 refuses writes after TIME unless effects are replicated.
+  if redis.replicate_commands then redis.replicate_commands() end
+  return tonumber(redis.call('TIME')[1])
+end
+
+-- trim pops the occurrences at or before cutoff from the head of the list,
+-- whose tail is after cutoff (so the loop stops before the list empties),
+-- and returns the total of those left: the total key minus what was popped
+-- or, when the total was lost (e.g. evicted) or is inconsistent, a recount
+-- of the list. It also returns whether it recounted and how many it popped;
+-- it writes no total.
+local function trim(list_key, total_key, cutoff)
+  local expired = 0
+  while true do
+    local sec, n = parse(redis.call('LINDEX', list_key, 0))
+    if sec > cutoff then break end
+    redis.call('LPOP', list_key)
+    expired = expired + n
+  end
+  local total = tonumber(redis.call('GET', total_key))
+  if total then total = total - expired end
+  if total and total >= 1 then return total, false, expired end
+  total = 0
+  for _, entry in ipairs(redis.call('LRANGE', list_key, 0, -1)) do
+    local _, n = parse(entry)
+    total = total + n
+  end
+  return total, true, expired
+end
+
 -- count records one occurrence in the list and total keys at the second at
 -- ("" reads Redis's clock) and returns {previous, 0, time}: the occurrences
 -- inside the window before this one, and the second it was recorded at.
@@ -37,14 +70,7 @@ end
 -- by mark. window is in seconds (an occurrence at t is expired when
 -- t <= now - window), ttl the list and total keys' TTL in seconds.
 local function count(list_key, total_key, event_key, window, ttl, event_ttl, at, mark)
-  local now
-  if at == '' then
-    -- Redis before 5.0 refuses writes after TIME unless effects are replicated.
-    if redis.replicate_commands then redis.replicate_commands() end
-    now = tonumber(redis.call('TIME')[1])
-  else
-    now = tonumber(at)
-  end
+  local now = clock(at)
 
   local tail = redis.call('LINDEX', list_key, -1)
   local tail_sec, tail_n
@@ -62,24 +88,7 @@ local function count(list_key, total_key, event_key, window, ttl, event_ttl, at,
     redis.call('DEL', list_key)
     tail = nil
   elseif tail then
-    -- The tail is inside the window, so this loop stops before the list empties.
-    local expired = 0
-    while true do
-      local sec, n = parse(redis.call('LINDEX', list_key, 0))
-      if sec > cutoff then break end
-      redis.call('LPOP', list_key)
-      expired = expired + n
-    end
-    total = tonumber(redis.call('GET', total_key))
-    if total then total = total - expired end
-    if not total or total < 1 then
-      -- The total was lost (e.g. evicted) or is inconsistent: recount the list.
-      total = 0
-      for _, entry in ipairs(redis.call('LRANGE', list_key, 0, -1)) do
-        local _, n = parse(entry)
-        total = total + n
-      end
-    end
+    total = trim(list_key, total_key, cutoff)
   end
 
   if tail and tail_sec == now then

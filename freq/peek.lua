@@ -1,4 +1,4 @@
--- peek.lua (run after count.lua, for parse) reads how many occurrences of
+-- peek.lua (run after count.lua) reads how many occurrences of
 -- a name are inside a sliding window of whole seconds, without recording
 -- one: the read of window.lua's keys.
 -- It drops the occurrences that left the window, as window.lua does, so it
@@ -19,14 +19,7 @@ local tail = redis.call('LINDEX', list_key, -1)
 if not tail then return 0 end
 local tail_sec = parse(tail)
 
-local now
-if at == '' then
-  -- Redis before 5.0 refuses writes after TIME unless effects are replicated.
-  if redis.replicate_commands then redis.replicate_commands() end
-  now = tonumber(redis.call('TIME')[1])
-else
-  now = tonumber(at)
-end
+local now = clock(at)
 -- A clock behind the tail reads at the tail's second, as window.lua counts.
 if now < tail_sec then now = tail_sec end
 
@@ -35,23 +28,9 @@ if tail_sec <= cutoff then
   redis.call('DEL', list_key, total_key)
   return 0
 end
-local expired = 0
-while true do
-  local sec, n = parse(redis.call('LINDEX', list_key, 0))
-  if sec > cutoff then break end
-  redis.call('LPOP', list_key)
-  expired = expired + n
-end
-local total = tonumber(redis.call('GET', total_key))
-if total then total = total - expired end
-if not total or total < 1 then
-  -- The total was lost or is inconsistent: recount the list, and keep the
-  -- recount with the list's expiry.
-  total = 0
-  for _, entry in ipairs(redis.call('LRANGE', list_key, 0, -1)) do
-    local _, n = parse(entry)
-    total = total + n
-  end
+local total, recounted, expired = trim(list_key, total_key, cutoff)
+if recounted then
+  -- Keep the recount with the list's expiry.
   local pttl = redis.call('PTTL', list_key)
   if pttl > 0 then
     redis.call('SET', total_key, total, 'PX', pttl)

@@ -24,10 +24,6 @@ var (
 	recordScript = redis.NewScript(countLib + recordMain)
 )
 
-// WindowScript returns the counting script's source, as Count runs it (for
-// benchmarks that run it with redis-benchmark).
-func WindowScript() string { return countLib + windowMain }
-
 // parseReply decodes the script's reply {previous, duplicate, time}.
 func parseReply(v any) (Result, error) {
 	vals, ok := v.([]any)
