@@ -40,7 +40,7 @@ const benchTexts = 1000
 func benchmarkCount(b *testing.B, kind redistest.Kind, distinct, parallel bool) {
 	tg := redistest.Open(b, kind)
 	// A short window: the keys left on a shared server expire in two minutes.
-	s := freq.New(tg.Client, freq.Options{Prefix: redistest.Prefix(b), Window: time.Minute})
+	s := mustNew(b, tg.Client, freq.Options{Prefix: redistest.Prefix(b), Window: time.Minute})
 	ctx := context.Background()
 	if err := s.Load(ctx); err != nil {
 		b.Fatal(err)

@@ -21,7 +21,10 @@ func Example() {
 	defer rdb.Close()
 
 	ctx := context.Background()
-	s := freq.New(rdb, freq.Options{})
+	s, err := freq.New(rdb, freq.Options{})
+	if err != nil {
+		panic(err)
+	}
 	if err := s.Load(ctx); err != nil {
 		panic(err)
 	}
@@ -50,7 +53,10 @@ func ExampleStore_CountAt() {
 	defer rdb.Close()
 
 	ctx := context.Background()
-	s := freq.New(rdb, freq.Options{Window: time.Hour})
+	s, err := freq.New(rdb, freq.Options{Window: time.Hour})
+	if err != nil {
+		panic(err)
+	}
 	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	for _, at := range []time.Duration{0, time.Minute, 59 * time.Minute, time.Hour, 2 * time.Hour} {
 		res, err := s.CountAt(ctx, "hello", "", t0.Add(at))

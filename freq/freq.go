@@ -5,7 +5,8 @@
 // whatever the caller uses to say "the same message") per call and answers
 // how many earlier occurrences are still inside the window:
 //
-//	s := freq.New(rdb, freq.Options{})
+//	s, err := freq.New(rdb, freq.Options{})
+//	if err != nil { … }
 //	if err := s.Load(ctx); err != nil { … }
 //	res, err := s.Count(ctx, text, dedupeKey)
 //	// res.Previous is 0 the first time a text is seen in 24 hours.
@@ -100,15 +101,12 @@ type Store struct {
 	// Script arguments that never change, precomputed: window and key TTL
 	// in seconds, event TTL in milliseconds.
 	windowArg, keyTTLArg, dedupeArg string
-	// err reports invalid options; every method returns it.
-	err error
 }
 
 // New returns a Store that runs its script on rdb (a *redis.Client,
-// *redis.Ring or *redis.ClusterClient). It does not contact Redis. Invalid
-// options do not make New fail: every method of the Store then returns an
-// error wrapping ErrInvalid.
-func New(rdb redis.Scripter, opts Options) *Store {
+// *redis.Ring or *redis.ClusterClient), or an error wrapping ErrInvalid
+// for a nil client or invalid options. It does not contact Redis.
+func New(rdb redis.Scripter, opts Options) (*Store, error) {
 	s := &Store{rdb: rdb, prefix: opts.Prefix, window: opts.Window}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
@@ -123,20 +121,20 @@ func New(rdb redis.Scripter, opts Options) *Store {
 	}
 	switch {
 	case rdb == nil:
-		s.err = fmt.Errorf("%w: nil Redis client", ErrInvalid)
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
 	case s.window < time.Second:
-		s.err = fmt.Errorf("%w: window %v is shorter than 1s", ErrInvalid, s.window)
+		return nil, fmt.Errorf("%w: window %v is shorter than 1s", ErrInvalid, s.window)
 	case s.window > math.MaxInt64-keyMargin:
-		s.err = fmt.Errorf("%w: window %v is too long", ErrInvalid, s.window)
+		return nil, fmt.Errorf("%w: window %v is too long", ErrInvalid, s.window)
 	case s.window%time.Second != 0:
-		s.err = fmt.Errorf("%w: window %v is not a whole number of seconds", ErrInvalid, s.window)
+		return nil, fmt.Errorf("%w: window %v is not a whole number of seconds", ErrInvalid, s.window)
 	case dedupe < time.Second:
-		s.err = fmt.Errorf("%w: dedupe TTL %v is shorter than 1s", ErrInvalid, dedupe)
+		return nil, fmt.Errorf("%w: dedupe TTL %v is shorter than 1s", ErrInvalid, dedupe)
 	}
 	s.windowArg = strconv.FormatInt(int64(s.window/time.Second), 10)
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
 	s.dedupeArg = strconv.FormatInt(dedupe.Milliseconds(), 10)
-	return s
+	return s, nil
 }
 
 // Window returns the window occurrences are counted in.
@@ -146,9 +144,6 @@ func (s *Store) Window() time.Duration { return s.window }
 // cluster), so the first Count need not send its source. Counting works
 // without it: a script missing from Redis's cache is sent again.
 func (s *Store) Load(ctx context.Context) error {
-	if s.err != nil {
-		return s.err
-	}
 	for _, sc := range []*redis.Script{windowScript, recordScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
@@ -218,9 +213,6 @@ type Then struct {
 // nothing more (unless the message was counted by Count without it, whose
 // entry is appended then). With an empty dedupe key, every call appends.
 func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (Result, error) {
-	if s.err != nil {
-		return Result{}, s.err
-	}
 	keys := append(s.keys(identity, dedupe), then.Stream)
 	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", then.MaxLen, then.Field}, then.Fields...)
 	v, err := recordScript.Run(ctx, s.rdb, keys, args...).Result()
@@ -236,9 +228,6 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (Result, error) {
-	if s.err != nil {
-		return Result{}, s.err
-	}
 	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, dedupe), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
 	if err != nil {
 		return Result{}, fmt.Errorf("freq: count: %w", err)

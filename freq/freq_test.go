@@ -461,7 +461,7 @@ func TestBadInput(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		good := freq.New(tg.Client, freq.Options{Prefix: prefix, Window: time.Minute})
+		good := mustNew(t, tg.Client, freq.Options{Prefix: prefix, Window: time.Minute})
 		if _, err := good.CountAt(ctx, "x", "", sec(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -472,25 +472,21 @@ func TestBadInput(t *testing.T) {
 		})
 		before := stateOf(t, tg, good, "x")
 
-		stores := map[string]*freq.Store{
-			"window 500ms":     freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 500 * time.Millisecond}),
-			"window -1s":       freq.New(tg.Client, freq.Options{Prefix: prefix, Window: -time.Second}),
-			"window 1.5s":      freq.New(tg.Client, freq.Options{Prefix: prefix, Window: 1500 * time.Millisecond}),
-			"window max":       freq.New(tg.Client, freq.Options{Prefix: prefix, Window: math.MaxInt64}),
-			"dedupe TTL 500ms": freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 500 * time.Millisecond}),
-			"dedupe TTL -1h":   freq.New(tg.Client, freq.Options{Prefix: prefix, DedupeTTL: -time.Hour}),
-			"nil client":       freq.New(nil, freq.Options{Prefix: prefix}),
-		}
-		for name, s := range stores {
+		for name, c := range map[string]struct {
+			rdb  redis.Scripter
+			opts freq.Options
+		}{
+			"window 500ms":     {tg.Client, freq.Options{Prefix: prefix, Window: 500 * time.Millisecond}},
+			"window -1s":       {tg.Client, freq.Options{Prefix: prefix, Window: -time.Second}},
+			"window 1.5s":      {tg.Client, freq.Options{Prefix: prefix, Window: 1500 * time.Millisecond}},
+			"window max":       {tg.Client, freq.Options{Prefix: prefix, Window: math.MaxInt64}},
+			"dedupe TTL 500ms": {tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 500 * time.Millisecond}},
+			"dedupe TTL -1h":   {tg.Client, freq.Options{Prefix: prefix, DedupeTTL: -time.Hour}},
+			"nil client":       {nil, freq.Options{Prefix: prefix}},
+		} {
 			t.Run(name, func(t *testing.T) {
-				if err := s.Load(ctx); !errors.Is(err, freq.ErrInvalid) {
-					t.Errorf("Load: %v, want ErrInvalid", err)
-				}
-				if _, err := s.Count(ctx, "x", "ev"); !errors.Is(err, freq.ErrInvalid) {
-					t.Errorf("Count: %v, want ErrInvalid", err)
-				}
-				if _, err := s.CountAt(ctx, "x", "ev", sec(1)); !errors.Is(err, freq.ErrInvalid) {
-					t.Errorf("CountAt: %v, want ErrInvalid", err)
+				if s, err := freq.New(c.rdb, c.opts); !errors.Is(err, freq.ErrInvalid) || s != nil {
+					t.Errorf("New: %v, %v; want ErrInvalid and no store", s, err)
 				}
 			})
 		}
@@ -528,7 +524,7 @@ func TestErrorMessages(t *testing.T) {
 		{freq.Options{Window: 1500 * time.Millisecond}, "freq: invalid input: window 1.5s is not a whole number of seconds"},
 		{freq.Options{DedupeTTL: time.Millisecond}, "freq: invalid input: dedupe TTL 1ms is shorter than 1s"},
 	} {
-		_, err := freq.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), c.opts).Count(context.Background(), "x", "")
+		_, err := freq.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), c.opts)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%+v: got %v, want %q", c.opts, err, c.want)
 		}
@@ -549,10 +545,10 @@ func TestRedisDown(t *testing.T) {
 func TestOptions(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	if w := freq.New(c, freq.Options{}).Window(); w != freq.DefaultWindow {
+	if w := mustNew(t, c, freq.Options{}).Window(); w != freq.DefaultWindow {
 		t.Errorf("default window %v, want %v", w, freq.DefaultWindow)
 	}
-	if w := freq.New(c, freq.Options{Window: 90 * time.Second}).Window(); w != 90*time.Second {
+	if w := mustNew(t, c, freq.Options{Window: 90 * time.Second}).Window(); w != 90*time.Second {
 		t.Errorf("window %v, want 90s", w)
 	}
 }
@@ -570,13 +566,13 @@ func TestKeys(t *testing.T) {
 		{"", "ev1", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n", "vkc:f:" + tag + ":e:ev1"}},
 		{"p:", "ev1", []string{"p:f:" + tag + ":l", "p:f:" + tag + ":n", "p:f:" + tag + ":e:ev1"}},
 	} {
-		got := freq.New(c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
+		got := mustNew(t, c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("prefix %q event %q: got %v, want %v", tc.prefix, tc.event, got, tc.want)
 		}
 	}
 	// An identity that looks like a key cannot reach another identity's keys.
-	s := freq.New(c, freq.Options{})
+	s := mustNew(t, c, freq.Options{})
 	if a, b := s.Keys("a}:l", ""), s.Keys("a", ""); a[0] == b[0] || a[1] == b[1] {
 		t.Errorf("identities share keys: %v %v", a, b)
 	}

@@ -32,7 +32,17 @@ func newStore(t testing.TB, tg *redistest.Target, opts freq.Options) *freq.Store
 			tg.Client.Del(context.Background(), k)
 		}
 	})
-	return freq.New(tg.Client, opts)
+	return mustNew(t, tg.Client, opts)
+}
+
+// mustNew is freq.New for options the test knows are valid.
+func mustNew(t testing.TB, rdb redis.Scripter, opts freq.Options) *freq.Store {
+	t.Helper()
+	s, err := freq.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // count calls CountAt and fails t on error.

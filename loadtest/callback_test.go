@@ -407,11 +407,17 @@ func TestExpiredPrefill(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				vk := newVK(t)
 				b, u := newFakeBot(t, vk)
-				b.store = freq.New(tg.Client, freq.Options{Window: tc.botWindow, Prefix: prefix})
+				var err error
+				if b.store, err = freq.New(tg.Client, freq.Options{Window: tc.botWindow, Prefix: prefix}); err != nil {
+					t.Fatal(err)
+				}
 				o := options(u, vk)
 				o.Texts, o.PerText, o.Expired = 3, 4, 3
 				o.Prefill = func(ctx context.Context, texts []string, n int, window time.Duration) error {
-					store := freq.New(tg.Client, freq.Options{Window: window, Prefix: prefix})
+					store, err := freq.New(tg.Client, freq.Options{Window: window, Prefix: prefix})
+					if err != nil {
+						return err
+					}
 					for _, text := range texts {
 						if err := store.Backfill(ctx, bot.Identity(callback.Message{GroupID: group, Text: text}, false), n); err != nil {
 							return err

@@ -105,7 +105,9 @@ func TestFaultScheduleAgainstCorrectBot(t *testing.T) {
 
 	vk := newVK(t)
 	b, u := newFakeBot(t, vk)
-	b.store = freq.New(rdb, freq.Options{Window: time.Hour, Prefix: "f:"})
+	if b.store, err = freq.New(rdb, freq.Options{Window: time.Hour, Prefix: "t:"}); err != nil {
+		t.Fatal(err)
+	}
 	b.patient, b.quietRetries = true, true
 	o := options(u, vk)
 	o.Texts, o.PerText, o.Concurrency, o.Rate = 4, 10, 4, 100

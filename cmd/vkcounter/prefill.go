@@ -85,7 +85,10 @@ func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 		return err
 	}
 	defer rdb.Close()
-	store := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix})
+	store, err := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix})
+	if err != nil {
+		return err
+	}
 	if err := store.Load(ctx); err != nil {
 		return err
 	}

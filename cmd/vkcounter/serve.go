@@ -80,7 +80,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
-	m.store = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix})
+	if m.store, err = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix}); err != nil {
+		return err
+	}
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
