@@ -42,8 +42,9 @@ type Outbox interface {
 	Take(ctx context.Context, group, n int, wait time.Duration) ([]Reply, error)
 	// Done removes replies VK accepted or refused for good.
 	Done(ctx context.Context, group int, ids ...string) error
-	// Wake ends the Takes of group that are waiting for new replies.
-	Wake(ctx context.Context, group int) error
+	// Wake ends the Takes of group that are waiting for new replies, with
+	// an entry that is no reply; Done removes it by the id returned.
+	Wake(ctx context.Context, group int) (id string, err error)
 }
 
 // A Recorder counts a message and stores its reply in one step: on a
@@ -355,7 +356,7 @@ func (b *Bot) Close(ctx context.Context) error {
 	b.closing.Store(true)
 	b.closeMu.Unlock()
 	b.stopWaits()
-	b.wakeSenders(ctx)
+	wakes := b.wakeSenders(ctx)
 	recorded := make(chan struct{})
 	go func() { b.inflight.Wait(); close(recorded) }()
 	select {
@@ -376,21 +377,43 @@ func (b *Bot) Close(ctx context.Context) error {
 	}
 	b.cancel() // abort sends and backoffs still in progress
 	<-done
+	b.removeWakes(wakes)
 	return err
 }
 
 // wakeSenders ends the senders' waits for new replies (a Take blocked in
 // Redis cannot be cancelled from here), so that they turn to draining. It
-// adds nothing to an outbox no sender is waiting on.
-func (b *Bot) wakeSenders(ctx context.Context) {
+// adds nothing to an outbox no sender is waiting on. It returns the wake
+// entries' ids per community.
+func (b *Bot) wakeSenders(ctx context.Context) map[int]string {
 	if b.waiting.Load() == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	wakes := map[int]string{}
 	for g := range b.groups {
-		if err := b.outbox.Wake(ctx, g); err != nil {
+		id, err := b.outbox.Wake(ctx, g)
+		if err != nil {
 			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot wake the senders; they drain once their wait ends")
+			continue
+		}
+		wakes[g] = id
+	}
+	return wakes
+}
+
+// removeWakes removes the wake entries nobody read (the senders had
+// stopped waiting by then), so that the outbox holds replies only.
+func (b *Bot) removeWakes(wakes map[int]string) {
+	if len(wakes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for g, id := range wakes {
+		if err := b.outbox.Done(ctx, g, id); err != nil {
+			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot remove the wake entry; a sender deletes it when it reads it")
 		}
 	}
 }

@@ -207,12 +207,14 @@ const wakeField = "wake"
 // (Take with a wait), in every instance, by adding an entry that is no
 // reply and is deleted by whoever reads it. A blocked read cannot be
 // cancelled from the client side; Close uses this so that a sender waiting
-// up to a long poll turns to draining at once.
-func (o *Outbox) Wake(ctx context.Context, group int) error {
-	if err := o.rdb.XAdd(ctx, &redis.XAddArgs{Stream: o.key(group), Values: []any{wakeField, "1"}}).Err(); err != nil {
-		return fmt.Errorf("outbox: wake: %w", err)
+// up to a long poll turns to draining at once. It returns the entry's id,
+// for Done to remove it should nobody have read it.
+func (o *Outbox) Wake(ctx context.Context, group int) (string, error) {
+	id, err := o.rdb.XAdd(ctx, &redis.XAddArgs{Stream: o.key(group), Values: []any{wakeField, "1"}}).Result()
+	if err != nil {
+		return "", fmt.Errorf("outbox: wake: %w", err)
 	}
-	return nil
+	return id, nil
 }
 
 // messageField is the entry field holding the reply's text.

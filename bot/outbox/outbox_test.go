@@ -339,7 +339,7 @@ func TestWakeEndsAWaitingTake(t *testing.T) {
 			done <- got
 		}()
 		time.Sleep(100 * time.Millisecond)
-		if err := o.Wake(ctx, group); err != nil {
+		if _, err := o.Wake(ctx, group); err != nil {
 			t.Fatal(err)
 		}
 		select {
