@@ -41,6 +41,9 @@ func TestDryRunIsNotSent(t *testing.T) {
 	if st.Sent != 0 || st.DryRun != 1 || st.Dropped != 0 {
 		t.Fatalf("stats %+v, want 1 dry-run reply and none sent", st)
 	}
+	if n := b.ConsecutiveVKFailures(); n != 0 {
+		t.Errorf("%d consecutive VK failures in dry-run, want 0: nothing was asked of VK", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(classes) != 1 || classes[0] != bot.Logged || classes[0].String() != "dry_run" {

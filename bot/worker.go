@@ -135,12 +135,12 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 		answered := false
 		for i, r := range batch {
 			err := errs[i]
-			if unanswered(err) {
+			class := Classify(err)
+			if class == Retry && unanswered(err) {
 				callErr = err
 			} else {
-				answered = true
+				answered = true // VK answered, or nothing was asked of it (dry-run)
 			}
-			class := Classify(err)
 			if class == Flood && flooded[r.ID] {
 				class = Drop
 			}
