@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Defaults and limits.
@@ -217,9 +219,8 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", then.MaxLen, then.Field}, then.Fields...)
 	v, err := recordScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
-		var rerr redis.Error
-		if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "STREAM_FULL ") {
-			return Result{}, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(rerr.Error(), "STREAM_FULL "))
+		if redisconn.IsError(err, "STREAM_FULL") {
+			return Result{}, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
 		}
 		return Result{}, fmt.Errorf("freq: count: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // ConsumerGroup is the name of the stream consumer group every instance joins.
@@ -133,18 +134,6 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 		held: map[string]struct{}{}, lostRead: map[int]bool{}, stats: map[int]*reading{}}
 }
 
-// isRedisError reports whether err is an error reply of Redis whose code
-// (its first word, such as NOGROUP or BUSYGROUP) is code. Redis replies
-// carry no other structure than that word.
-func isRedisError(err error, code string) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	return msg == code || strings.HasPrefix(msg, code+" ")
-}
-
 // key is the stream of a community; the hash tag keeps it in one slot.
 func (o *Outbox) key(group int) string {
 	return o.opts.Prefix + keyPart + "{" + strconv.Itoa(group) + "}"
@@ -174,7 +163,7 @@ func (o *Outbox) Init(ctx context.Context, groups ...int) error {
 func (o *Outbox) createGroup(ctx context.Context, group int) error {
 	// "0": entries added before the group existed are delivered too.
 	err := o.rdb.XGroupCreateMkStream(ctx, o.key(group), ConsumerGroup, "0").Err()
-	if err != nil && !isRedisError(err, "BUSYGROUP") {
+	if err != nil && !redisconn.IsError(err, "BUSYGROUP") {
 		return fmt.Errorf("outbox: create consumer group for community %d: %w", group, err)
 	}
 	return nil
@@ -191,7 +180,7 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 	}
 	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, r.Message}, entryFields(r)...)
 	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
-	if isRedisError(err, "OUTBOX_FULL") {
+	if redisconn.IsError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, r.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
 	}
 	if err != nil {
@@ -297,7 +286,7 @@ func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]
 		args.Block = -1 // no BLOCK argument
 	}
 	streams, err := o.rdb.XReadGroup(ctx, args).Result()
-	if isRedisError(err, "NOGROUP") {
+	if redisconn.IsError(err, "NOGROUP") {
 		// The stream was lost (a Redis without persistence restarted): recreate it.
 		if err := o.createGroup(ctx, group); err != nil {
 			return nil, err
@@ -338,7 +327,7 @@ func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([
 	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
 		Streams: []string{o.key(group), "0"}, Count: int64(n + held), Block: -1}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		if isRedisError(err, "NOGROUP") {
+		if redisconn.IsError(err, "NOGROUP") {
 			return nil, nil // the read below recreates it
 		}
 		return nil, fmt.Errorf("outbox: read own pending: %w", err)
@@ -367,7 +356,7 @@ func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error)
 	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
 		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: "0-0", Count: int64(n)}).Result()
 	if err != nil {
-		if isRedisError(err, "NOGROUP") {
+		if redisconn.IsError(err, "NOGROUP") {
 			return nil, nil // Take's read recreates it
 		}
 		return nil, fmt.Errorf("outbox: reclaim: %w", err)

@@ -22,6 +22,7 @@ package redisconn
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,4 +90,16 @@ func Safe(opt *redis.Options, timeout time.Duration) {
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.ContextTimeoutEnabled = true
+}
+
+// IsError reports whether err is an error reply of Redis (or of a script's
+// redis.error_reply) whose code, its first word such as NOGROUP or
+// BUSYGROUP, is code. Redis error replies carry no other structure.
+func IsError(err error, code string) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return msg == code || strings.HasPrefix(msg, code+" ")
 }
