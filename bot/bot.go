@@ -22,14 +22,14 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/freq"
 )
 
-// A Counter records one occurrence of identity and returns how many earlier
-// occurrences the window holds. Count is idempotent per non-empty eventID.
-// It is met by *freq.Store.
+// A Counter records one occurrence of identity and returns previous, how
+// many earlier occurrences the window holds. Count is idempotent per
+// non-empty dedupe key: a repeated key changes nothing and answers as the
+// first time, with duplicate set. It is met by *freq.Store.
 type Counter interface {
-	Count(ctx context.Context, identity, eventID string) (freq.Result, error)
+	Count(ctx context.Context, identity, dedupe string) (previous int64, duplicate bool, err error)
 }
 
 // An Outbox holds replies durably from before the webhook answers "ok"
@@ -50,9 +50,10 @@ type Outbox interface {
 // A Recorder counts a message and stores its reply in one step: on a
 // single Redis server, one script run instead of Counter.Count and
 // Outbox.Add. The reply's text is the count's answer; it is stored once
-// per dedupe key. It is met by *outbox.Recorder.
+// per dedupe key. It answers as Counter.Count. It is met by
+// *outbox.Recorder.
 type Recorder interface {
-	Record(ctx context.Context, identity, dedupe string, r Reply) (freq.Result, error)
+	Record(ctx context.Context, identity, dedupe string, r Reply) (previous int64, duplicate bool, err error)
 }
 
 // Activity records what the bot sees beyond the replies' counts. Its
@@ -313,14 +314,14 @@ func (b *Bot) record(m callback.Message) error {
 	}
 	b.opts.Quote.quote(&r, m)
 	if b.opts.Recorder != nil {
-		res, err := b.opts.Recorder.Record(ctx, Identity(m, b.opts.Normalize), dedupeKey(m), r)
+		_, duplicate, err := b.opts.Recorder.Record(ctx, Identity(m, b.opts.Normalize), dedupeKey(m), r)
 		if err != nil {
 			return fmt.Errorf("bot: count and store reply: %w", err)
 		}
-		b.counted(m, res)
+		b.counted(m, duplicate)
 		return nil
 	}
-	res, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
+	previous, duplicate, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
 	if err != nil {
 		return fmt.Errorf("bot: count: %w", err)
 	}
@@ -328,19 +329,19 @@ func (b *Bot) record(m callback.Message) error {
 	// as a duplicate, which must find the activity recorded. A duplicate's
 	// reply is stored again: the first delivery may have failed after
 	// counting, before storing; the outbox keeps one reply per message.
-	b.counted(m, res)
-	r.Message = strconv.FormatInt(res.Previous, 10)
+	b.counted(m, duplicate)
+	r.Message = strconv.FormatInt(previous, 10)
 	if err := b.outbox.Add(ctx, r); err != nil {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}
 	return nil
 }
 
-// counted updates the totals for m, counted with res, and notes its
-// activity the first time it is counted.
-func (b *Bot) counted(m callback.Message, res freq.Result) {
+// counted updates the totals for m, just counted (again, if duplicate),
+// and notes its activity the first time it is counted.
+func (b *Bot) counted(m callback.Message, duplicate bool) {
 	b.stats.received.Add(1)
-	if res.Duplicate {
+	if duplicate {
 		b.stats.duplicates.Add(1)
 	} else if b.opts.Activity != nil {
 		b.activity.note(m)

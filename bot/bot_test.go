@@ -15,7 +15,6 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -33,21 +32,21 @@ func newMemCounter() *memCounter {
 	return &memCounter{counts: map[string]int64{}, events: map[string]int64{}}
 }
 
-func (c *memCounter) Count(_ context.Context, identity, eventID string) (freq.Result, error) {
+func (c *memCounter) Count(_ context.Context, identity, eventID string) (previous int64, duplicate bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fail != nil {
-		return freq.Result{}, c.fail
+		return 0, false, c.fail
 	}
 	if n, ok := c.events[eventID]; ok && eventID != "" {
-		return freq.Result{Previous: n, Duplicate: true}, nil
+		return n, true, nil
 	}
 	n := c.counts[identity]
 	c.counts[identity]++
 	if eventID != "" {
 		c.events[eventID] = n
 	}
-	return freq.Result{Previous: n}, nil
+	return n, false, nil
 }
 
 // fastOptions make retries quick so tests do not wait on real backoffs.

@@ -55,7 +55,7 @@ func benchmarkCount(b *testing.B, kind redistest.Kind, distinct, parallel bool) 
 	b.ReportAllocs()
 	if !parallel {
 		for b.Loop() {
-			if _, err := s.Count(ctx, identity(), ""); err != nil {
+			if _, _, err := s.Count(ctx, identity(), ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func benchmarkCount(b *testing.B, kind redistest.Kind, distinct, parallel bool) 
 	}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Count(ctx, identity(), ""); err != nil {
+			if _, _, err := s.Count(ctx, identity(), ""); err != nil {
 				b.Error(err)
 				return
 			}

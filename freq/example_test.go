@@ -30,11 +30,11 @@ func Example() {
 	}
 	// Four deliveries of "hello"; VK re-sends event e2 once.
 	for _, event := range []string{"e1", "e2", "e2", "e3"} {
-		res, err := s.Count(ctx, "hello", event)
+		previous, duplicate, err := s.Count(ctx, "hello", event)
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(res.Previous, res.Duplicate)
+		fmt.Println(previous, duplicate)
 	}
 	// Output:
 	// 0 false

@@ -82,8 +82,8 @@ type Options struct {
 	DedupeTTL time.Duration
 }
 
-// A Result is the outcome of counting one occurrence.
-type Result struct {
+// A result is the script's answer for one occurrence.
+type result struct {
 	// Previous is the number of earlier occurrences of the identity inside
 	// the window: 0 the first time.
 	Previous int64
@@ -92,6 +92,7 @@ type Result struct {
 	Duplicate bool
 	// Time is the unix second the occurrence was recorded at. It is the tail
 	// of the identity's list rather than the clock when the clock was behind.
+	// Only the tests read it.
 	Time int64
 }
 
@@ -155,14 +156,16 @@ func (s *Store) Load(ctx context.Context) error {
 }
 
 // Count records one occurrence of identity at the time of Redis's clock and
-// returns how many earlier ones are inside the window. A non-empty dedupe
-// key (a VK event id, or the message's own identity) makes the call
-// idempotent: a repeated key for the same identity, within the dedupe TTL,
-// changes nothing and gets the first answer back with Duplicate set, so a
-// late run of a call whose caller gave up is recognised when the message
-// comes again. An empty dedupe key is always counted.
-func (s *Store) Count(ctx context.Context, identity, dedupe string) (Result, error) {
-	return s.count(ctx, identity, dedupe, "")
+// returns previous, how many earlier ones are inside the window: 0 the
+// first time. A non-empty dedupe key (a VK event id, or the message's own
+// identity) makes the call idempotent: a repeated key for the same
+// identity, within the dedupe TTL, changes nothing and gets the first
+// answer back with duplicate set, so a late run of a call whose caller gave
+// up is recognised when the message comes again. An empty dedupe key is
+// always counted.
+func (s *Store) Count(ctx context.Context, identity, dedupe string) (previous int64, duplicate bool, err error) {
+	r, err := s.count(ctx, identity, dedupe, "")
+	return r.Previous, r.Duplicate, err
 }
 
 // Backfill records n occurrences of identity that have just left the
@@ -183,10 +186,10 @@ func (s *Store) Backfill(ctx context.Context, identity string, n int) error {
 // countAt is Count with an explicit clock: the occurrence is recorded at
 // at, truncated to the second (or at the newest recorded second, if that is
 // later).
-func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Time) (Result, error) {
+func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Time) (result, error) {
 	u := at.Unix()
 	if u < 0 || u > maxUnix {
-		return Result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
+		return result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
 	}
 	return s.count(ctx, identity, dedupe, strconv.FormatInt(u, 10))
 }
@@ -203,7 +206,7 @@ type Then struct {
 	Stream string
 	// MaxLen is the most entries the stream may hold.
 	MaxLen int64
-	// Field is the entry field that gets the answer (Result.Previous).
+	// Field is the entry field that gets the answer (previous).
 	Field string
 	// Fields are the entry's other field/value pairs.
 	Fields []any
@@ -214,24 +217,26 @@ type Then struct {
 // The entry is appended once per dedupe key: a repeated key appends
 // nothing more (unless the message was counted by Count without it, whose
 // entry is appended then). With an empty dedupe key, every call appends.
-func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (Result, error) {
+// It answers as Count.
+func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (previous int64, duplicate bool, err error) {
 	keys := append(s.keys(identity, dedupe), then.Stream)
 	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", then.MaxLen, then.Field}, then.Fields...)
 	v, err := recordScript.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
-			return Result{}, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
+			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
 		}
-		return Result{}, fmt.Errorf("freq: count: %w", err)
+		return 0, false, fmt.Errorf("freq: count: %w", err)
 	}
-	return parseReply(v)
+	r, err := parseReply(v)
+	return r.Previous, r.Duplicate, err
 }
 
 // count runs the script; at is a unix second or "" for Redis TIME.
-func (s *Store) count(ctx context.Context, identity, dedupe, at string) (Result, error) {
+func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
 	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, dedupe), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
 	if err != nil {
-		return Result{}, fmt.Errorf("freq: count: %w", err)
+		return result{}, fmt.Errorf("freq: count: %w", err)
 	}
 	return parseReply(v)
 }

@@ -99,8 +99,8 @@ func TestConcurrentSameText(t *testing.T) {
 		s := newStore(t, tg, freq.Options{})
 		const n = 200
 		got := together.Run(t, n, func(int) (int64, error) {
-			r, err := s.Count(context.Background(), "same", "")
-			return r.Previous, err
+			previous, _, err := s.Count(context.Background(), "same", "")
+			return previous, err
 		})
 		slices.Sort(got)
 		for i, v := range got {
@@ -536,7 +536,7 @@ func TestRedisDown(t *testing.T) {
 	s := newStore(t, tg, freq.Options{})
 	tg.Mini.SetError("LOADING Redis is loading the dataset in memory")
 	t.Cleanup(func() { tg.Mini.SetError("") })
-	_, err := s.Count(context.Background(), "x", "")
+	_, _, err := s.Count(context.Background(), "x", "")
 	if err == nil || errors.Is(err, freq.ErrInvalid) || !strings.Contains(err.Error(), "LOADING") {
 		t.Fatalf("got %v, want the server's error", err)
 	}

@@ -55,10 +55,11 @@ func count(t testing.TB, s *freq.Store, identity, eventID string, at time.Time) 
 	return r
 }
 
-// countNow calls Count and fails t on error.
+// countNow calls CountResult (Count with the whole Result) and fails t on
+// error.
 func countNow(t testing.TB, s *freq.Store, identity, eventID string) freq.Result {
 	t.Helper()
-	r, err := s.Count(context.Background(), identity, eventID)
+	r, err := s.CountResult(context.Background(), identity, eventID)
 	if err != nil {
 		t.Fatalf("Count(%q, %q): %v", identity, eventID, err)
 	}

@@ -25,19 +25,19 @@ var (
 )
 
 // parseReply decodes the script's reply {previous, duplicate, time}.
-func parseReply(v any) (Result, error) {
+func parseReply(v any) (result, error) {
 	vals, ok := v.([]any)
 	if !ok || len(vals) != 3 {
-		return Result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
+		return result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
 	}
 	var n [3]int64
 	for i, x := range vals {
 		if n[i], ok = x.(int64); !ok {
-			return Result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
+			return result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
 		}
 	}
 	if n[0] < 0 || n[1] < 0 || n[1] > 1 {
-		return Result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
+		return result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
 	}
-	return Result{Previous: n[0], Duplicate: n[1] == 1, Time: n[2]}, nil
+	return result{Previous: n[0], Duplicate: n[1] == 1, Time: n[2]}, nil
 }

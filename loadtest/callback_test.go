@@ -155,11 +155,11 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (b *fakeBot) count(ctx context.Context, m callback.Message, key string) int64 {
 	if b.store != nil {
-		res, err := b.store.Count(ctx, bot.Identity(m, false), key)
+		previous, _, err := b.store.Count(ctx, bot.Identity(m, false), key)
 		if err != nil {
 			b.t.Errorf("count: %v", err)
 		}
-		return res.Previous
+		return previous
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

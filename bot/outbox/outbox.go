@@ -233,13 +233,13 @@ func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{count
 // r with the answer as its text, at once; the reply is stored once per
 // dedupe key (see freq.Store.CountThen). A full outbox refuses a new
 // message with ErrFull, and nothing is counted.
-func (rec *Recorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (freq.Result, error) {
-	res, err := rec.counts.CountThen(ctx, identity, dedupe, freq.Then{Stream: rec.o.key(r.GroupID), MaxLen: rec.o.opts.MaxLen,
+func (rec *Recorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (previous int64, duplicate bool, err error) {
+	previous, duplicate, err = rec.counts.CountThen(ctx, identity, dedupe, freq.Then{Stream: rec.o.key(r.GroupID), MaxLen: rec.o.opts.MaxLen,
 		Field: messageField, Fields: entryFields(r)})
 	if errors.Is(err, freq.ErrStreamFull) {
-		return res, fmt.Errorf("%w: community %d: %w", ErrFull, r.GroupID, err)
+		err = fmt.Errorf("%w: community %d: %w", ErrFull, r.GroupID, err)
 	}
-	return res, err
+	return previous, duplicate, err
 }
 
 // onceKey is the key that remembers the reply to the message key of group;

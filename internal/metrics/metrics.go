@@ -18,7 +18,6 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/wire"
-	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
 
@@ -198,14 +197,11 @@ type timedCounter struct {
 	m *Metrics
 }
 
-func (t timedCounter) Count(ctx context.Context, identity, eventID string) (freq.Result, error) {
+func (t timedCounter) Count(ctx context.Context, identity, dedupe string) (previous int64, duplicate bool, err error) {
 	start := time.Now()
-	res, err := t.c.Count(ctx, identity, eventID)
-	t.m.scriptDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		t.m.scriptErrors.Inc()
-	}
-	return res, err
+	previous, duplicate, err = t.c.Count(ctx, identity, dedupe)
+	t.m.scriptCall(start, err)
+	return previous, duplicate, err
 }
 
 // Recorder wraps r, timing every script call as Counter does.
@@ -218,14 +214,19 @@ type timedRecorder struct {
 	m *Metrics
 }
 
-func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (freq.Result, error) {
+func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bot.Reply) (previous int64, duplicate bool, err error) {
 	start := time.Now()
-	res, err := t.r.Record(ctx, identity, dedupe, r)
-	t.m.scriptDuration.Observe(time.Since(start).Seconds())
+	previous, duplicate, err = t.r.Record(ctx, identity, dedupe, r)
+	t.m.scriptCall(start, err)
+	return previous, duplicate, err
+}
+
+// scriptCall records one count script call that began at start.
+func (m *Metrics) scriptCall(start time.Time, err error) {
+	m.scriptDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		t.m.scriptErrors.Inc()
+		m.scriptErrors.Inc()
 	}
-	return res, err
 }
 
 // VKCall records one VK API call; it fits bot.VKOptions.OnCall.
