@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
@@ -60,7 +61,7 @@ type activityBatch struct {
 	unsure hitBatch
 
 	seenMu sync.Mutex // guards seen
-	seen   ActivitySeen
+	seen   activitySeen
 
 	failLog  *ratelog.Logger // the failure line, rate-limited
 	kick     chan struct{}   // a batch is big enough to flush early
@@ -172,7 +173,7 @@ func (a *activityBatch) flush() {
 			break
 		}
 		*batch = hitBatch{}
-		a.saw(func(s *ActivitySeen) { s.Messages, s.MessagesAt = total, time.Now() })
+		a.saw(func(s *activitySeen) { s.messages, s.messagesAt = total, time.Now() })
 	}
 	for len(users) > 0 {
 		chunk := users[:min(len(users), visitChunk)]
@@ -184,7 +185,7 @@ func (a *activityBatch) flush() {
 			a.failed(err, UsersCounter)
 			continue
 		}
-		a.saw(func(s *ActivitySeen) { s.Users, s.UsersAt = active, time.Now() })
+		a.saw(func(s *activitySeen) { s.users, s.usersAt = active, time.Now() })
 		day := UsersDay(time.Now())
 		// Adding to a HyperLogLog is idempotent too: a chunk put back
 		// after this fails is visited and added again harmlessly.
@@ -194,37 +195,73 @@ func (a *activityBatch) flush() {
 			a.failed(err, day)
 			continue
 		}
-		a.saw(func(s *ActivitySeen) { s.Day, s.UsersToday, s.UsersTodayAt = day, estimate, time.Now() })
+		a.saw(func(s *activitySeen) { s.day, s.usersToday, s.usersTodayAt = day, estimate, time.Now() })
 	}
 }
 
-// ActivitySeen is what the bot last learnt of its activity counters when
+// activitySeen is what the bot last learnt of its activity counters when
 // it wrote them, and when: the figures need no Redis call to show. A zero
 // time means not written by this process yet.
-type ActivitySeen struct {
-	Messages   int64     // total of MessagesCounter
-	MessagesAt time.Time // when Messages was read
-	Users      int       // active senders in UsersCounter
-	UsersAt    time.Time // when Users was read
-	// UsersToday is the estimated distinct senders of the unique counter
-	// Day (UsersDay of the day it was read).
-	Day          string
-	UsersToday   int64
-	UsersTodayAt time.Time
+type activitySeen struct {
+	messages   int64     // total of MessagesCounter
+	messagesAt time.Time // when messages was read
+	users      int       // active senders in UsersCounter
+	usersAt    time.Time // when users was read
+	// usersToday is the estimated distinct senders of the unique counter
+	// day (UsersDay of the day it was read).
+	day          string
+	usersToday   int64
+	usersTodayAt time.Time
 }
 
 // saw updates the last seen figures.
-func (a *activityBatch) saw(f func(*ActivitySeen)) {
+func (a *activityBatch) saw(f func(*activitySeen)) {
 	a.seenMu.Lock()
 	defer a.seenMu.Unlock()
 	f(&a.seen)
 }
 
-// ActivitySeen returns the activity counters as last written.
-func (b *Bot) ActivitySeen() ActivitySeen {
+// An ActivityReport is the activity counters as the bot last wrote them,
+// each figure with the age of its reading (age.Never before the first
+// write): what /stats shows under "counters". It needs no Redis call.
+type ActivityReport struct {
+	Messages MessagesReport `json:"vk.messages"` // MessagesCounter
+	Users    UsersReport    `json:"vk.users"`    // UsersCounter
+}
+
+// A MessagesReport is the total of MessagesCounter.
+type MessagesReport struct {
+	Total int64       `json:"total"`
+	Age   age.Seconds `json:"age_seconds"`
+}
+
+// A UsersReport is the active senders of UsersCounter (those seen in the
+// last UsersTimeout) and today's distinct senders.
+type UsersReport struct {
+	Active         int         `json:"active"`
+	TimeoutSeconds int64       `json:"timeout_seconds"`
+	Age            age.Seconds `json:"age_seconds"`
+	Today          TodayReport `json:"today"`
+}
+
+// A TodayReport is the estimated distinct senders of the unique counter
+// Counter (UsersDay of the day it was read).
+type TodayReport struct {
+	Counter  string      `json:"counter"`
+	Estimate int64       `json:"estimate"`
+	Age      age.Seconds `json:"age_seconds"`
+}
+
+// ActivityReport returns the activity counters as last written.
+func (b *Bot) ActivityReport() ActivityReport {
 	b.activity.seenMu.Lock()
-	defer b.activity.seenMu.Unlock()
-	return b.activity.seen
+	s := b.activity.seen
+	b.activity.seenMu.Unlock()
+	return ActivityReport{
+		Messages: MessagesReport{Total: s.messages, Age: age.Since(s.messagesAt)},
+		Users: UsersReport{Active: s.users, TimeoutSeconds: int64(UsersTimeout / time.Second), Age: age.Since(s.usersAt),
+			Today: TodayReport{Counter: s.day, Estimate: s.usersToday, Age: age.Since(s.usersTodayAt)}},
+	}
 }
 
 // putBack keeps hits and users for the next flush.

@@ -3,6 +3,7 @@ package bot_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -142,8 +143,8 @@ func TestActivityUniqueFailureIsRetried(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if seen := b.ActivitySeen(); seen.Day != day || seen.UsersToday != 1 || seen.UsersTodayAt.IsZero() {
-		t.Fatalf("ActivitySeen %+v, want today's estimate 1", seen)
+	if today := b.ActivityReport().Users.Today; today.Counter != day || today.Estimate != 1 || today.Age < 0 {
+		t.Fatalf("ActivityReport today %+v, want today's estimate 1, read", today)
 	}
 	if st := b.Stats(); st.ActivityErrors != 1 {
 		t.Fatalf("ActivityErrors = %d, want 1", st.ActivityErrors)
@@ -357,5 +358,31 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 	b.Close(context.Background()) // no more writes to log
 	if n := strings.Count(log.String(), "activity counter not updated"); n != 1 {
 		t.Fatalf("%d failure lines for %d failures within seconds, want 1:\n%s", n, b.Stats().ActivityErrors, log.String())
+	}
+}
+
+// The report's JSON keys are the counters' names, as /stats documents them.
+func TestActivityReportKeys(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	b, err := bot.New(newMemCounter(), newOutbox(t, outbox.Options{}), []bot.Group{{ID: 7, Senders: []bot.Sender{
+		bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL()})}}}, fastOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	raw, err := json.Marshal(b.ActivityReport())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[bot.MessagesCounter] == nil || got[bot.UsersCounter] == nil {
+		t.Fatalf("report %s, want keys %q and %q", raw, bot.MessagesCounter, bot.UsersCounter)
+	}
+	if got[bot.MessagesCounter]["age_seconds"] != -1.0 {
+		t.Fatalf("report %s: a counter not written yet must have age_seconds -1", raw)
 	}
 }

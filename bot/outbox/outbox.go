@@ -27,6 +27,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -449,11 +450,11 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 
 // Stats describes one community's outbox as last read.
 type Stats struct {
-	Length int64         `json:"length"` // replies not yet accepted by VK
-	Oldest time.Duration `json:"oldest"` // age of the oldest of them, now
+	Length int64         // replies not yet accepted by VK
+	Oldest time.Duration // age of the oldest of them, now
 	// Age is how long ago Length and Oldest were read from Redis; -1 if
 	// they never were.
-	Age time.Duration `json:"age"`
+	Age time.Duration
 }
 
 // Stats returns the last reading of group's outbox: its length and the age
@@ -551,4 +552,19 @@ func (o *Outbox) Total(groups ...int) Stats {
 		}
 	}
 	return sum
+}
+
+// A Report is the outbox of some communities as /stats shows it: their
+// last readings summed (see Total) and this instance's redeliveries.
+type Report struct {
+	Length        int64       `json:"length"`         // replies not yet accepted by VK
+	OldestSeconds float64     `json:"oldest_seconds"` // age of the oldest of them
+	Age           age.Seconds `json:"age_seconds"`    // how long ago they were read
+	Redeliveries  int64       `json:"redeliveries"`   // see Redeliveries
+}
+
+// Report returns the Report of groups. It makes no Redis call.
+func (o *Outbox) Report(groups ...int) Report {
+	t := o.Total(groups...)
+	return Report{Length: t.Length, OldestSeconds: t.Oldest.Seconds(), Age: age.Seconds(t.Age), Redeliveries: o.Redeliveries()}
 }

@@ -509,48 +509,44 @@ func (m *Main) registerOutboxMetrics() {
 		func() float64 { return float64(m.bot.ConsecutiveVKFailures()) })
 }
 
+// statsDocument is /stats: each section is its owner's report.
+type statsDocument struct {
+	WindowSeconds int64                     `json:"window_seconds"`
+	Redis         string                    `json:"redis"`
+	Bot           bot.Stats                 `json:"bot"`
+	Outbox        outbox.Report             `json:"outbox"`
+	Counters      countersSection           `json:"counters"`
+	VK            vkSection                 `json:"vk"`
+	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
+}
+
+// countersSection is the bot's activity counters and the store they are in.
+type countersSection struct {
+	Store string `json:"store"`
+	bot.ActivityReport
+}
+
+type vkSection struct {
+	ConsecutiveFailures int64 `json:"consecutive_failures"`
+}
+
 // stats serves /stats from what the process already knows: it makes no
 // Redis call, so it answers at once while Redis is slow or down. Each
 // figure read from Redis carries its age.
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
-	ob := m.outbox.Total(m.groups...)
-	seen := m.bot.ActivitySeen()
-	out := map[string]any{
-		"window_seconds": int64(m.cfg.Window / time.Second),
-		"redis":          m.redisKind(),
-		"bot":            m.bot.Stats(),
-		"outbox": map[string]any{"length": ob.Length, "oldest_seconds": ob.Oldest.Seconds(),
-			"age_seconds": ageSeconds(ob.Age), "redeliveries": m.outbox.Redeliveries()},
-		"counters": map[string]any{
-			"store":             m.cfg.CountersStore,
-			bot.MessagesCounter: map[string]any{"total": seen.Messages, "age_seconds": ageSince(seen.MessagesAt)},
-			bot.UsersCounter: map[string]any{"active": seen.Users, "timeout_seconds": int64(bot.UsersTimeout / time.Second),
-				"age_seconds": ageSince(seen.UsersAt),
-				"today":       map[string]any{"counter": seen.Day, "estimate": seen.UsersToday, "age_seconds": ageSince(seen.UsersTodayAt)}},
-		},
-		"vk": map[string]any{"consecutive_failures": m.bot.ConsecutiveVKFailures()},
+	doc := statsDocument{
+		WindowSeconds: int64(m.cfg.Window / time.Second),
+		Redis:         m.redisKind(),
+		Bot:           m.bot.Stats(),
+		Outbox:        m.outbox.Report(m.groups...),
+		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
+		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures()},
 	}
 	if m.pollers != nil {
-		out["longpoll"] = m.pollers.Stats()
+		doc.Longpoll = m.pollers.Stats()
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
-}
-
-// ageSeconds is d in seconds, rounded to milliseconds; -1 stays -1 (never read).
-func ageSeconds(d time.Duration) float64 {
-	if d < 0 {
-		return -1
-	}
-	return d.Round(time.Millisecond).Seconds()
-}
-
-// ageSince is the age of a reading taken at t, or -1 if t is zero.
-func ageSince(t time.Time) float64 {
-	if t.IsZero() {
-		return -1
-	}
-	return ageSeconds(time.Since(t))
+	json.NewEncoder(w).Encode(doc)
 }
 
 // HTTPAddr is the address the public HTTP server listens on.
