@@ -22,14 +22,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Limits and defaults.
 const (
 	// MaxNameLen is the length limit of a counter name, in bytes. A name
 	// is any byte string of 1 to MaxNameLen bytes; the limit keeps it well
-	// inside the counter protocol's 16-bit name length.
-	MaxNameLen = 255
+	// inside the counter protocol's 16-bit name length. Every counter kind
+	// but the resource counters has this rule.
+	MaxNameLen = names.MaxLen
 	// DefaultName is the counter whose files live directly in the File
 	// store's directory, so that pointing the store at an existing BBS
 	// count directory serves that directory's total under this name.
@@ -81,16 +84,9 @@ var (
 	_ Store = (*File)(nil)
 )
 
-func checkName(name string) error {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
-	}
-	return nil
-}
-
 // checkAdd validates Add's arguments.
 func checkAdd(name string, n int64) error {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return err
 	}
 	if n < 1 {

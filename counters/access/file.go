@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/vkcounter/vkcounter/counters/internal/filestore"
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Names of the files a File store adds next to the count files.
@@ -150,7 +151,7 @@ func (f *File) Add(ctx context.Context, name string, n int64) (int64, error) {
 // total at least as new as the last Hit or Add that returned before it
 // started.
 func (f *File) Total(ctx context.Context, name string) (int64, error) {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

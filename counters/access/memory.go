@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Memory is a Store that keeps its counters in this process. The zero
@@ -44,7 +46,7 @@ func (m *Memory) Add(ctx context.Context, name string, n int64) (int64, error) {
 
 // Total returns the counter's total, or ErrNotFound if it was never hit.
 func (m *Memory) Total(ctx context.Context, name string) (int64, error) {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Redis is a Store that keeps each counter in one Redis string,
@@ -68,7 +70,7 @@ func isOverflow(err error) bool {
 
 // Total returns the counter's total, or ErrNotFound if it was never hit.
 func (r *Redis) Total(ctx context.Context, name string) (int64, error) {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return 0, err
 	}
 	n, err := r.rdb.Get(ctx, r.key(name)).Int64()

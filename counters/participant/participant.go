@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Limits and defaults.
@@ -36,9 +38,9 @@ const (
 	// that pointing the store at an existing bbs.cnt serves it under this
 	// name.
 	DefaultName = "default"
-	// MaxNameLen is the length limit of a name, in bytes: the same as
-	// access.MaxNameLen, so one name rule holds on the counter port.
-	MaxNameLen = 255
+	// MaxNameLen is the length limit of a name, in bytes: the name rule
+	// every counter kind but the resource counters shares.
+	MaxNameLen = names.MaxLen
 	// MaxKeyLen is the length limit of a key, in bytes.
 	MaxKeyLen = 255
 	// MaxBatch is the most keys one VisitMany takes. It bounds the work
@@ -100,13 +102,6 @@ func IPKey(ip string) string {
 	return strconv.FormatUint(uint64(binary.BigEndian.Uint32(sum[:4])), 10)
 }
 
-func checkName(name string) error {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
-	}
-	return nil
-}
-
 func checkKey(key string) error {
 	if len(key) == 0 || len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidKey, len(key), MaxKeyLen)
@@ -128,7 +123,7 @@ func seconds(timeout time.Duration) (int64, error) {
 // checkActive validates Active's arguments and returns the timeout in
 // seconds.
 func checkActive(name string, timeout time.Duration) (int64, error) {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return 0, err
 	}
 	return seconds(timeout)
@@ -136,7 +131,7 @@ func checkActive(name string, timeout time.Duration) (int64, error) {
 
 // checkLeave validates Leave's arguments.
 func checkLeave(name, key string) error {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return err
 	}
 	return checkKey(key)
@@ -146,7 +141,7 @@ func checkLeave(name, key string) error {
 // the store's own rule when storeKey is not nil, and returns the timeout
 // in seconds. A single key's error reads as Visit's, without an index.
 func checkVisitMany(name string, keys []string, timeout time.Duration, storeKey func(string) error) (int64, error) {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return 0, err
 	}
 	if len(keys) == 0 || len(keys) > MaxBatch {

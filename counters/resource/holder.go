@@ -27,7 +27,7 @@ func (t *Table) NewHolder() *Holder {
 // consumption would exceed maximum, and ErrNoMemory when the counter cannot
 // be created; a failed Acquire changes nothing.
 func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
-	if resources == 0 || maximum < resources || len(name) == 0 || len(name) > MaxNameLen {
+	if resources == 0 || maximum < resources || !validName(name) {
 		return ErrInvalid
 	}
 	t := h.t
@@ -57,7 +57,7 @@ func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
 // holders hold more). Releasing 0 while holding some succeeds and counts as
 // a touch for GC and the maximum consumption.
 func (h *Holder) Release(name []byte, resources uint32) error {
-	if len(name) == 0 || len(name) > MaxNameLen {
+	if !validName(name) {
 		return ErrInvalid
 	}
 	t := h.t

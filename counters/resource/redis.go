@@ -472,7 +472,7 @@ func (r *Redis) check() {
 // Get returns the named counter's consumption, or ErrNotFound. Errors
 // other than those wrap ErrStore.
 func (r *Redis) Get(ctx context.Context, name []byte) (uint32, error) {
-	if len(name) == 0 || len(name) > MaxNameLen {
+	if !validName(name) {
 		return 0, ErrInvalid
 	}
 	e, err := parsePeek(r.run(ctx, peekScript, r.keys(name), r.interval))

@@ -50,7 +50,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 	var batch []sent
 	for i, op := range ops {
 		switch {
-		case len(op.Name) == 0 || len(op.Name) > MaxNameLen,
+		case !validName(op.Name),
 			op.Kind == OpAcquire && (op.Resources == 0 || op.Maximum < op.Resources):
 			res[i].Err = ErrInvalid
 		case h.gone.Load():

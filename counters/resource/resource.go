@@ -187,6 +187,11 @@ func (t *Table) NextBoundary(now time.Time) time.Time {
 	return time.Unix(t.boundary(now.Unix())+t.interval, 0)
 }
 
+// validName reports whether name is a valid counter name: 1 to MaxNameLen
+// bytes. It is the one name rule of Holder, RedisHolder and Redis.Get.
+// Table.Get does not check it: a name it refuses is simply not found.
+func validName(name []byte) bool { return len(name) > 0 && len(name) <= MaxNameLen }
+
 // Interval returns the statistics interval.
 func (t *Table) Interval() time.Duration { return time.Duration(t.interval) * time.Second }
 

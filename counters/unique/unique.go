@@ -15,13 +15,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Limits.
 const (
-	// MaxNameLen is the length limit of a counter name, and MaxKeyLen of a
-	// key, in bytes.
-	MaxNameLen = 255
+	// MaxNameLen is the length limit of a counter name (the name rule
+	// every counter kind but the resource counters shares), and MaxKeyLen
+	// of a key, in bytes.
+	MaxNameLen = names.MaxLen
 	MaxKeyLen  = 255
 	// MaxKeys is the most keys one Add takes.
 	MaxKeys = 1000
@@ -53,15 +56,8 @@ var (
 	_ Store = (*Redis)(nil)
 )
 
-func checkName(name string) error {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
-	}
-	return nil
-}
-
 func checkAdd(name string, keys []string) error {
-	if err := checkName(name); err != nil {
+	if err := names.Check(name, ErrInvalidName); err != nil {
 		return err
 	}
 	if len(keys) < 1 || len(keys) > MaxKeys {
@@ -75,12 +71,12 @@ func checkAdd(name string, keys []string) error {
 	return nil
 }
 
-func checkCount(names []string) error {
-	if len(names) < 1 || len(names) > MaxNames {
-		return fmt.Errorf("%w: %d names, want 1 to %d", ErrInvalidCount, len(names), MaxNames)
+func checkCount(counters []string) error {
+	if len(counters) < 1 || len(counters) > MaxNames {
+		return fmt.Errorf("%w: %d names, want 1 to %d", ErrInvalidCount, len(counters), MaxNames)
 	}
-	for _, n := range names {
-		if err := checkName(n); err != nil {
+	for _, n := range counters {
+		if err := names.Check(n, ErrInvalidName); err != nil {
 			return err
 		}
 	}

@@ -21,12 +21,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // Limits.
 const (
-	// MaxNameLen is the length limit of a counter name, in bytes.
-	MaxNameLen = 255
+	// MaxNameLen is the length limit of a counter name, in bytes: the name
+	// rule every counter kind but the resource counters shares.
+	MaxNameLen = names.MaxLen
 	// MaxWindow is the longest window.
 	MaxWindow = 7 * 24 * time.Hour
 )
@@ -60,8 +63,8 @@ var (
 // check validates the arguments of every call and returns the window in
 // seconds.
 func check(name string, window time.Duration) (int64, error) {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return 0, fmt.Errorf("%w: length %d, want 1 to %d bytes", ErrInvalidName, len(name), MaxNameLen)
+	if err := names.Check(name, ErrInvalidName); err != nil {
+		return 0, err
 	}
 	if window < time.Second || window > MaxWindow || window%time.Second != 0 {
 		return 0, fmt.Errorf("%w: %v, want whole seconds from 1 to %d", ErrInvalidWindow, window, int64(MaxWindow/time.Second))
