@@ -180,6 +180,14 @@ func TestFailedThreeTwiceTakesTheNewTS(t *testing.T) {
 	for p.Stats().Failed3 < 2 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The poller counts the failure before it asks for the new session:
+	// wait until it polls from the new ts, or the next events would be
+	// queued before that ts is chosen and skipped too.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.vk.WaitLongPollAcked(ctx, group, 3); err != nil {
+		t.Fatal(err)
+	}
 	queue(e.vk, 3, 5)
 	wantEach(t, rec.wait(t, 2), 3, 5)
 }
