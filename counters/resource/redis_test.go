@@ -127,6 +127,9 @@ func TestRedisRules(t *testing.T) {
 		if _, err := r.Get(cx, []byte("x")); !errors.Is(err, resource.ErrNotFound) {
 			t.Fatalf("an invalid acquire created the counter: %v", err)
 		}
+		if _, err := r.Get(cx, nil); !errors.Is(err, resource.ErrInvalid) {
+			t.Fatalf("Get of an empty name: %v, want ErrInvalid", err)
+		}
 		// dump: current and maximum consumption; a released counter is
 		// still listed at 0 until the next boundary.
 		wantErr(t, "dump:aaa 5", a.Acquire(cx, []byte("dump:aaa"), 5, 10), nil)

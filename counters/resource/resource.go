@@ -188,16 +188,19 @@ func (t *Table) NextBoundary(now time.Time) time.Time {
 }
 
 // validName reports whether name is a valid counter name: 1 to MaxNameLen
-// bytes. It is the one name rule of Holder, RedisHolder and Redis.Get.
-// Table.Get does not check it: a name it refuses is simply not found.
+// bytes. It is the one name rule of both stores (Table and Redis).
 func validName(name []byte) bool { return len(name) > 0 && len(name) <= MaxNameLen }
 
 // Interval returns the statistics interval.
 func (t *Table) Interval() time.Duration { return time.Duration(t.interval) * time.Second }
 
-// Get returns the current consumption of the named counter, or ErrNotFound.
-// It does not count as a touch for GC.
+// Get returns the current consumption of the named counter, or ErrNotFound
+// (ErrInvalid for a name no counter can have). It does not count as a touch
+// for GC.
 func (t *Table) Get(name []byte) (uint32, error) {
+	if !validName(name) {
+		return 0, ErrInvalid
+	}
 	s := t.lock(name)
 	defer s.mu.Unlock()
 	c := s.m[string(name)]

@@ -368,3 +368,16 @@ func TestConcurrentHolders(t *testing.T) {
 		}
 	}
 }
+
+// Both stores refuse a name no counter can have, on Get too.
+func TestGetInvalidName(t *testing.T) {
+	tab, err := resource.New(resource.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range [][]byte{nil, make([]byte, resource.MaxNameLen+1)} {
+		if _, err := tab.Get(name); !errors.Is(err, resource.ErrInvalid) {
+			t.Errorf("Get(%d bytes): %v, want ErrInvalid", len(name), err)
+		}
+	}
+}
