@@ -1,10 +1,13 @@
 -- done.lua acknowledges and deletes entries of an outbox stream in one
 -- call: the replies VK accepted or refused for good. Repeating it changes
--- nothing.
+-- nothing. It answers with the stream's reading (after reading.lua), so the
+-- figures /stats shows follow the sends without a call of their own.
 --
 -- KEYS[1]  the outbox stream
 -- ARGV[1]  the consumer group
 -- ARGV[2…] the entry ids
+--
+-- Reply: {length, oldest id or ""}, as stats.lua.
 redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
 redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
-return 0
+return reading(KEYS[1])

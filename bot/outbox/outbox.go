@@ -47,6 +47,9 @@ var ErrFull = errors.New("outbox: full")
 //go:embed add.lua
 var addLua string
 
+//go:embed reading.lua
+var readingLib string
+
 //go:embed stats.lua
 var statsLua string
 
@@ -58,9 +61,9 @@ var doneLua string
 
 var (
 	addScript   = redis.NewScript(addLua)
-	statsScript = redis.NewScript(statsLua)
+	statsScript = redis.NewScript(readingLib + statsLua)
 	pruneScript = redis.NewScript(pruneLua)
-	doneScript  = redis.NewScript(doneLua)
+	doneScript  = redis.NewScript(readingLib + doneLua)
 )
 
 // Options configure an Outbox. Zero fields mean the defaults.
@@ -427,7 +430,7 @@ func decodeReply(m redis.XMessage) (bot.Reply, error) {
 }
 
 // Done acknowledges and deletes entries of group: VK accepted or refused
-// them for good.
+// them for good. The same call reads group's outbox afresh for Stats.
 func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
@@ -442,9 +445,13 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	if err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Err(); err != nil {
+	v, err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Slice()
+	if err != nil {
 		return fmt.Errorf("outbox: done: %w", err)
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reading(group).set(v)
 	return nil
 }
 
@@ -459,9 +466,9 @@ type Stats struct {
 
 // Stats returns the last reading of group's outbox: its length and the age
 // of its oldest entry. It makes no Redis call, so it answers at once
-// whether Redis is up or not; Take keeps the reading fresh, at most every
-// StatsEvery while entries come and go, and not at all while the outbox
-// stays empty and idle.
+// whether Redis is up or not. Done reads it afresh with every batch of
+// sent replies; Take reads it at most every StatsEvery while entries wait
+// (VK down, say), and not at all while the outbox stays empty and idle.
 func (o *Outbox) Stats(group int) Stats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -521,7 +528,15 @@ func (o *Outbox) refreshStats(ctx context.Context, group int) {
 	defer o.mu.Unlock()
 	rd := o.reading(group)
 	rd.reading = false
-	if err != nil || len(v) != 2 {
+	if err == nil {
+		rd.set(v)
+	}
+}
+
+// set takes the reply of reading.lua, {length, oldest id}, as read now; a
+// malformed reply changes nothing. o.mu must be held.
+func (rd *reading) set(v []any) {
+	if len(v) != 2 {
 		return
 	}
 	n, _ := v[0].(int64)

@@ -217,6 +217,36 @@ func TestStats(t *testing.T) {
 	}, redistest.Mini, redistest.Real) // a proxy in front of one cluster node is not a cluster
 }
 
+// TestStatsFollowDone: Done reads the outbox afresh in the same call, so
+// the figures follow the sends even when Take would not read for long
+// (StatsEvery an hour): no stale backlog, no oldest entry growing old in
+// /stats and /metrics after the last reply went out.
+func TestStatsFollowDone(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{StatsEvery: time.Hour})
+		o.Add(ctx, reply(1))
+		time.Sleep(20 * time.Millisecond)
+		o.Add(ctx, reply(2))
+		got, err := o.Take(ctx, group, 2, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Take = %v, %v", got, err)
+		}
+		if err := o.Done(ctx, group, got[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if st := o.Stats(group); st.Length != 1 || st.Oldest > 15*time.Millisecond || st.Age < 0 || st.Age > time.Second {
+			t.Errorf("Stats after the first Done = %+v, want one entry, the younger one, read now", st)
+		}
+		if err := o.Done(ctx, group, got[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		if st := o.Stats(group); st.Length != 0 || st.Oldest != 0 || st.Age < 0 || st.Age > time.Second {
+			t.Errorf("Stats after the last Done = %+v, want an empty outbox, read now", st)
+		}
+	})
+}
+
 // TestAddOncePerMessage: a reply with a Key is added once however often it
 // comes, concurrently or later, even after it was sent and deleted; replies
 // without a Key are never merged.
