@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -315,17 +316,23 @@ func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxHTTPBody))
+	// The whole body is read first: a body over the limit is a 413 whatever
+	// it holds, not a 400 for the syntax error the decoder meets first.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHTTPBody))
+	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", tooBig.Limit))
+		return false
+	} else if err != nil {
+		writeJSONError(w, http.StatusBadRequest, "cannot read the body: "+err.Error())
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
 		err = errors.New("data after the JSON object")
 	}
-	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooBig):
-		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", tooBig.Limit))
-		return false
 	case errors.Is(err, io.EOF) && optional:
 		return true
 	case errors.Is(err, io.EOF):

@@ -133,6 +133,7 @@ func TestHTTPBadInputChangesNothing(t *testing.T) {
 		{"POST", visit, `[]`, 400, "bad JSON"},
 		{"POST", "/counters/participants/" + long + "/visit", `{"key":"k"}`, 400, "invalid name"},
 		{"POST", visit, `{"key":"` + strings.Repeat("x", 20000) + `"}`, 413, "body over 16384 bytes"},
+		{"POST", visit, strings.Repeat("a", 20000), 413, "body over 16384 bytes"}, // too big before it is bad JSON
 		{"POST", "/counters/participants/p/leave", `{"key":"k","timeout":1}`, 400, "unknown field"},
 		{"POST", "/counters/participants/p/leave", `{"key":""}`, 400, "invalid key"},
 		{"POST", "/counters/participants/p/leave", ``, 400, "empty body"},
