@@ -146,11 +146,14 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 // Classes of failed requests. Every error ServeHTTP answers with wraps
 // exactly one of them; outcomes maps it to the response.
 var (
-	errMethod     = errors.New("method not allowed")
-	errTooLarge   = errors.New("request body too large")
-	errMalformed  = errors.New("bad request")
-	errForbidden  = errors.New("forbidden")
-	errNotCounted = errors.New("message not counted, retry later")
+	errMethod    = errors.New("method not allowed")
+	errTooLarge  = errors.New("request body too large")
+	errMalformed = errors.New("bad request")
+	errForbidden = errors.New("forbidden")
+	// errNotConfirmed: the handler could not confirm the message counted
+	// in time; it may still be counted by a late answer, and VK's
+	// re-delivery is then recognised.
+	errNotConfirmed = errors.New("message not confirmed, retry later")
 )
 
 // outcomes maps each class of failure to its status and to its name in
@@ -167,7 +170,7 @@ var outcomes = []struct {
 	{errTooLarge, http.StatusRequestEntityTooLarge, false, "too_large"},
 	{errMalformed, http.StatusBadRequest, true, "bad_request"},
 	{errForbidden, http.StatusForbidden, false, "forbidden"},
-	{errNotCounted, http.StatusServiceUnavailable, false, "unavailable"},
+	{errNotConfirmed, http.StatusServiceUnavailable, false, "unavailable"},
 }
 
 // Outcomes lists every name Outcome can return, for metrics to declare.
@@ -262,7 +265,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		err = h.next.HandleMessage(ctx, m)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%w: %w", errNotCounted, err)
+			return fmt.Errorf("%w: %w", errNotConfirmed, err)
 		}
 		writeText(w, okBody)
 	default:

@@ -149,7 +149,7 @@ func TestServeHTTP(t *testing.T) {
 			wantStatus: 200, wantBody: "ok", wantHeader: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, wantCalls: 1},
 		{name: "message_new not counted", req: request{body: event("message_new", fixtureGroup, fixtureSecret, textObject)},
 			handlerErr: failing,
-			wantStatus: 503, wantBody: "message not counted, retry later\n", wantHeader: map[string]string{"Retry-After": "5"}, wantCalls: 1},
+			wantStatus: 503, wantBody: "message not confirmed, retry later\n", wantHeader: map[string]string{"Retry-After": "5"}, wantCalls: 1},
 		{name: "message_new no peer_id", req: request{body: event("message_new", fixtureGroup, fixtureSecret, `{"message":{"id":5,"text":"hi"}}`)},
 			wantStatus: 400, wantBody: "bad request: message_new object: no usable peer_id\n"},
 		{name: "message_new peer_id 0", req: request{body: event("message_new", fixtureGroup, fixtureSecret, `{"message":{"peer_id":0,"text":"hi"}}`)},
