@@ -35,7 +35,7 @@ func (o *outage) call(err error, waiting int) {
 		o.mu.Lock()
 		since := o.since
 		o.mu.Unlock()
-		b.log.Info().Int64("failed_calls", n).Dur("down_for", time.Since(since)).Msg("VK API answers again; sending the waiting replies")
+		b.log.Info().Int64("failed_calls", n).Stringer("down_for", time.Since(since).Round(time.Millisecond)).Msg("VK API answers again; sending the waiting replies")
 		return
 	}
 	n := o.failures.Add(1)
@@ -58,7 +58,7 @@ func (o *outage) call(err error, waiting int) {
 	if !first {
 		msg = "VK API still not answering"
 	}
-	b.log.Warn().Err(err).Int64("failed_calls", n).Dur("down_for", now.Sub(since)).Int("replies_held", waiting).Msg(msg)
+	b.log.Warn().Err(err).Int64("failed_calls", n).Stringer("down_for", now.Sub(since).Round(time.Millisecond)).Int("replies_held", waiting).Msg(msg)
 }
 
 // ConsecutiveVKFailures is the number of VK API calls in a row that got no

@@ -155,7 +155,7 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
 			case Flood:
 				w.aside = append(w.aside, asideReply{Reply: r, due: time.Now().Add(b.opts.FloodPause)})
-				about(w.log.Warn(), r).Err(err).Dur("pause", b.opts.FloodPause).Msg("flood control for this peer; one more try after a pause, other replies go on")
+				about(w.log.Warn(), r).Err(err).Stringer("pause", b.opts.FloodPause).Msg("flood control for this peer; one more try after a pause, other replies go on")
 			case Retry:
 				b.stats.retried.Add(1)
 				pause = max(pause, backoff/2+rand.N(backoff/2+1)) // jitter, so tokens do not retry in step
@@ -163,7 +163,7 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 			case Halt:
 				b.halted.Store(w, err)
 				pause = max(pause, b.opts.HaltPause)
-				about(w.log.Error(), r).Err(err).Dur("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
+				about(w.log.Error(), r).Err(err).Stringer("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
 			switch class {
 			case Delivered, Drop, Logged:

@@ -18,6 +18,10 @@ const (
 	DefaultRetryAfter = 5 * time.Second
 )
 
+// FailLogEvery is the least time between two log lines of one outcome of
+// failed requests (see Options.Logger).
+const FailLogEvery = 5 * time.Second
+
 // HeaderRetryCounter is the header in which VK numbers its re-deliveries of
 // an event: absent on the first delivery, then 1, 2, ...
 const HeaderRetryCounter = "X-Retry-Counter"

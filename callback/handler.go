@@ -16,6 +16,8 @@ import (
 
 	"github.com/SevereCloud/vksdk/v2/events"
 	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
 // Group is the configuration of one community served by a Handler.
@@ -45,9 +47,12 @@ type Options struct {
 	// RetryAfter is the delay sent in the Retry-After header of a 503,
 	// rounded up to whole seconds. Zero means DefaultRetryAfter.
 	RetryAfter time.Duration
-	// Logger receives one line per request: rejected requests at warn,
-	// failed message handling at error, the rest at debug. The zero Logger
-	// logs nothing. Secrets are never logged.
+	// Logger receives rejected requests at warn and failed message
+	// handling at error, at most one line per outcome per FailLogEvery
+	// (the next line says how many were held back: a flood of bad or
+	// forged requests, or a Redis outage, cannot flood the log), and every
+	// handled request at debug. The zero Logger logs nothing. Secrets are
+	// never logged.
 	Logger zerolog.Logger
 }
 
@@ -60,6 +65,7 @@ type Handler struct {
 	timeout    time.Duration
 	retryAfter string // Retry-After header value, whole seconds
 	log        zerolog.Logger
+	failLogs   map[string]*ratelog.Logger // by outcome label
 
 	// compare decides whether two secret digests are equal. It is always
 	// subtle.ConstantTimeCompare; it is a field so that tests can watch
@@ -131,6 +137,10 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		retrySeconds++
 	}
 
+	failLogs := map[string]*ratelog.Logger{}
+	for _, label := range Outcomes() {
+		failLogs[label] = ratelog.New(opts.Logger, FailLogEvery)
+	}
 	return &Handler{
 		next:       h,
 		groups:     groups,
@@ -138,6 +148,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		timeout:    timeout,
 		retryAfter: strconv.FormatInt(retrySeconds, 10),
 		log:        opts.Logger,
+		failLogs:   failLogs,
 		compare:    subtle.ConstantTimeCompare,
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}, nil
@@ -312,21 +323,21 @@ func (h *Handler) putBuffer(buf *bytes.Buffer) {
 
 // fail answers a request that serve returned err for, and logs it once.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ev *event, err error) {
-	status, text := http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError)
+	status, text, label := http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError), "other"
 	for _, o := range outcomes {
 		if errors.Is(err, o.class) {
-			status, text = o.status, o.class.Error()
+			status, text, label = o.status, o.class.Error(), o.label
 			if o.public {
 				text = err.Error()
 			}
 			break
 		}
 	}
-	lvl, msg := zerolog.WarnLevel, "callback: request rejected"
+	line, msg := h.failLogs[label].Warn, "callback: request rejected"
 	if status >= http.StatusInternalServerError {
-		lvl, msg = zerolog.ErrorLevel, "callback: request failed"
+		line, msg = h.failLogs[label].Error, "callback: request failed"
 	}
-	h.log.WithLevel(lvl).Err(err).Str("type", string(ev.typ)).Int("group_id", ev.groupID).
+	line().Err(err).Str("type", string(ev.typ)).Int("group_id", ev.groupID).
 		Str("event_id", ev.eventID).Int("retry", ev.retry).Int("status", status).
 		Str("remote_addr", r.RemoteAddr).Msg(msg)
 

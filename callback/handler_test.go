@@ -393,6 +393,21 @@ func TestLogging(t *testing.T) {
 	}
 }
 
+// TestFailLogRateLimited: a flood of failed requests writes one line per
+// outcome per FailLogEvery, not one per request.
+func TestFailLogRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	h := mustHandler(t, &recorder{}, callback.Options{Logger: zerolog.New(&buf)})
+	for range 100 {
+		serve(h, request{body: "{"})
+		serve(h, request{body: event("message_new", 999, fixtureSecret, textObject)})
+	}
+	lines := logLines(&buf)
+	if len(lines) != 2 || !strings.Contains(lines[0], `"status":400`) || !strings.Contains(lines[1], `"status":403`) {
+		t.Fatalf("%d log lines, want one for the 400s and one for the 403s:\n%s", len(lines), buf.String())
+	}
+}
+
 func TestConcurrentRequests(t *testing.T) {
 	const workers, perWorker = 8, 50
 	next := &recorder{}

@@ -312,7 +312,7 @@ func (s *Server) Serve(ln net.Listener) error {
 				return fmt.Errorf("counters: accept: %w", err)
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), maxAcceptBackoff)
-			s.log.Error().Err(err).Dur("retry_in", backoff).Msg("counter port accept failed")
+			s.log.Error().Err(err).Stringer("retry_in", backoff).Msg("counter port accept failed")
 			select {
 			case <-s.done:
 				return ErrServerClosed
