@@ -44,7 +44,8 @@ func startApp(t testing.TB, tg *redistest.Target, env map[string]string) *app {
 	return startAppLog(t, tg, env, zerolog.NewTestWriter(t))
 }
 
-// startAppLog is startApp logging warnings and errors to log.
+// startAppLog is startApp logging to log: warnings and errors, unless env
+// sets LOG_LEVEL.
 func startAppLog(t testing.TB, tg *redistest.Target, env map[string]string, log io.Writer) *app {
 	t.Helper()
 	vk := vktest.NewServer()
@@ -78,7 +79,11 @@ func startAppLog(t testing.TB, tg *redistest.Target, env map[string]string, log 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMain(cfg, zerolog.New(log).Level(zerolog.WarnLevel))
+	level, err := zerolog.ParseLevel(cfg.LogLevel) // warn unless env says otherwise
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, zerolog.New(log).Level(level))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

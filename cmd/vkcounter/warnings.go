@@ -17,7 +17,9 @@ func (m *Main) warnRisky(ctx context.Context, communities []Community) {
 		}
 	}
 	if m.cfg.CountersHTTPToken == "" && !isLoopback(m.httpLn.Addr()) {
-		m.log.Warn().Str("http", m.HTTPAddr()).Msg("COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback: /counters/ refuses every client but loopback ones (401); set COUNTERS_HTTP_TOKEN to use it from elsewhere")
+		// Safe as it is (nothing is exposed), so not a warning: it tells
+		// why a remote client gets 401.
+		m.log.Info().Str("http", m.HTTPAddr()).Msg("COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback: /counters/ refuses every client but loopback ones (401); set COUNTERS_HTTP_TOKEN to use it from elsewhere")
 	}
 	if !isLoopback(m.adminLn.Addr()) {
 		m.log.Warn().Str("admin", m.AdminAddr()).Msg("ADMIN_ADDR is not loopback: /metrics, /stats and /readyz answer whoever reaches it; keep it on a private network")
