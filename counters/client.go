@@ -36,10 +36,20 @@ type Client struct {
 
 // Dial connects to the counter server at addr (host:port).
 func Dial(ctx context.Context, addr string) (*Client, error) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("counters: %w", err)
+	}
+	return c, nil
+}
+
+// dial is Dial without the "counters:" prefix on the dialler's error, for
+// RingClient, which names the package and the address itself.
+func dial(ctx context.Context, addr string) (*Client, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("counters: %w", err)
+		return nil, err
 	}
 	return NewClient(nc), nil
 }

@@ -309,7 +309,7 @@ func (rc *RingClient) do(ctx context.Context, addr string, fn func(c *Client) er
 	}
 	conn.mu.Lock()
 	if conn.c == nil {
-		c, err := Dial(ctx, addr)
+		c, err := dial(ctx, addr)
 		if err != nil {
 			conn.mu.Unlock()
 			return fmt.Errorf("counters: cannot connect to %s: %w", addr, err)

@@ -128,3 +128,12 @@ func (e *explained) IsBoolFlag() bool {
 	b, ok := e.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }
+
+// plural is "1 text" or "n texts": n and the noun, in the plural unless n
+// is 1.
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/internal/version"
 )
@@ -68,6 +71,13 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"setup", "-nope"}, "vkcounter setup: flag provided but not defined: -nope"},
 		{[]string{"version", "extra"}, `vkcounter version: unexpected argument "extra"`},
 		{[]string{"prefill", "-expired", "x"}, `vkcounter prefill: invalid value "x" for flag -expired: want a whole number`},
+		// Nothing is written when the service's Redis is the embedded one.
+		{[]string{"prefill", "-expired", "2"}, "vkcounter prefill: REDIS_URL or REDIS_CLUSTER is needed"},
+		{[]string{"cnt", "-addr", "127.0.0.1:11215", "-dns", "foo:11215", "noop"}, "vkcounter cnt: -addr and -dns both name the servers: give one, not both"},
+		{[]string{"cnt", "whit", "x", "0"}, `WINDOW "0", want whole seconds from 1 to 604800 (7 days)`},
+		// No community given: the demo community 1 is not named.
+		{[]string{"serve", "-vk-mode", "longpoll"}, "vkcounter serve: VK_MODE=longpoll needs VK_GROUP_ID and VK_TOKEN"},
+		{[]string{"setup", "-url", "https://b.example/cb"}, "vkcounter setup: VK_GROUP_ID and VK_TOKEN are needed for setup"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errOut := call(tc.args...)
@@ -81,6 +91,55 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	// The bare `loadtest` prints its tool list on stderr, as a usage error.
 	if code, out, errOut := call("loadtest"); code != 2 || out != "" || !strings.Contains(errOut, "loadtest callback") {
 		t.Errorf("vkcounter loadtest: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestFlagOverridesEnvironment: a flag given replaces its variable, whose
+// value is then not parsed at all; a bad value still fails when it is used.
+func TestFlagOverridesEnvironment(t *testing.T) {
+	env := map[string]string{"WINDOW": "abc", "NORMALIZE": "maybe"}
+	getenv := func(k string) string { return env[k] }
+	cfg, err := parseConfig([]string{"-window", "1h", "-normalize"}, getenv, io.Discard)
+	if err != nil || cfg.Window != time.Hour || !cfg.Normalize {
+		t.Fatalf("WINDOW=abc NORMALIZE=maybe with -window 1h -normalize: window %v, normalize %v, error %v; want 1h, true, no error",
+			cfg.Window, cfg.Normalize, err)
+	}
+	_, err = parseConfig([]string{"-normalize"}, getenv, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `WINDOW (environment) "abc": want a Go duration`) {
+		t.Fatalf("WINDOW=abc without -window: error %v, want the variable's", err)
+	}
+	// The command line, as a user runs it: the bad variable does not hide the help.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-window", "1h", "-h"}, getenv, &out, &errOut); code != 0 || errOut.Len() != 0 || !strings.Contains(out.String(), "WINDOW") {
+		t.Fatalf("WINDOW=abc vkcounter -window 1h -h: exit %d, stderr %q", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"-h"}, getenv, &out, &errOut); code != 0 || errOut.Len() != 0 {
+		t.Fatalf("WINDOW=abc vkcounter -h: exit %d, stderr %q; the help reads no setting", code, errOut.String())
+	}
+}
+
+// TestPlural: counts in messages agree with their nouns.
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "0 texts"}, {1, "1 text"}, {2, "2 texts"}} {
+		if got := plural(tc.n, "text", "texts"); got != tc.want {
+			t.Errorf("plural(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	cause := errors.New("not drained")
+	for _, tc := range []struct {
+		left int64
+		want string
+	}{
+		{1, "1 reply not sent before SHUTDOWN_TIMEOUT is lost with the embedded Redis: not drained"},
+		{3, "3 replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: not drained"},
+		{-1, "the replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: not drained"},
+	} {
+		if err := lostWithEmbedded(tc.left, cause); err.Error() != tc.want || !errors.Is(err, cause) {
+			t.Errorf("%d left: %q, want %q wrapping the cause", tc.left, err, tc.want)
+		}
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -92,7 +94,7 @@ var cntArity = map[string]int{
 func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:11215", "counter server(s), comma-separated `HOST:PORT,...`")
-	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr")
+	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr (not with it)")
 	vnodes := fs.Int("vnodes", counters.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")
 	hold := fs.Bool("hold", false, "after the commands, keep the connection (and what it acquired) until interrupted")
@@ -103,17 +105,35 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "cnt", err)
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var addrs []string
+	switch {
+	case *vnodes < 0:
+		return usageError(stderr, "cnt", fmt.Errorf("-vnodes %d: want 0 (the default, %d) or more", *vnodes, counters.DefaultVirtualNodes))
+	case given["addr"] && given["dns"]:
+		return usageError(stderr, "cnt", errors.New("-addr and -dns both name the servers: give one, not both"))
+	case *dns != "":
+		if host, _, err := net.SplitHostPort(*dns); err != nil || host == "" {
+			return usageError(stderr, "cnt", fmt.Errorf("-dns %q: want HOST:PORT, such as counters.internal:11215", *dns))
+		}
+	default:
+		addrs = strings.Split(*addr, ",")
+		if _, err := counters.NewRing(addrs, *vnodes); err != nil {
+			return usageError(stderr, "cnt", fmt.Errorf("-addr %q: %w", *addr, err))
+		}
+	}
 
 	opts := counters.RingOptions{VirtualNodes: *vnodes, DNS: *dns}
-	var addrs []string
-	if *dns == "" {
-		addrs = strings.Split(*addr, ",")
-	}
 	dctx, cancel := context.WithTimeout(ctx, *timeout)
 	c, err := counters.NewRingClient(dctx, addrs, opts)
 	cancel()
 	if err != nil {
-		return failure(stderr, "cnt", fmt.Errorf("cannot connect to %s: %w", *addr, err))
+		servers := "-addr " + *addr
+		if *dns != "" {
+			servers = "-dns " + *dns
+		}
+		return failure(stderr, "cnt", fmt.Errorf("cannot find the servers of %s: %w", servers, err))
 	}
 	defer c.Close()
 	r := cntRun{c: c, stdout: stdout, stderr: stderr, prefix: len(c.Servers()) > 1}
@@ -189,11 +209,9 @@ func parseCnt(args []string) ([]cntCommand, error) {
 				return nil, err
 			}
 		case "whit", "wcount":
-			v, err := parseUint32("WINDOW", args[2])
-			if err != nil {
-				return nil, err
+			if cmd.timeout, err = parseWindow(args[2]); err != nil {
+				return nil, fmt.Errorf("%s %q: %w", cmd.name, args[1:1+n], err)
 			}
-			cmd.timeout = time.Duration(v) * time.Second
 		case "uadd":
 			cmd.key = args[2]
 		}
@@ -244,6 +262,18 @@ func parseUint32(what, s string) (uint32, error) {
 		return 0, fmt.Errorf("%s %q: want a whole number from 0 to 4294967295, such as 10", what, s)
 	}
 	return uint32(v), nil
+}
+
+// parseWindow parses a WINDOW argument: whole seconds, 1 to
+// window.MaxWindow. Its error speaks seconds, as the user does.
+func parseWindow(s string) (time.Duration, error) {
+	most := uint64(window.MaxWindow / time.Second)
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v < 1 || v > most {
+		return 0, fmt.Errorf("%w: WINDOW %q, want whole seconds from 1 to %d (%d days), such as 3600",
+			wire.ErrInvalid, s, most, window.MaxWindow/(24*time.Hour))
+	}
+	return time.Duration(v) * time.Second, nil
 }
 
 // parseTimeout parses a TIMEOUT argument: whole seconds, 0 for the

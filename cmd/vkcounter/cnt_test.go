@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sort"
 	"strings"
@@ -123,6 +124,62 @@ func TestCntConnectionRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "cannot connect") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
+	// One line, naming the package once.
+	if want := "vkcounter cnt: noop: counters: cannot connect to " + addr + ": dial tcp "; !strings.HasPrefix(stderr, want) ||
+		strings.Count(stderr, "counters:") != 1 || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("stderr %q, want one line starting %q", stderr, want)
+	}
+}
+
+// TestCntServerFlags: -addr and -dns are two ways to name the servers;
+// both given, or either malformed, is a usage error and nothing is sent.
+func TestCntServerFlags(t *testing.T) {
+	addr, _ := cntServer(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"both", []string{"-addr", addr, "-dns", "foo:11215", "noop"}, 2, "vkcounter cnt: -addr and -dns both name the servers: give one, not both\n"},
+		{"both, -addr at its default", []string{"-addr", "127.0.0.1:11215", "-dns", addr, "noop"}, 2, "give one, not both"},
+		{"dns without a port", []string{"-dns", "foo", "noop"}, 2, `vkcounter cnt: -dns "foo": want HOST:PORT`},
+		{"dns without a host", []string{"-dns", ":11215", "noop"}, 2, `vkcounter cnt: -dns ":11215": want HOST:PORT`},
+		{"addr twice", []string{"-addr", addr + "," + addr, "noop"}, 2, "listed twice"},
+		{"addr empty", []string{"-addr", "", "noop"}, 2, "empty server address"},
+		{"negative vnodes", []string{"-addr", addr, "-vnodes", "-1", "noop"}, 2, "-vnodes -1: want 0"},
+		{"dns alone", []string{"-dns", addr, "noop"}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := cnt(t, ctx, tc.args...)
+			wantOut := ""
+			if tc.code == 0 {
+				wantOut = "OK\n"
+			}
+			if code != tc.code || stdout != wantOut || !strings.Contains(stderr, tc.stderr) ||
+				(tc.code == 2 && !strings.HasSuffix(stderr, "Run \"vkcounter cnt -h\" for usage.\n")) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", code, stdout, stderr, tc.code, wantOut, tc.stderr)
+			}
+		})
+	}
+	// A name that does not resolve is blamed, not the default -addr.
+	code, _, stderr := cnt(t, ctx, "-dns", "nosuchhost.invalid:11215", "-timeout", "3s", "noop")
+	if code != 1 || !strings.Contains(stderr, "nosuchhost.invalid") || strings.Contains(stderr, "127.0.0.1:11215") {
+		t.Fatalf("unresolvable -dns: exit %d, stderr %q; want 1, naming the -dns name only", code, stderr)
+	}
+}
+
+// TestCntWindowInSeconds: WINDOW is typed in seconds, and its errors say
+// seconds too, as the help does.
+func TestCntWindowInSeconds(t *testing.T) {
+	for _, w := range []string{"0", "604801", "1h", "-5", "1.5"} {
+		code, stdout, stderr := cnt(t, context.Background(), "-addr", "127.0.0.1:1", "wcount", "api", w)
+		want := fmt.Sprintf(`WINDOW %q, want whole seconds from 1 to 604800 (7 days), such as 3600`, w)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, want) || strings.Contains(stderr, "168h") {
+			t.Errorf("wcount api %s: exit %d, stdout %q, stderr %q; want 2 and %q", w, code, stdout, stderr, want)
+		}
+	}
 }
 
 // cntResult is what a cnt run returned and printed.
@@ -132,15 +189,17 @@ type cntResult struct {
 }
 
 // holdLock runs `cnt -hold acquire lock 1 1` against addr until ctx ends
-// or cnt returns, and delivers its result.
-func holdLock(ctx context.Context, addr string) <-chan cntResult {
+// or cnt returns, and delivers its result. Its stderr can be read while it
+// runs: "holding" is there once the acquire was answered.
+func holdLock(ctx context.Context, addr string) (<-chan cntResult, *lockedBuffer) {
 	done := make(chan cntResult, 1)
+	var errOut lockedBuffer
 	go func() {
-		var out, errOut bytes.Buffer
+		var out bytes.Buffer
 		code := runCnt(ctx, []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
 		done <- cntResult{code, out.String(), errOut.String()}
 	}()
-	return done
+	return done, &errOut
 }
 
 // TestCntHold: with -hold the acquired resources stay held until the
@@ -149,7 +208,7 @@ func TestCntHold(t *testing.T) {
 	addr, watcher := cntServer(t)
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
-	done := holdLock(ctx, addr)
+	done, _ := holdLock(ctx, addr)
 	get := func() uint32 {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v
@@ -182,11 +241,14 @@ func TestCntHoldServerGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.Close()
-	done := holdLock(context.Background(), addr)
+	done, errOut := holdLock(context.Background(), addr)
 	waitFor(t, "resource held", func() bool {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v == 1
 	})
+	// The server counts the acquire before its answer is flushed: closing
+	// it before cnt has the answer would lose the acquire, not the hold.
+	waitFor(t, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
 	srv.Close()
 	select {
 	case r := <-done:

@@ -173,7 +173,21 @@ func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) strin
 		s.bind(fs, flagName(s.env), s.help)
 	}
 	explainValues(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help(list)
+		}
+		return c, err
+	}
+	// A flag given overrides its variable, which is then not even parsed:
+	// the flags are parsed first, and only the settings without one are
+	// set from the environment or the default.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for _, s := range list {
+		if given[flagName(s.env)] {
+			continue
+		}
 		v, src := s.def, "default"
 		if e := getenv(s.env); e != "" {
 			v, src = e, "environment"
@@ -184,12 +198,6 @@ func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) strin
 		if err := fs.Set(flagName(s.env), v); err != nil {
 			return c, fmt.Errorf("%s (%s) %q: %v", s.env, src, v, err)
 		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			help(list)
-		}
-		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -235,7 +243,9 @@ func (c *Config) validate() error {
 	switch c.VKMode {
 	case ModeCallback:
 	case ModeLongPoll:
-		if cs, err := c.Communities(); err == nil {
+		if cs, err := c.Communities(); err == nil && c.demo() {
+			errs = append(errs, errors.New("VK_MODE=longpoll needs VK_GROUP_ID and VK_TOKEN (or VK_GROUPS, with a token for each community)"))
+		} else if err == nil {
 			for _, g := range cs {
 				if len(g.Tokens()) == 0 {
 					errs = append(errs, fmt.Errorf("VK_MODE=longpoll: community %d has no token (VK_TOKEN or the token of VK_GROUPS); long poll needs one", g.GroupID))
@@ -349,6 +359,10 @@ func (c Community) Tokens() []string {
 // so that `go run ./cmd/vkcounter` works with nothing else.
 const demoGroupID = 1
 
+// demo reports whether no community is configured (no VK_GROUPS, no
+// VK_GROUP_ID), so that Communities returns the demo community.
+func (c *Config) demo() bool { return c.VKGroups == "" && c.VKGroupID == 0 }
+
 // Communities returns the communities to serve, from VK_GROUPS or from
 // VK_GROUP_ID and its companions.
 func (c *Config) Communities() ([]Community, error) {
@@ -383,7 +397,7 @@ func (c *Config) Communities() ([]Community, error) {
 		return nil, fmt.Errorf("VK_GROUP_ID %d: must be positive", g.GroupID)
 	case g.GroupID == 0 && g.Token != "":
 		return nil, errors.New("VK_GROUP_ID: required when VK_TOKEN is set")
-	case g.GroupID == 0:
+	case c.demo():
 		g.GroupID = demoGroupID
 	}
 	return []Community{g}, nil

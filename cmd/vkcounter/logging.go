@@ -40,3 +40,10 @@ type redisLogger struct{ log *ratelog.Logger }
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
+
+// quietRedisLog drops go-redis's own log lines, for a command that reports
+// the error go-redis returns instead.
+type quietRedisLog struct{}
+
+// Printf is go-redis's logging interface.
+func (quietRedisLog) Printf(context.Context, string, ...any) {}

@@ -56,7 +56,9 @@ func commands() []command {
 			return runLoadtest(ctx, args, stdout, stderr)
 		}},
 		{"setup", "register the community's Callback API server with VK", runSetup},
-		{"prefill", "store expired occurrences of texts (stdin) in the service's Redis, as the service counts them", runPrefill},
+		{"prefill", "store expired occurrences of texts (stdin) in the service's Redis, as the service counts them", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+			return runPrefill(ctx, args, getenv, os.Stdin, stdout, stderr)
+		}},
 		{"version", "print the version and build of this binary", runVersion},
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"net"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
@@ -18,23 +20,24 @@ import (
 
 const prefillHelp = `Usage: vkcounter prefill [-expired N] [serve flags] < TEXTS
 
-Stores N occurrences of every text read from stdin (one per line), at
-distinct seconds ending one second beyond WINDOW, where the service counts
-them: in its Redis, under its KEY_PREFIX, as the message a user of each of
-its communities would send, normalised when NORMALIZE is set. It reads the
-same settings as "vkcounter serve" (environment and flags), so it writes
-exactly the keys the service reads; the next message with such a text is
-answered as if they were not there, and its count trims them. This is the
-seed's "expired" scenario (fill_redis_expired.php); "vkcounter loadtest
-callback -expired N" runs it for its texts.
+Stores N occurrences of every text read from stdin (one per line, at least
+one text), at distinct seconds ending one second beyond WINDOW, where the
+service counts them: in its Redis (REDIS_URL or REDIS_CLUSTER; an embedded
+one cannot be written from outside), under its KEY_PREFIX, as the message a
+user of each of its communities would send, normalised when NORMALIZE is
+set. It reads the same settings as "vkcounter serve" (environment and
+flags), so it writes exactly the keys the service reads; the next message
+with such a text is answered as if they were not there, and its count
+trims them. This is the seed's "expired" scenario (fill_redis_expired.php);
+"vkcounter loadtest callback -expired N" runs it for its texts.
 
 Flags:
   -expired N   occurrences stored per text and community (default 1)
 
 `
 
-// runPrefill is `vkcounter prefill`.
-func runPrefill(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// runPrefill is `vkcounter prefill`, reading the texts from stdin.
+func runPrefill(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("prefill", flag.ContinueOnError)
 	n := fs.Int("expired", 1, "occurrences stored per text and community")
 	cfg, err := parseConfigFlags(fs, args, getenv, func(list []setting) {
@@ -50,8 +53,11 @@ func runPrefill(ctx context.Context, args []string, getenv func(string) string, 
 	case *n < 1:
 		return usageError(stderr, "prefill", fmt.Errorf("-expired %d: must be at least 1", *n))
 	}
+	if err := checkPrefillRedis(cfg); err != nil {
+		return usageError(stderr, "prefill", err)
+	}
 	var texts []string
-	sc := bufio.NewScanner(os.Stdin)
+	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		texts = append(texts, sc.Text())
@@ -59,11 +65,47 @@ func runPrefill(ctx context.Context, args []string, getenv func(string) string, 
 	if err := sc.Err(); err != nil {
 		return failure(stderr, "prefill", fmt.Errorf("read the texts: %w", err))
 	}
+	if len(texts) == 0 {
+		return usageError(stderr, "prefill", errors.New("no texts on stdin: prefill reads the texts from stdin, one per line (vkcounter prefill < texts.txt)"))
+	}
+	// go-redis would print its own lines (a failed dial, retried) on
+	// stderr; the one error returned says what failed.
+	redis.SetLogger(quietRedisLog{})
 	if err := prefill(ctx, cfg, texts, *n); err != nil {
 		return failure(stderr, "prefill", err)
 	}
-	fmt.Fprintf(stdout, "stored %d expired occurrences of each of %d texts\n", *n, len(texts))
+	fmt.Fprintf(stdout, "stored %s of each of %s\n", plural(*n, "expired occurrence", "expired occurrences"), plural(len(texts), "text", "texts"))
 	return exitOK
+}
+
+// checkPrefillRedis refuses the embedded Redis: it lives inside the
+// service's process, where nothing else can write.
+func checkPrefillRedis(cfg Config) error {
+	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
+		return errors.New("REDIS_URL or REDIS_CLUSTER is needed: without them the service's Redis is embedded in its process, and nothing else can write into it")
+	}
+	return nil
+}
+
+// redisWhere names the Redis of cfg for messages, without its password.
+func redisWhere(cfg Config) string {
+	if cfg.RedisCluster != "" {
+		return "Redis Cluster " + cfg.RedisCluster
+	}
+	if opt, err := redis.ParseURL(cfg.RedisURL); err == nil {
+		return "Redis at " + opt.Addr
+	}
+	return "Redis"
+}
+
+// unreachable is why a connection failed: for a failed dial, the
+// network's reason alone (the address is named by the caller).
+func unreachable(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" && op.Err != nil {
+		return op.Err
+	}
+	return err
 }
 
 // prefillWorkers is how many scripts the prefill keeps in flight.
@@ -73,8 +115,8 @@ const prefillWorkers = 8
 // at distinct seconds ending one second beyond cfg.Window, through the
 // counting script, under the keys the service of cfg reads.
 func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
-	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
-		return errors.New("the service's Redis is embedded (no REDIS_URL or REDIS_CLUSTER): nothing else can write into it")
+	if err := checkPrefillRedis(cfg); err != nil {
+		return err
 	}
 	communities, err := cfg.Communities()
 	if err != nil {
@@ -89,8 +131,12 @@ func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 	if err != nil {
 		return err
 	}
+	where := redisWhere(cfg)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("cannot reach %s: %w", where, unreachable(err))
+	}
 	if err := store.Load(ctx); err != nil {
-		return err
+		return fmt.Errorf("cannot store in %s: %w", where, err)
 	}
 	ids := make(chan string)
 	errc := make(chan error, prefillWorkers)
@@ -126,5 +172,8 @@ feed:
 		default:
 		}
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("cannot store in %s: %w", where, err)
+	}
+	return nil
 }

@@ -630,9 +630,19 @@ func (m *Main) leftInOutbox(err error) error {
 		left += n
 	}
 	if m.embedded != nil {
-		return fmt.Errorf("%d replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: %w", left, err)
+		return lostWithEmbedded(left, err)
 	}
 	m.log.Warn().Int64("replies_left", left).Stringer("timeout", m.cfg.ShutdownTimeout).
 		Msg("shutdown: replies not sent in time stay in the outbox; the next start or another instance sends them")
 	return nil
+}
+
+// lostWithEmbedded is the shutdown error for left replies (-1: unknown)
+// lost with the embedded Redis.
+func lostWithEmbedded(left int64, err error) error {
+	if left < 0 {
+		return fmt.Errorf("the replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: %w", err)
+	}
+	lost := plural(left, "reply not sent before SHUTDOWN_TIMEOUT is", "replies not sent before SHUTDOWN_TIMEOUT are")
+	return fmt.Errorf("%s lost with the embedded Redis: %w", lost, err)
 }

@@ -19,9 +19,14 @@ Registers the Callback API server of each community (or updates the one
 with the same URL: running it twice changes nothing), sets API version %s
 and the event types to message_new only, then prints the settings for
 vkcounter serve. The communities and tokens come from VK_GROUP_ID and
-VK_TOKEN, or VK_GROUPS; the token needs the "manage" right. A secret is
-generated unless given (-secret, VK_SECRET, or the secret of VK_GROUPS), or
-kept from the server being updated; it is printed once, here.
+VK_TOKEN, or VK_GROUPS; the token needs the "manage" right.
+
+The secret key: one given (-secret, VK_SECRET, or the secret of VK_GROUPS)
+is set at VK; without one, the server being updated keeps its secret, and a
+new server gets a generated one. VK keeps the secret and shows it to the
+manage token, so every run prints the secret in use: running setup again
+with the same -url prints the same one. When the secret set at VK changes,
+restart the service with the new VK_SECRET.
 
 Flags:
 `
@@ -58,14 +63,24 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 		return usage(errors.New("-group-id, -token and -secret replace VK_GROUPS; unset VK_GROUPS to use them"))
 	}
 	cfg.VKAPIURL = cmp.Or(cfg.VKAPIURL, getenv("VK_API_URL"), "https://api.vk.com/method/")
+	var errs []error
+	if *cbURL == "" {
+		errs = append(errs, errors.New("-url is required: the public URL of the webhook, such as -url https://example.com/callback"))
+	}
 	communities, err := cfg.Communities()
-	if err != nil {
-		return usage(err)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case cfg.demo():
+		errs = append(errs, errors.New("VK_GROUP_ID and VK_TOKEN are needed for setup (or -group-id and -token, or VK_GROUPS)"))
+	}
+	if len(errs) > 0 {
+		return usage(errors.Join(errs...))
 	}
 	var jobs []vkapi.SetupOptions
 	for _, c := range communities {
 		if len(c.Tokens()) == 0 {
-			return usage(fmt.Errorf("community %d: a community id and its token are needed (VK_GROUP_ID and VK_TOKEN, VK_GROUPS, or -group-id and -token)", c.GroupID))
+			return usage(fmt.Errorf("community %d has no token: setup needs one with the manage right (VK_TOKEN, -token, or the token of VK_GROUPS)", c.GroupID))
 		}
 		o := vkapi.SetupOptions{GroupID: c.GroupID, URL: *cbURL, Title: *title, Secret: c.Secret}
 		if err := o.Validate(); err != nil {
@@ -83,7 +98,7 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 			failed = true
 			continue
 		}
-		printSetup(stdout, o, res, len(jobs) > 1)
+		printSetup(stdout, o, res, o.Secret != "", len(jobs) > 1)
 	}
 	if failed {
 		return exitFailure
@@ -92,7 +107,8 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // printSetup tells what Setup did and the settings to serve with.
-func printSetup(w io.Writer, o vkapi.SetupOptions, res vkapi.SetupResult, several bool) {
+// given is true when the secret came from -secret, VK_SECRET or VK_GROUPS.
+func printSetup(w io.Writer, o vkapi.SetupOptions, res vkapi.SetupResult, given, several bool) {
 	verb := "updated"
 	if res.Created {
 		verb = "created"
@@ -102,8 +118,13 @@ func printSetup(w io.Writer, o vkapi.SetupOptions, res vkapi.SetupResult, severa
 	if len(res.Disabled) > 0 {
 		fmt.Fprintf(w, "Turned off: %s.\n", strings.Join(res.Disabled, ", "))
 	}
-	if res.SecretGenerated {
-		fmt.Fprintln(w, "A secret was generated; it is shown only now: keep it in your deployment's secrets.")
+	switch {
+	case res.SecretGenerated:
+		fmt.Fprintln(w, "A new secret was generated and set at VK: the service must run with it (below). Keep it in your deployment's secrets; running setup again with this URL keeps it.")
+	case given:
+		fmt.Fprintln(w, "The secret given is set at VK: the service must run with it.")
+	default:
+		fmt.Fprintln(w, "The server keeps its secret at VK (below); running setup again with this URL keeps it too.")
 	}
 	fmt.Fprintln(w, "Serve with:")
 	if several {

@@ -40,6 +40,9 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 		t.Fatalf("first run printed:\n%s", out)
 	}
 	secret := m[1]
+	if !strings.Contains(out, "A new secret was generated and set at VK") || strings.Contains(out, "shown only") {
+		t.Errorf("first run: the generated secret is not told as set at VK (it is not shown only once):\n%s", out)
+	}
 	servers := vk.CallbackServers(testGroup)
 	if len(servers) != 2 || servers[0].ID != other || servers[0].URL != "https://other.example/cb" {
 		t.Fatalf("servers after the first run: %+v", servers)
@@ -62,9 +65,14 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 	if servers := vk.CallbackServers(testGroup); len(servers) != 2 || servers[1].SecretKey != secret {
 		t.Fatalf("servers after the second run: %+v", servers)
 	}
+	// It prints the same secret again, read back from VK, and says it is kept.
+	if m := printedSecret.FindStringSubmatch(out); m == nil || m[1] != secret || !strings.Contains(out, "The server keeps its secret at VK") {
+		t.Errorf("second run: want the kept secret %s printed and told as kept:\n%s", secret, out)
+	}
 	// A secret given replaces it.
-	if code, _, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u); code != 0 {
-		t.Fatalf("third run: exit %d", code)
+	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u)
+	if code != 0 || !strings.Contains(out, "The secret given is set at VK: the service must run with it.") || !strings.Contains(out, "VK_SECRET=given-secret\n") {
+		t.Fatalf("third run: exit %d, stdout:\n%s", code, out)
 	}
 	if got := vk.CallbackServers(testGroup)[1].SecretKey; got != "given-secret" {
 		t.Errorf("secret = %q, want the one given", got)
@@ -86,22 +94,29 @@ func TestSetupExitCodes(t *testing.T) {
 		inStderr string
 	}{
 		{"help on stdout", nil, []string{"-help"}, 0, "Usage: vkcounter setup", ""},
-		{"no url", nil, nil, 2, "", "url"},
+		{"no url", nil, nil, 2, "", "vkcounter setup: -url is required"},
+		{"no community", map[string]string{"VK_GROUP_ID": "", "VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", "VK_GROUP_ID and VK_TOKEN are needed for setup"},
+		{"neither url nor community", map[string]string{"VK_GROUP_ID": "", "VK_TOKEN": ""}, nil, 2, "", "-url is required: the public URL of the webhook, such as -url https://example.com/callback\nVK_GROUP_ID and VK_TOKEN are needed"},
 		{"not a URL", nil, []string{"-url", "bot.example/callback"}, 2, "", "http(s) URL"},
-		{"no token", map[string]string{"VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", "token"},
+		{"no token", map[string]string{"VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", fmt.Sprintf("community %d has no token", testGroup)},
 		{"title too long", nil, []string{"-url", "https://b/cb", "-title", "fifteen chars!!"}, 2, "", "at most 14"},
 		{"stray argument", nil, []string{"-url", "https://b/cb", "extra"}, 2, "", "extra"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runSetupCmd(vk, tt.env, tt.args...)
-			if code != tt.code || !strings.Contains(out, tt.inStdout) || !strings.Contains(errOut, tt.inStderr) {
+			if code != tt.code || !strings.Contains(out, tt.inStdout) || !strings.Contains(errOut, tt.inStderr) ||
+				strings.Contains(errOut, `url ""`) || strings.Contains(errOut, "community 1:") {
 				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q in stdout, %q in stderr", code, out, errOut, tt.code, tt.inStdout, tt.inStderr)
 			}
 		})
 	}
 	if n := len(vk.CallbackServers(testGroup)); n != 0 {
 		t.Errorf("%d servers registered by bad invocations", n)
+	}
+	// The help tells what a second run does with the secret.
+	if _, out, _ := runSetupCmd(vk, nil, "-h"); strings.Contains(out, "printed once") || !strings.Contains(out, "running setup again\nwith the same -url prints the same one") {
+		t.Errorf("setup -h on the secret:\n%s", out)
 	}
 
 	vk.FailAlways(15) // access denied: a token without the manage right
