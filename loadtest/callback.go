@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -134,6 +135,8 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
+// validate checks o after setDefaults: each bad field is named in an
+// error of its own.
 func (o *CallbackOptions) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -143,26 +146,36 @@ func (o *CallbackOptions) validate() error {
 	if o.GroupID < 0 {
 		bad("group id %d: must be positive", o.GroupID)
 	}
-	if o.Texts < 0 || o.PerText < 0 || o.Peers < 0 {
-		bad("texts %d, per text %d, peers %d: must not be negative", o.Texts, o.PerText, o.Peers)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"texts", o.Texts}, {"per text", o.PerText}, {"peers", o.Peers}, {"concurrency", o.Concurrency}, {"max attempts", o.MaxAttempts}, {"expired", o.Expired}} {
+		if f.v < 0 {
+			bad("%s %d: must not be negative", f.name, f.v)
+		}
 	}
 	if int64(o.Texts)*int64(o.PerText) > MaxEvents {
 		bad("%d × %d events: at most %d per run", o.Texts, o.PerText, MaxEvents)
 	}
-	if o.Concurrency < 0 || o.Rate < 0 || o.Duration < 0 || o.Wait < 0 || o.Timeout < 0 || o.ReplyTimeout < 0 || o.MaxAttempts < 0 {
-		bad("concurrency, rate, durations and attempts must not be negative")
+	if !(o.Rate >= 0) || math.IsInf(o.Rate, 1) { // NaN too
+		bad("rate %g: must be a number of events per second, 0 or more", o.Rate)
 	}
-	if o.RetryFraction < 0 || o.RetryFraction > 1 {
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"duration", o.Duration}, {"wait", o.Wait}, {"timeout", o.Timeout}, {"reply timeout", o.ReplyTimeout}} {
+		if f.v < 0 {
+			bad("%s %v: must not be negative", f.name, f.v)
+		}
+	}
+	if !(o.RetryFraction >= 0 && o.RetryFraction <= 1) {
 		bad("retry fraction %g: must be between 0 and 1", o.RetryFraction)
 	}
-	if o.NoEventID < 0 || o.NoEventID > 1 {
+	if !(o.NoEventID >= 0 && o.NoEventID <= 1) {
 		bad("share without event_id %g: must be between 0 and 1", o.NoEventID)
 	}
 	if o.Window < 0 || o.Window%time.Second != 0 {
 		bad("window %v: must be whole seconds", o.Window)
-	}
-	if o.Expired < 0 {
-		bad("expired %d: must not be negative", o.Expired)
 	}
 	if o.Expired > 0 && o.Prefill == nil {
 		bad("expired occurrences need a prefill into the bot's Redis")
@@ -174,10 +187,7 @@ func (o *CallbackOptions) validate() error {
 			bad("fault %s: Redis faults need a proxy in front of the bot's Redis", f)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("loadtest: %w", errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // An event is one simulated message_new and what became of it. Each is
@@ -232,6 +242,10 @@ type callbackRun struct {
 	reqs    atomic.Int64
 	reposts atomic.Int64
 	replies atomic.Int64
+	// sent is how long posting lasted (Report.Elapsed), set once it
+	// ended: the progress line's rate is then over that time too, not
+	// over the wait for the replies that follows.
+	sent atomic.Int64
 
 	mu     sync.Mutex // guards errors
 	errors map[string]int64
@@ -304,7 +318,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	faults := startFaults(ctx, &faultInjector{proxy: o.RedisProxy, vk: o.VK, peers: r.upcomingPeers}, r.start, o.Faults)
 	prog := startProgress(o.Progress, func() string {
 		h := r.webhook.snapshot()
-		return statusLine("events", r.posted.Load(), int64(len(r.events)), time.Since(r.start), r.errorCount(), h.Quantile(0.99)) +
+		return statusLine("events", r.posted.Load(), int64(len(r.events)), sinceOr(r.start, &r.sent), r.errorCount(), h.Quantile(0.99)) +
 			fmt.Sprintf("  replies %d", r.replies.Load())
 	})
 	rep.Stopped = r.post(ctx)
@@ -312,6 +326,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 		r.awaitAcks(ctx)
 	}
 	rep.Elapsed = time.Since(r.start)
+	r.sent.Store(int64(rep.Elapsed))
 	rep.Faults = faults() // the run lasts until every fault has ended
 	close(stopCollect)
 	sends := <-collected
@@ -353,16 +368,17 @@ func newHTTPClient(conns int, timeout time.Duration) *http.Client {
 func newRunID() (string, error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("loadtest: run id: %w", err)
+		return "", fmt.Errorf("run id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
 }
 
 func (r *callbackRun) describe() string {
 	o := r.o
-	s := fmt.Sprintf("%d texts × %d, concurrency %d, ", o.Texts, o.PerText, o.Concurrency)
+	texts := plural(o.Texts, "text", "texts")
+	s := fmt.Sprintf("%s × %d, concurrency %d, ", texts, o.PerText, o.Concurrency)
 	if o.LongPoll {
-		s = fmt.Sprintf("%d texts × %d through Bots Long Poll, ", o.Texts, o.PerText)
+		s = fmt.Sprintf("%s × %d through Bots Long Poll, ", texts, o.PerText)
 	}
 	if o.Rate > 0 {
 		s += fmt.Sprintf("%g events/s", o.Rate)
@@ -379,10 +395,10 @@ func (r *callbackRun) describe() string {
 		s += fmt.Sprintf(", %g%% without event_id", 100*o.NoEventID)
 	}
 	if o.Expired > 0 {
-		s += fmt.Sprintf(", each text prefilled with %d expired occurrences", o.Expired)
+		s += ", each text prefilled with " + plural(o.Expired, "expired occurrence", "expired occurrences")
 	}
 	if o.Peers > 0 {
-		s += fmt.Sprintf(", %d conversations", o.Peers)
+		s += ", " + plural(o.Peers, "conversation", "conversations")
 	}
 	if len(o.Faults) > 0 {
 		specs := make([]string, len(o.Faults))
@@ -415,11 +431,11 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 		case err == nil && status == http.StatusOK && answer == "ok":
 			return nil
 		case err == nil:
-			return fmt.Errorf("loadtest: the bot answered an event of group %d with %d %q, not ok: check the group id and secret", r.o.GroupID, status, answer)
+			return fmt.Errorf("the bot answered an event of group %d with %d %q, not ok: check the group id and secret", r.o.GroupID, status, answer)
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case time.Now().After(deadline):
-			return fmt.Errorf("loadtest: the bot at %s does not answer: %w", r.o.URL, err)
+			return fmt.Errorf("the bot at %s does not answer: %w", r.o.URL, err)
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
@@ -551,7 +567,7 @@ func (r *callbackRun) body(e *event) []byte {
 // through the bot's own configuration.
 func (r *callbackRun) prefill(ctx context.Context) error {
 	if err := r.o.Prefill(ctx, r.texts, r.o.Expired, r.window); err != nil {
-		return fmt.Errorf("loadtest: prefill: %w", err)
+		return fmt.Errorf("prefill: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -481,5 +482,54 @@ func TestBotNotAnswering(t *testing.T) {
 	o.Secret = "wrong"
 	if _, err := loadtest.RunCallback(context.Background(), o); err == nil || !strings.Contains(err.Error(), "secret") {
 		t.Fatalf("error %v, want a hint at the group id and secret", err)
+	}
+}
+
+// TestCallbackProgressRateAndScenario: the last progress line's rate is
+// the report's, over the time spent posting (not the wait for the replies
+// after it), and the scenario counts in the right number.
+func TestCallbackProgressRateAndScenario(t *testing.T) {
+	vk := newVK(t)
+	_, u := newFakeBot(t, vk)
+	o := options(u, vk)
+	o.Texts, o.PerText, o.Expired, o.Peers = 1, 3, 1, 1
+	o.Prefill = func(context.Context, []string, int, time.Duration) error { return nil }
+	var progress strings.Builder
+	o.Progress = &progress
+	rep := run(t, o)
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	want := fmt.Sprintf("events 3/3  %.0f/s  ", float64(rep.Events)/rep.Elapsed.Seconds())
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, want) {
+		t.Errorf("last progress line %q, want it to begin %q", last, want)
+	}
+	for _, want := range []string{"1 text × 3,", "prefilled with 1 expired occurrence,", ", 1 conversation,"} {
+		if !strings.Contains(rep.Scenario, want) {
+			t.Errorf("scenario %q lacks %q", rep.Scenario, want)
+		}
+	}
+}
+
+// TestCallbackRefusalsNameTheOption: each bad option is named in its own
+// error, without the package's name before it.
+func TestCallbackRefusalsNameTheOption(t *testing.T) {
+	vk := newVK(t)
+	for _, tc := range []struct {
+		edit func(*loadtest.CallbackOptions)
+		want []string
+	}{
+		{func(o *loadtest.CallbackOptions) { o.Texts, o.Peers = -5, -1 }, []string{"texts -5: must not be negative", "peers -1: must not be negative"}},
+		{func(o *loadtest.CallbackOptions) { o.Concurrency = -1 }, []string{"concurrency -1: must not be negative"}},
+		{func(o *loadtest.CallbackOptions) { o.Rate = math.NaN() }, []string{"rate NaN"}},
+		{func(o *loadtest.CallbackOptions) { o.ReplyTimeout = -time.Second }, []string{"reply timeout -1s: must not be negative"}},
+		{func(o *loadtest.CallbackOptions) { o.NoEventID = math.NaN() }, []string{"share without event_id NaN: must be between 0 and 1"}},
+	} {
+		o := options("http://127.0.0.1:1/callback", vk)
+		tc.edit(&o)
+		_, err := loadtest.RunCallback(context.Background(), o)
+		for _, want := range tc.want {
+			if err == nil || strings.Contains(err.Error(), "loadtest:") || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want %q", err, want)
+			}
+		}
 	}
 }

@@ -55,7 +55,7 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 	numbers := map[*event]int64{} // the number each answered event got
 	for _, e := range sent {
 		if e.state == failed {
-			c.add(Problem{Kind: NotCounted, Subject: e.subject(), Want: `"ok"`, Got: fmt.Sprintf("no ok in %d attempts", r.o.MaxAttempts)})
+			c.add(Problem{Kind: NotCounted, Subject: e.subject(), Want: `"ok"`, Got: "no ok in " + plural(r.o.MaxAttempts, "attempt", "attempts")})
 		}
 		if len(e.sends) == 0 {
 			if e.state == counted && !misrouted[e] {

@@ -36,10 +36,16 @@ const (
 	maxRetryAfter = time.Minute
 )
 
-// Defaults of CountersOptions.
+// Defaults and limits of CountersOptions.
 const (
+	DefaultConns    = 1
+	DefaultDepth    = 1
 	DefaultNames    = 1000
 	DefaultRequests = 100000
+	// MaxConns bounds the connections of one run, and MaxDepth the
+	// requests each keeps in flight.
+	MaxConns = 10000
+	MaxDepth = 100000
 	// DefaultCounterTimeout bounds dialing and the wait for each response.
 	DefaultCounterTimeout = 5 * time.Second
 )

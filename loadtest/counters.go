@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func ParseOps(s string) ([]Op, error) {
 		case OpAcquire, OpGet, OpNoop, OpHit, OpVisit, OpWindowHit, OpUniqueAdd:
 			ops = append(ops, op)
 		default:
-			return nil, fmt.Errorf("loadtest: unknown counter workload %q (want acquire, get, noop, hit, visit, whit or uadd)", f)
+			return nil, fmt.Errorf("unknown counter workload %q (want acquire, get, noop, hit, visit, whit or uadd)", f)
 		}
 	}
 	return ops, nil
@@ -110,8 +111,8 @@ func (o *CountersOptions) setDefaults() {
 	if len(o.Ops) == 0 {
 		o.Ops = []Op{OpAcquire}
 	}
-	setDefault(&o.Conns, 1)
-	setDefault(&o.Depth, 1)
+	setDefault(&o.Conns, DefaultConns)
+	setDefault(&o.Depth, DefaultDepth)
 	setDefault(&o.Names, DefaultNames)
 	if o.Duration == 0 {
 		setDefault(&o.Requests, DefaultRequests)
@@ -119,22 +120,40 @@ func (o *CountersOptions) setDefaults() {
 	setDefault(&o.Timeout, DefaultCounterTimeout)
 }
 
+// validate checks o after setDefaults.
 func (o *CountersOptions) validate() error {
-	if o.Conns < 0 || o.Depth < 0 || o.Names < 0 || o.Requests < 0 || o.Duration < 0 || o.Timeout < 0 {
-		return errors.New("loadtest: connections, depth, names, requests and durations must not be negative")
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"connections", int64(o.Conns)}, {"depth", int64(o.Depth)}, {"names", int64(o.Names)}, {"requests", o.Requests}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative", f.name, f.v))
+		}
 	}
-	if o.Conns > 10000 || o.Depth > 100000 {
-		return fmt.Errorf("loadtest: %d connections × depth %d: at most 10000 connections and depth 100000", o.Conns, o.Depth)
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"duration", o.Duration}, {"timeout", o.Timeout}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v: must not be negative", f.name, f.v))
+		}
+	}
+	if o.Conns > MaxConns {
+		errs = append(errs, fmt.Errorf("%d connections: at most %d", o.Conns, MaxConns))
+	}
+	if o.Depth > MaxDepth {
+		errs = append(errs, fmt.Errorf("depth %d: at most %d", o.Depth, MaxDepth))
 	}
 	for _, op := range o.Ops {
 		if _, err := ParseOps(string(op)); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	if o.Maximum > 0 && (len(o.Ops) != 1 || o.Ops[0] != OpAcquire) {
-		return errors.New("loadtest: a shared maximum needs -op acquire alone")
+		errs = append(errs, errors.New("a shared maximum needs the acquire workload alone"))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // addrs returns the servers of o.Addr.
@@ -204,6 +223,7 @@ type countersRun struct {
 	budget atomic.Int64 // requests left to send
 	spent  atomic.Bool  // a connection found the budget spent
 	done   atomic.Int64 // responses checked
+	sent   atomic.Int64 // how long sending lasted (Report.Elapsed), set once it ended
 
 	mu    sync.Mutex // guards check
 	check Check
@@ -213,12 +233,24 @@ type countersRun struct {
 	held []atomic.Int64
 }
 
-// scenario describes the run for the report.
+// scenario describes the run for the report: the workloads, the
+// connections, the shared names (of the acquire workload alone), the
+// request budget and the time limit.
 func (r *countersRun) scenario(servers int) string {
 	o := r.o
-	s := fmt.Sprintf("%s over %d connections × depth %d, %d shared names", joinOps(o.Ops), o.Conns, o.Depth, o.Names)
-	if o.Maximum > 0 {
-		s = fmt.Sprintf("acquire with a shared maximum of %d over %d connections, %d shared names", o.Maximum, o.Conns, o.Names)
+	conns := plural(o.Conns, "connection", "connections")
+	s := fmt.Sprintf("%s over %s × depth %d", joinOps(o.Ops), conns, o.Depth)
+	if o.Maximum > 0 { // one request at a time: Depth is unused
+		s = fmt.Sprintf("acquire with a shared maximum of %d over %s", o.Maximum, conns)
+	}
+	if slices.Contains(o.Ops, OpAcquire) {
+		s += ", " + plural(o.Names, "shared name", "shared names")
+	}
+	if o.Requests > 0 {
+		s += ", " + plural(o.Requests, "request", "requests")
+	}
+	if o.Duration > 0 {
+		s += ", at most " + o.Duration.String()
 	}
 	if servers > 1 {
 		s += fmt.Sprintf(", %d servers", servers)
@@ -271,7 +303,7 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 			for _, c := range conns[:i] {
 				c.nc.Close()
 			}
-			return nil, fmt.Errorf("loadtest: connect to the counter server: %w", err)
+			return nil, fmt.Errorf("connect to the counter server: %w", err)
 		}
 		conns[i] = &counterConn{r: r, id: i, nc: nc, own: fmt.Sprintf("lt%s:conn%d", runID, i)}
 	}
@@ -299,7 +331,7 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 		r.mu.Lock()
 		wrong := r.check.Wrong()
 		r.mu.Unlock()
-		return statusLine("requests", r.done.Load(), o.Requests, time.Since(r.start), wrong, h.Quantile(0.99))
+		return statusLine("requests", r.done.Load(), o.Requests, sinceOr(r.start, &r.sent), wrong, h.Quantile(0.99))
 	})
 	var wg sync.WaitGroup
 	for _, c := range conns {
@@ -314,10 +346,11 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(r.start)
+	r.sent.Store(int64(elapsed))
 	if o.Maximum > 0 {
 		r.checkConsumption(ctx, addrs)
 	}
-	elapsed := time.Since(r.start)
 	stopped := "done"
 	switch {
 	case r.spent.Load():
@@ -524,7 +557,7 @@ func (c *counterConn) read(slots <-chan struct{}, queue <-chan expect, broken ch
 		for range queue {
 			unanswered++
 		}
-		p.Got += fmt.Sprintf(" (%d more requests unanswered)", unanswered)
+		p.Got += " (" + plural(unanswered, "more request", "more requests") + " unanswered)"
 		c.r.add(p)
 	}
 	for e := range queue {

@@ -281,3 +281,59 @@ func TestSharedMaximumCatchesSplitCounters(t *testing.T) {
 		t.Fatalf("split counters not caught: %+v", rep.Check)
 	}
 }
+
+// TestCountersScenario: the header names what the run does, in the right
+// number: shared names only with the acquire workload, the request budget
+// and the time limit when there is one.
+func TestCountersScenario(t *testing.T) {
+	addr := startCounters(t)
+	for _, tc := range []struct {
+		o    loadtest.CountersOptions
+		want string
+	}{
+		{loadtest.CountersOptions{Ops: []loadtest.Op{loadtest.OpHit, loadtest.OpVisit}, Requests: 10},
+			"hit+visit over 1 connection × depth 1, 10 requests"},
+		{loadtest.CountersOptions{Ops: []loadtest.Op{loadtest.OpNoop}, Conns: 2, Depth: 3, Requests: 1, Duration: time.Minute},
+			"noop over 2 connections × depth 3, 1 request, at most 1m0s"},
+		{loadtest.CountersOptions{Ops: []loadtest.Op{loadtest.OpAcquire}, Names: 1, Requests: 10},
+			"acquire over 1 connection × depth 1, 1 shared name, 10 requests"},
+		{loadtest.CountersOptions{Ops: []loadtest.Op{loadtest.OpAcquire}, Maximum: 2, Conns: 2, Requests: 0, Duration: 50 * time.Millisecond},
+			"acquire with a shared maximum of 2 over 2 connections, 1000 shared names, at most 50ms"},
+	} {
+		tc.o.Addr = addr
+		if rep := runCounters(t, tc.o); rep.Scenario != tc.want {
+			t.Errorf("scenario %q, want %q", rep.Scenario, tc.want)
+		}
+	}
+}
+
+// TestCountersRefusalsNameTheOption: each bad option is named in its own
+// error, without the package's name before it.
+func TestCountersRefusalsNameTheOption(t *testing.T) {
+	for _, tc := range []struct {
+		o    loadtest.CountersOptions
+		want string
+	}{
+		{loadtest.CountersOptions{Conns: -3}, "connections -3: must not be negative"},
+		{loadtest.CountersOptions{Depth: loadtest.MaxDepth + 1}, "depth 100001: at most 100000"},
+		{loadtest.CountersOptions{Duration: -time.Second}, "duration -1s: must not be negative"},
+		{loadtest.CountersOptions{Addr: "192.0.2.1:11215"}, "target 192.0.2.1: not on this machine's loopback"},
+	} {
+		_, err := loadtest.RunCounters(context.Background(), tc.o)
+		if err == nil || strings.Contains(err.Error(), "loadtest:") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// TestCountersProgressRate: the last progress line's rate is the report's,
+// both over the time spent sending.
+func TestCountersProgressRate(t *testing.T) {
+	var progress strings.Builder
+	rep := runCounters(t, loadtest.CountersOptions{Addr: startCounters(t), Ops: []loadtest.Op{loadtest.OpNoop}, Requests: 500, Progress: &progress})
+	lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
+	want := fmt.Sprintf("requests %d/500  %.0f/s  ", rep.Requests, rep.RequestsPerSecond())
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, want) {
+		t.Errorf("last progress line %q, want it to begin %q", last, want)
+	}
+}

@@ -128,18 +128,18 @@ func ParseFaults(s string) ([]Fault, error) {
 	for _, item := range strings.Split(s, ",") {
 		f, err := parseFault(strings.TrimSpace(item))
 		if err != nil {
-			return nil, fmt.Errorf("loadtest: fault %q: %w", item, err)
+			return nil, fmt.Errorf("fault %q: %w", item, err)
 		}
 		faults = append(faults, f)
 	}
 	if len(faults) > MaxFaults {
-		return nil, fmt.Errorf("loadtest: %d faults: at most %d", len(faults), MaxFaults)
+		return nil, fmt.Errorf("%d faults: at most %d", len(faults), MaxFaults)
 	}
 	slices.SortStableFunc(faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	for i, a := range faults {
 		for _, b := range faults[i+1:] {
 			if faultSpecs[a.Kind].channel == faultSpecs[b.Kind].channel && b.At < a.End() {
-				return nil, fmt.Errorf("loadtest: faults %s and %s overlap; both set the %s", a, b, faultSpecs[a.Kind].channel)
+				return nil, fmt.Errorf("faults %s and %s overlap; both set the %s", a, b, faultSpecs[a.Kind].channel)
 			}
 		}
 	}

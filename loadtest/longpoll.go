@@ -23,7 +23,7 @@ func (r *callbackRun) waitPolling(ctx context.Context) error {
 	deadline := time.Now().Add(r.o.Wait)
 	for r.o.VK.Calls("groups.getLongPollServer") == 0 {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadtest: the bot has not asked %s for a long-poll server: is it running with VK_MODE=longpoll and this VK_API_URL?", r.o.VK.MethodURL())
+			return fmt.Errorf("the bot has not asked %s for a long-poll server: is it running with VK_MODE=longpoll and this VK_API_URL?", r.o.VK.MethodURL())
 		}
 		select {
 		case <-time.After(20 * time.Millisecond):

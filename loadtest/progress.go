@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vkcounter/vkcounter/internal/tty"
@@ -75,6 +76,16 @@ func (p *progress) Stop() {
 	if p.tty {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// sinceOr is the time since start, or *ended (nanoseconds) once that is
+// set: a run's rates are over the time spent sending, and the progress
+// line stops that clock where the report does.
+func sinceOr(start time.Time, ended *atomic.Int64) time.Duration {
+	if d := ended.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return time.Since(start)
 }
 
 // statusLine is the progress line of both tools.

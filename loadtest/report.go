@@ -216,9 +216,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Prefill > 0 {
 		fmt.Fprintf(&b, "prefill: %s\n", fmtDuration(r.Prefill))
 	}
-	fmt.Fprintf(&b, "stopped: %s after %s: %d requests, %.0f requests/s", r.Stopped, fmtDuration(r.Elapsed), r.Requests, r.RequestsPerSecond())
+	fmt.Fprintf(&b, "stopped: %s after %s: %s, %.0f requests/s", r.Stopped, fmtDuration(r.Elapsed), plural(r.Requests, "request", "requests"), r.RequestsPerSecond())
 	if r.Events > 0 {
-		fmt.Fprintf(&b, "; %d events, %.0f events/s", r.Events, perSecond(r.Events, r.Elapsed))
+		fmt.Fprintf(&b, "; %s, %.0f events/s", plural(r.Events, "event", "events"), perSecond(r.Events, r.Elapsed))
 	}
 	if r.Reposts > 0 {
 		fmt.Fprintf(&b, "; %d re-posted", r.Reposts)
@@ -251,10 +251,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.OK() {
 		b.WriteString("result: every answer right\n")
 	} else {
-		fmt.Fprintf(&b, "result: %d wrong answers\n", r.Check.Wrong())
+		fmt.Fprintf(&b, "result: %s\n", plural(r.Check.Wrong(), "wrong answer", "wrong answers"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// plural returns n with the noun for it: plural(1, "text", "texts") is
+// "1 text", plural(2, …) "2 texts".
+func plural[N int | int64 | uint32](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // fmtDuration prints d with three significant digits in µs, ms or s.

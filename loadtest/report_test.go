@@ -95,7 +95,7 @@ func TestReportOutputs(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"30 events", "requests/s", "webhook→reply", "p99", "missing: 1", "result: 1 wrong answers", b.eventID(2)} {
+	for _, want := range []string{"30 events", "requests/s", "webhook→reply", "p99", "missing: 1", "result: 1 wrong answer\n", b.eventID(2)} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

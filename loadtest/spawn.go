@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -146,7 +147,7 @@ func (s *Service) Stop() error {
 func ProxyRedis(redisURL, listen string) (*faultproxy.Proxy, string, error) {
 	u, err := url.Parse(redisURL)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
-		return nil, "", fmt.Errorf("-redis %q: Redis faults need a redis:// or rediss:// URL with a host", redisURL)
+		return nil, "", errors.New("-redis: Redis faults need a redis:// or rediss:// URL with a host")
 	}
 	target := u.Host
 	if u.Port() == "" {

@@ -12,7 +12,7 @@ import (
 // ErrRemote is wrapped by the error for a target outside the loopback
 // range when remote targets are not allowed: a load run must never hit
 // another machine by mistake.
-var ErrRemote = errors.New("loadtest: target is not on this machine's loopback (allow remote targets explicitly)")
+var ErrRemote = errors.New("not on this machine's loopback, and remote targets are not allowed")
 
 // CheckHost returns an error wrapping ErrRemote unless host (a host name or
 // IP address, without port) is on the loopback: "localhost", 127.0.0.0/8,
@@ -25,14 +25,14 @@ func CheckHost(host string, allowRemote bool) error {
 	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrRemote, host)
+	return fmt.Errorf("target %s: %w", host, ErrRemote)
 }
 
 // checkAddr is CheckHost for a host:port address.
 func checkAddr(addr string, allowRemote bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("loadtest: address %q: %w", addr, err)
+		return fmt.Errorf("address %q: %w", addr, err)
 	}
 	return CheckHost(host, allowRemote)
 }
@@ -41,10 +41,10 @@ func checkAddr(addr string, allowRemote bool) error {
 func checkURL(raw string, allowRemote bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: URL %q: %w", raw, err)
+		return nil, fmt.Errorf("URL %q: %w", raw, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("loadtest: URL %q: want http or https", raw)
+		return nil, fmt.Errorf("URL %q: want http or https", raw)
 	}
 	return u, CheckHost(u.Hostname(), allowRemote)
 }

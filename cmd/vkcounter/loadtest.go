@@ -165,14 +165,14 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Duration, "duration", 0, "stop posting after this long (0 = when every event is posted)")
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0, "share of events posted again with the same event_id and X-Retry-Counter")
 	fs.Float64Var(&o.NoEventID, "no-event-id", 0, "share of events posted without event_id, to be recognised by the message's identity")
-	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run (as vkcounter prefill, with the bot's settings)")
+	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run (as vkcounter prefill, with the bot's settings; 0 = none)")
 	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
 	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
 	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
 	normalize := fs.Bool("normalize", false, "the bot's NORMALIZE")
-	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run")
+	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run (0 = it must answer at once)")
 	fs.DurationVar(&o.Timeout, "timeout", loadtest.DefaultTimeout, "time limit of one webhook request")
 	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", loadtest.DefaultReplyTimeout, "how long to wait for the replies after the last event")
 	fs.IntVar(&o.MaxAttempts, "attempts", loadtest.DefaultMaxAttempts, "times an event is posted before it counts as not counted")
@@ -181,6 +181,9 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&o.StrictSends, "strict-sends", false, "a reply sent twice with one random_id is a problem (always, under -faults)")
 	if code, ok := parseLoadtestFlags(fs, args, callbackHelp, stdout, stderr); !ok {
 		return code
+	}
+	if err := checkCallbackFlags(&o); err != nil {
+		return usageError(stderr, fs.Name(), err)
 	}
 	var err error
 	if o.Faults, err = loadtest.ParseFaults(*faultSpec); err != nil {
@@ -204,12 +207,22 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := checkRedisTargets(*redisURL, *redisCluster, out.allowRemote); err != nil {
 		return usageError(stderr, fs.Name(), err)
 	}
-	if *webhook != "" {
-		u, err := url.Parse(*webhook)
-		if err != nil {
-			return usageError(stderr, fs.Name(), fmt.Errorf("-url %q: %w", *webhook, err))
+	if err := checkURLTarget("url", *webhook, out.allowRemote); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if !out.spawn && o.Window == 0 { // the window is asked at -stats-url
+		if err := checkURLTarget("stats-url", o.StatsURL, out.allowRemote); err != nil {
+			return usageError(stderr, fs.Name(), err)
 		}
-		if err := loadtest.CheckHost(u.Hostname(), out.allowRemote); err != nil {
+	}
+	if err := checkListenAddr("vk-addr", *vkAddr); err != nil {
+		return usageError(stderr, fs.Name(), err)
+	}
+	if redisFaults {
+		if u, err := url.Parse(*redisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			return usageError(stderr, fs.Name(), errors.New("-faults: Redis faults need -redis as a redis:// or rediss:// URL with a host"))
+		}
+		if err := checkListenAddr("redis-proxy-addr", *proxyAddr); err != nil {
 			return usageError(stderr, fs.Name(), err)
 		}
 	}
@@ -252,7 +265,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 		if err != nil {
 			return fail(err)
 		}
-		defer stopService(svc, stderr)
+		defer stopService(svc, fs.Name(), stderr)
 		if !o.LongPoll {
 			*webhook = "http://" + svc.HTTPAddr() + "/callback"
 		}
@@ -278,8 +291,8 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	var o loadtest.CountersOptions
 	fs.StringVar(&o.Addr, "addr", "", "the counter server(s), comma-separated `HOST:PORT,...`, e.g. 127.0.0.1:11215 (or -spawn)")
 	ops := fs.String("op", string(loadtest.OpAcquire), "workloads, comma-separated: acquire, get, noop, hit, visit, whit, uadd")
-	fs.IntVar(&o.Conns, "conns", 1, "connections")
-	fs.IntVar(&o.Depth, "depth", 1, "requests in flight per connection (pipelining)")
+	fs.IntVar(&o.Conns, "conns", loadtest.DefaultConns, fmt.Sprintf("connections (at most %d)", loadtest.MaxConns))
+	fs.IntVar(&o.Depth, "depth", loadtest.DefaultDepth, fmt.Sprintf("requests in flight per connection (pipelining; at most %d)", loadtest.MaxDepth))
 	fs.IntVar(&o.Names, "names", loadtest.DefaultNames, "shared counter names of the acquire workload")
 	maxFlag := fs.Uint("max", 0, "check a shared maximum of `N` across the servers (with -op acquire alone; 0 = off)")
 	fs.Int64Var(&o.Requests, "requests", loadtest.DefaultRequests, "requests to send in all; 0 = no limit, run for -duration")
@@ -290,6 +303,9 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	var err error
 	if o.Ops, err = loadtest.ParseOps(*ops); err != nil {
+		return usageError(stderr, fs.Name(), fmt.Errorf("-op: %v", err))
+	}
+	if err := checkCountersFlags(&o); err != nil {
 		return usageError(stderr, fs.Name(), err)
 	}
 	switch {
@@ -297,8 +313,6 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 		return usageError(stderr, fs.Name(), errors.New("give -addr HOST:PORT or -spawn (one of them)"))
 	case o.Requests == 0 && o.Duration == 0:
 		return usageError(stderr, fs.Name(), errors.New("-requests 0 runs until -duration: give -duration too"))
-	case o.Requests < 0 || o.Duration < 0:
-		return usageError(stderr, fs.Name(), errors.New("-requests and -duration must not be negative"))
 	}
 	if o.Addr != "" {
 		for _, a := range strings.Split(o.Addr, ",") {
@@ -306,7 +320,7 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 			if err != nil {
 				return usageError(stderr, fs.Name(), fmt.Errorf("-addr %q: want HOST:PORT such as 127.0.0.1:11215", a))
 			}
-			if err := loadtest.CheckHost(host, out.allowRemote); err != nil {
+			if err := checkHost("addr", host, out.allowRemote); err != nil {
 				return usageError(stderr, fs.Name(), err)
 			}
 		}
@@ -314,7 +328,7 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *maxFlag > math.MaxUint32 {
 		return usageError(stderr, fs.Name(), errors.New("-max must fit in 4 bytes"))
 	}
-	if *maxFlag > 0 && *ops != string(loadtest.OpAcquire) {
+	if *maxFlag > 0 && (len(o.Ops) != 1 || o.Ops[0] != loadtest.OpAcquire) {
 		return usageError(stderr, fs.Name(), errors.New("-max checks the acquire workload: give -op acquire alone"))
 	}
 	o.AllowRemote, o.Progress, o.Maximum = out.allowRemote, stderr, uint32(*maxFlag)
@@ -326,7 +340,7 @@ func loadtestCounters(ctx context.Context, args []string, stdout, stderr io.Writ
 		if err != nil {
 			return failure(stderr, fs.Name(), err)
 		}
-		defer stopService(svc, stderr)
+		defer stopService(svc, fs.Name(), stderr)
 		if a := svc.CounterAddr(); a == "" || a == CounterOff {
 			return failure(stderr, fs.Name(), errors.New("the spawned service does not say where its counter port is"))
 		}
@@ -372,7 +386,7 @@ func finish(rep *loadtest.Report, out outputFlags, stdout, stderr io.Writer) int
 		err = writeHTMLReport(rep, out.report)
 	}
 	if err != nil {
-		return failure(stderr, "loadtest", err)
+		return failure(stderr, "loadtest "+rep.Tool, err)
 	}
 	if !rep.OK() {
 		return exitFailure
@@ -424,7 +438,7 @@ func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
 		if err != nil {
 			return fmt.Errorf("-redis %q: %w", redisURL, err)
 		}
-		if err := loadtest.CheckHost(u.Hostname(), allowRemote); err != nil {
+		if err := checkHost("redis", u.Hostname(), allowRemote); err != nil {
 			return err
 		}
 	}
@@ -436,7 +450,7 @@ func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
 		if err != nil {
 			return fmt.Errorf("-redis-cluster %q: %w", addr, err)
 		}
-		if err := loadtest.CheckHost(host, allowRemote); err != nil {
+		if err := checkHost("redis-cluster", host, allowRemote); err != nil {
 			return err
 		}
 	}
@@ -444,8 +458,139 @@ func checkRedisTargets(redisURL, cluster string, allowRemote bool) error {
 }
 
 // stopService stops a spawned service, reporting a failed exit on stderr.
-func stopService(svc *loadtest.Service, stderr io.Writer) {
+func stopService(svc *loadtest.Service, cmd string, stderr io.Writer) {
 	if err := svc.Stop(); err != nil {
-		fmt.Fprintf(stderr, "vkcounter loadtest: %v", err)
+		fmt.Fprintf(stderr, "vkcounter %s: %s\n", cmd, strings.TrimRight(err.Error(), "\n"))
 	}
+}
+
+// checkHost refuses host, given in the flag name, unless it is on the
+// loopback or -allow-remote is given.
+func checkHost(name, host string, allowRemote bool) error {
+	if err := loadtest.CheckHost(host, allowRemote); err != nil {
+		return fmt.Errorf("-%s: %s is not on this machine's loopback; give -allow-remote to load another machine", name, host)
+	}
+	return nil
+}
+
+// checkURLTarget checks the http(s) URL of the flag name, if given, and
+// refuses its host unless it is on the loopback or -allow-remote is given.
+func checkURLTarget(name, raw string, allowRemote bool) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("-%s %q: want an http:// or https:// URL", name, raw)
+	}
+	return checkHost(name, u.Hostname(), allowRemote)
+}
+
+// checkListenAddr checks the listen address of the flag name.
+func checkListenAddr(name, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("-%s %q: want HOST:PORT such as 127.0.0.1:0", name, addr)
+	}
+	return nil
+}
+
+// checkCallbackFlags checks the values of the callback tool's flags before
+// anything starts. 0 is refused where it means nothing: the loadtest
+// package would quietly take its default instead.
+func checkCallbackFlags(o *loadtest.CallbackOptions) error {
+	if err := firstError(
+		atLeast("group", o.GroupID, 1),
+		atLeast("texts", o.Texts, 1),
+		atLeast("per-text", o.PerText, 1),
+		atLeast("peers", o.Peers, 0), // 0: one per event
+		atLeast("concurrency", o.Concurrency, 1),
+		finite("rate", o.Rate),
+		atLeast("rate", o.Rate, 0),         // 0: as fast as possible
+		atLeast("duration", o.Duration, 0), // 0: until every event is posted
+		fraction("retry-fraction", o.RetryFraction),
+		fraction("no-event-id", o.NoEventID),
+		atLeast("expired", o.Expired, 0), // 0: none
+		atLeast("window", o.Window, 0),   // 0: ask the bot
+		atLeast("wait", o.Wait, 0),       // 0: the bot must answer at once
+		positive("timeout", o.Timeout),
+		positive("reply-timeout", o.ReplyTimeout),
+		atLeast("attempts", o.MaxAttempts, 1),
+	); err != nil {
+		return err
+	}
+	if o.Window%time.Second != 0 {
+		return fmt.Errorf("-window %v: must be whole seconds", o.Window)
+	}
+	if n := int64(o.Texts) * int64(o.PerText); n > loadtest.MaxEvents {
+		return fmt.Errorf("-texts %d × -per-text %d = %d events: at most %d in a run", o.Texts, o.PerText, n, loadtest.MaxEvents)
+	}
+	return nil
+}
+
+// checkCountersFlags checks the values of the counters tool's flags before
+// anything starts, as checkCallbackFlags.
+func checkCountersFlags(o *loadtest.CountersOptions) error {
+	return firstError(
+		atLeast("conns", o.Conns, 1),
+		atMost("conns", o.Conns, loadtest.MaxConns),
+		atLeast("depth", o.Depth, 1),
+		atMost("depth", o.Depth, loadtest.MaxDepth),
+		atLeast("names", o.Names, 1),
+		atLeast("requests", o.Requests, 0), // 0: until -duration ends
+		atLeast("duration", o.Duration, 0), // 0: until -requests are sent
+		positive("timeout", o.Timeout),
+	)
+}
+
+// atLeast refuses a value of the flag name below least.
+func atLeast[T int | int64 | float64 | time.Duration](name string, v, least T) error {
+	switch {
+	case v >= least:
+		return nil
+	case least == 0:
+		return fmt.Errorf("-%s %v: must not be negative", name, v)
+	}
+	return fmt.Errorf("-%s %v: must be at least %v", name, v, least)
+}
+
+// atMost refuses a value of the flag name above most.
+func atMost(name string, v, most int) error {
+	if v > most {
+		return fmt.Errorf("-%s %d: must be at most %d", name, v, most)
+	}
+	return nil
+}
+
+// positive refuses a time limit of the flag name that is not above 0.
+func positive(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("-%s %v: must be more than 0", name, d)
+	}
+	return nil
+}
+
+// finite refuses NaN and infinities.
+func finite(name string, f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("-%s %v: want a number such as 20 or 2.5", name, f)
+	}
+	return nil
+}
+
+// fraction refuses a share of the flag name outside 0 … 1 (or NaN).
+func fraction(name string, f float64) error {
+	if !(f >= 0 && f <= 1) {
+		return fmt.Errorf("-%s %v: must be between 0 and 1", name, f)
+	}
+	return nil
+}
+
+// firstError returns the first of errs that is not nil.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,5 +275,96 @@ func TestPrefillCommand(t *testing.T) {
 	cmd = exec.Command(bin, "prefill", "-expired", "0")
 	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "-expired 0") {
 		t.Errorf("prefill -expired 0: %v\n%s", err, out)
+	}
+}
+
+// TestLoadtestFlagValues: a flag value out of range is a usage error found
+// before anything starts: exit 2, one line naming the flag as typed (with
+// one prefix), the -h pointer, nothing on stdout. 0 is refused where it
+// would mean nothing (the loadtest package would take its default), and
+// taken where the help gives it a meaning.
+func TestLoadtestFlagValues(t *testing.T) {
+	// A -spawn that got as far as starting the service would fail with exit 1.
+	missing := filepath.Join(t.TempDir(), "no-such-vkcounter")
+	cb := func(args ...string) []string { return append([]string{"callback", "-spawn", "-bin", missing}, args...) }
+	ct := func(args ...string) []string { return append([]string{"counters", "-spawn", "-bin", missing}, args...) }
+	for _, tc := range []struct {
+		args []string
+		want string // the first line of stderr, after "vkcounter loadtest TOOL: "
+	}{
+		{ct("-conns", "-3", "-requests", "10"), "-conns -3: must be at least 1"},
+		{ct("-conns", "0"), "-conns 0: must be at least 1"},
+		{ct("-conns", "10001"), "-conns 10001: must be at most 10000"},
+		{ct("-depth", "0"), "-depth 0: must be at least 1"},
+		{ct("-depth", "100001"), "-depth 100001: must be at most 100000"},
+		{ct("-names", "0"), "-names 0: must be at least 1"},
+		{ct("-requests", "-1"), "-requests -1: must not be negative"},
+		{ct("-duration", "-1s"), "-duration -1s: must not be negative"},
+		{ct("-timeout", "0"), "-timeout 0s: must be more than 0"},
+		{ct("-op", "burn"), `-op: unknown counter workload "burn" (want acquire, get, noop, hit, visit, whit or uadd)`},
+		{ct("-op", "acquire,acquire", "-max", "2"), "-max checks the acquire workload: give -op acquire alone"},
+		{[]string{"counters", "-addr", "10.1.2.3:11215"}, "-addr: 10.1.2.3 is not on this machine's loopback; give -allow-remote to load another machine"},
+		{cb("-texts", "-5", "-per-text", "1", "-duration", "3s"), "-texts -5: must be at least 1"},
+		{cb("-texts", "0"), "-texts 0: must be at least 1"},
+		{cb("-per-text", "0"), "-per-text 0: must be at least 1"},
+		{cb("-texts", "2000", "-per-text", "1000"), "-texts 2000 × -per-text 1000 = 2000000 events: at most 1048576 in a run"},
+		{cb("-peers", "-1"), "-peers -1: must not be negative"},
+		{cb("-concurrency", "0"), "-concurrency 0: must be at least 1"},
+		{cb("-group", "0"), "-group 0: must be at least 1"},
+		{cb("-rate", "-1"), "-rate -1: must not be negative"},
+		{cb("-rate", "NaN"), "-rate NaN: want a number such as 20 or 2.5"},
+		{cb("-retry-fraction", "2"), "-retry-fraction 2: must be between 0 and 1"},
+		{cb("-no-event-id", "1.5"), "-no-event-id 1.5: must be between 0 and 1"},
+		{cb("-expired", "-1"), "-expired -1: must not be negative"},
+		{cb("-window", "1500ms"), "-window 1.5s: must be whole seconds"},
+		{cb("-wait", "-1s"), "-wait -1s: must not be negative"},
+		{cb("-timeout", "0s"), "-timeout 0s: must be more than 0"},
+		{cb("-reply-timeout", "0s"), "-reply-timeout 0s: must be more than 0"},
+		{cb("-attempts", "0"), "-attempts 0: must be at least 1"},
+		{cb("-vk-addr", "nowhere"), `-vk-addr "nowhere": want HOST:PORT such as 127.0.0.1:0`},
+		{[]string{"callback", "-url", "http://10.1.2.3/callback"}, "-url: 10.1.2.3 is not on this machine's loopback; give -allow-remote to load another machine"},
+		{[]string{"callback", "-url", "127.0.0.1:8080/callback"}, `-url "127.0.0.1:8080/callback": want an http:// or https:// URL`},
+		{[]string{"callback", "-url", "http://127.0.0.1:1/", "-stats-url", "http://10.1.2.3/stats"}, "-stats-url: 10.1.2.3 is not on this machine's loopback; give -allow-remote to load another machine"},
+		{[]string{"callback", "-url", "http://127.0.0.1:1/", "-redis", "redis://10.1.2.3:6379"}, "-redis: 10.1.2.3 is not on this machine's loopback; give -allow-remote to load another machine"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runLoadtest(context.Background(), tc.args, &stdout, &stderr)
+			tool := "vkcounter loadtest " + tc.args[0]
+			want := tool + ": " + tc.want + "\nRun \"" + tool + " -h\" for usage.\n"
+			if code != exitUsage || stdout.Len() != 0 || stderr.String() != want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 and stderr %q", code, stdout.String(), stderr.String(), want)
+			}
+		})
+	}
+
+	// The zeros that mean something pass the checks: the run gets as far
+	// as starting the (missing) service.
+	for _, args := range [][]string{
+		cb("-rate", "0", "-peers", "0", "-expired", "0", "-duration", "0", "-window", "0", "-wait", "0"),
+		ct("-requests", "0", "-duration", "1s", "-max", "0"),
+	} {
+		var stdout, stderr bytes.Buffer
+		code := runLoadtest(context.Background(), args, &stdout, &stderr)
+		if code != exitFailure || !strings.Contains(stderr.String(), "spawn") || strings.Contains(stderr.String(), "loadtest: ") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 from starting %s", args, code, stderr.String(), missing)
+		}
+	}
+
+	// The help gives the real defaults and what each meaningful 0 means.
+	var help bytes.Buffer
+	runLoadtest(context.Background(), []string{"callback", "-h"}, &help, io.Discard)
+	for _, want := range []string{"distinct texts (default 300)", "events per text (default 10)", "requests in flight (default 10)",
+		"0 = as fast as possible", "0 = one per event", "0 = none", "0 = it must answer at once", "0 = when every event is posted"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("loadtest callback -h lacks %q", want)
+		}
+	}
+	help.Reset()
+	runLoadtest(context.Background(), []string{"counters", "-h"}, &help, io.Discard)
+	for _, want := range []string{"connections (at most 10000) (default 1)", "(pipelining; at most 100000) (default 1)", "0 = no limit, run for -duration"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("loadtest counters -h lacks %q", want)
+		}
 	}
 }
