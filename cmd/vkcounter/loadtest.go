@@ -168,7 +168,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.Expired, "expired", 0, "store this many occurrences of every text, older than the window, before the run (as vkcounter prefill, with the bot's settings; 0 = none)")
 	redisURL := fs.String("redis", "", "the bot's Redis `URL`, for -expired; with -spawn, the bot is given it")
 	redisCluster := fs.String("redis-cluster", "", "the bot's Redis Cluster, comma-separated host:port, instead of -redis")
-	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX")
+	keyPrefix := fs.String("key-prefix", "vkc:", "the bot's KEY_PREFIX (with -spawn the default is "+spawnKeyPrefix+", so a run never writes into a service's own keys)")
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
 	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
 	normalize := fs.Bool("normalize", false, "the bot's NORMALIZE")
@@ -181,6 +181,9 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&o.StrictSends, "strict-sends", false, "a reply sent twice with one random_id is a problem (always, under -faults)")
 	if code, ok := parseLoadtestFlags(fs, args, callbackHelp, stdout, stderr); !ok {
 		return code
+	}
+	if out.spawn && !flagGiven(fs, "key-prefix") {
+		*keyPrefix = spawnKeyPrefix
 	}
 	if err := checkCallbackFlags(&o); err != nil {
 		return usageError(stderr, fs.Name(), err)
@@ -593,4 +596,15 @@ func firstError(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// spawnKeyPrefix is the KEY_PREFIX of a service the load tool starts, unless
+// -key-prefix says otherwise: a run against a shared Redis leaves the keys of
+// the service that uses it alone.
+const spawnKeyPrefix = "vkc-loadtest:"
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

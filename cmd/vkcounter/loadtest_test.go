@@ -14,6 +14,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -250,6 +251,36 @@ func TestLoadtestExpiredTrims(t *testing.T) {
 	for _, k := range totals {
 		if n, err := tg.Client.Get(t.Context(), k).Int(); err != nil || n != 2 {
 			t.Errorf("%s = %d (%v), want 2: the 3 expired occurrences trimmed", k, n, err)
+		}
+	}
+}
+
+// TestLoadtestSpawnKeepsOffServiceKeys: a -spawn run against a Redis a
+// service uses writes under its own prefix, never under the service's
+// default one, unless -key-prefix says so.
+func TestLoadtestSpawnKeepsOffServiceKeys(t *testing.T) {
+	bin := staticBinary(t)
+	addr := redistest.StartServer(t) // this test's own server: it lists every key
+	url := "redis://" + addr + "/0"
+	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", url, "-texts", "3", "-per-text", "2", "-json")
+	if code != 0 || !rep.OK {
+		t.Fatalf("exit %d, problems %v\n%s", code, rep.Check.Problems, stderr)
+	}
+	c, err := redisconn.Open(redisconn.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatal("the run stored nothing")
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, spawnKeyPrefix) {
+			t.Errorf("key %q is outside %q", k, spawnKeyPrefix)
 		}
 	}
 }
