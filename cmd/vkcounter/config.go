@@ -121,7 +121,7 @@ func settings(c *Config) []setting {
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
 		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},
 		{"REPLY_QUOTE", "chats", "which replies quote the message they answer: chats (group chats, with messages.send's forward), all (private dialogs too, with reply_to where the message id is known) or off", str(&c.ReplyQuote)},
-		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, at most 90s)", dur(&c.LongPollWait)},
+		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, 1s to 90s)", dur(&c.LongPollWait)},
 		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
 		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
 		{"VK_BATCH", "25", "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
@@ -140,7 +140,7 @@ func settings(c *Config) []setting {
 		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first (minimum 1s)", dur(&c.ResourceLease)},
 		{"COUNTERS_STORE", StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
-		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL)", num(&c.CountersFileLevels)},
+		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
 		{"COUNTERS_TIMEOUT", "2s", "time limit of one access or participant store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 	}
