@@ -66,17 +66,28 @@ func (c *Client) Close() error { return c.nc.Close() }
 // Hold blocks while the connection stays open and idle, holding what it
 // acquired, until ctx ends (it then returns nil, the connection still
 // open) or the connection is lost (it returns why, e.g. the server closed
-// it; the Client is then unusable). No other call may be made meanwhile.
+// it; the Client is then unusable). Only ctx bounds it: the deadlines of
+// earlier calls do not. No other call may be made meanwhile.
 func (c *Client) Hold(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return c.err
 	}
-	stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
+	// Every exchange clears its deadline when it ends; clear it here too,
+	// so that no deadline but ctx's can end the hold.
+	if err := c.nc.SetDeadline(time.Time{}); err != nil {
+		return c.fail(err)
+	}
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+		close(interrupted)
+	})
 	var b [1]byte
 	_, err := c.nc.Read(b[:])
 	if !stop() { // ctx ended and may have cut the read short
+		<-interrupted // its deadline is set: clear it for the next call
 		c.nc.SetReadDeadline(time.Time{})
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -89,6 +100,16 @@ func (c *Client) Hold(ctx context.Context) error {
 		err = errors.New("the server closed the connection")
 	}
 	return c.fail(err)
+}
+
+// broken reports whether the connection is unusable: a call failed in a
+// way that leaves the stream out of step (or the connection lost). A call
+// refused before anything was sent (invalid arguments, a context already
+// ended) does not break it.
+func (c *Client) broken() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
 }
 
 // nextOpaque returns a fresh opaque value for a request.
@@ -108,20 +129,24 @@ func (c *Client) exchange(ctx context.Context, req []byte, read func() error) er
 	if err := c.nc.SetDeadline(deadline); err != nil {
 		return c.fail(err)
 	}
+	var stop func() bool
+	interrupted := make(chan struct{})
 	if ctx.Done() != nil {
-		interrupted := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
+		stop = context.AfterFunc(ctx, func() {
 			c.nc.SetDeadline(time.Unix(1, 0))
 			close(interrupted)
 		})
-		defer func() {
-			if !stop() {
-				// Let a cancellation that raced with the end of this call
-				// set its deadline now, not in the middle of the next call.
-				<-interrupted
-			}
-		}()
 	}
+	defer func() {
+		if stop != nil && !stop() {
+			// Let a cancellation that raced with the end of this call
+			// set its deadline now, not in the middle of the next call.
+			<-interrupted
+		}
+		// No deadline outlives the call: Hold, which reads with none,
+		// must not inherit this one's.
+		c.nc.SetDeadline(time.Time{})
+	}()
 	if _, err := c.nc.Write(req); err != nil {
 		return c.fail(c.ctxErr(ctx, err))
 	}

@@ -76,11 +76,20 @@ type holding struct {
 	n    uint64
 }
 
-// A ringConn is the connection to one server, dialled on first use.
+// A ringConn is the connection to one server, dialled on first use. A
+// call holds its mu for the whole call, recording what it acquired or
+// released before letting go. Lock order: a ringConn's mu, then the
+// RingClient's.
 type ringConn struct {
 	mu sync.Mutex
-	// c is guarded by mu; nil until dialled and after a failure.
+	// c and retired are guarded by mu. c is nil until dialled and after a
+	// failure.
 	c *Client
+	// retired is set when the entry leaves RingClient.conns (its server
+	// left the ring, or the client closed). It is never dialled again: a
+	// call that fetched it before then uses the current entry instead, so
+	// that every open connection is one Close and Hold can see.
+	retired bool
 }
 
 // NewRingClient returns a client of the servers at addrs (host:port), or
@@ -170,19 +179,50 @@ func (rc *RingClient) SetServers(addrs []string) error {
 		return err
 	}
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	if rc.closed {
+		rc.mu.Unlock()
 		return errRingClosed
 	}
 	rc.ring = r
-	for addr, conn := range rc.conns {
-		if _, ok := slices.BinarySearch(r.servers, addr); ok || rc.holdsOn(addr) {
-			continue
+	var gone []string
+	for addr := range rc.conns {
+		if !onRing(r, addr) {
+			gone = append(gone, addr)
 		}
-		delete(rc.conns, addr)
-		conn.close()
+	}
+	rc.mu.Unlock()
+	for _, addr := range gone {
+		rc.retire(addr)
 	}
 	return nil
+}
+
+// retire closes and forgets the connection to addr if its server is off
+// the ring and this client holds nothing there. Taking the connection's
+// lock first waits for a call under way on it, which records its holdings
+// before letting go: one that acquired there keeps the connection open.
+func (rc *RingClient) retire(addr string) {
+	rc.mu.Lock()
+	conn := rc.conns[addr]
+	rc.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	// Closed, re-added or retired meanwhile: nothing to do.
+	if rc.conns[addr] != conn || onRing(rc.ring, addr) || rc.holdsOn(addr) {
+		return
+	}
+	delete(rc.conns, addr)
+	conn.retire()
+}
+
+func onRing(r *Ring, addr string) bool {
+	_, ok := slices.BinarySearch(r.servers, addr)
+	return ok
 }
 
 // holdsOn reports whether the client holds resources on addr. The caller
@@ -227,7 +267,9 @@ func (rc *RingClient) Close() error {
 	rc.held = nil
 	rc.mu.Unlock()
 	for _, conn := range conns {
-		conn.close()
+		conn.mu.Lock()
+		conn.retire()
+		conn.mu.Unlock()
 	}
 	rc.wg.Wait()
 	return nil
@@ -236,22 +278,28 @@ func (rc *RingClient) Close() error {
 // Hold blocks while every connection this client has open stays open,
 // holding what was acquired on it, until ctx ends (it returns nil) or one
 // of them is lost (it returns that error, naming the server: what was held
-// there is gone). No other call may be made meanwhile.
+// there is gone, and Held no longer reports it). Only ctx bounds it: the
+// deadlines of earlier calls do not. No other call may be made meanwhile.
 func (rc *RingClient) Hold(ctx context.Context) error {
 	type open struct {
 		addr string
+		conn *ringConn
 		c    *Client
 	}
-	var conns []open
 	rc.mu.Lock()
+	entries := make(map[string]*ringConn, len(rc.conns))
 	for addr, conn := range rc.conns {
+		entries[addr] = conn
+	}
+	rc.mu.Unlock()
+	var conns []open
+	for addr, conn := range entries {
 		conn.mu.Lock()
 		if conn.c != nil {
-			conns = append(conns, open{addr, conn.c})
+			conns = append(conns, open{addr, conn, conn.c})
 		}
 		conn.mu.Unlock()
 	}
-	rc.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, len(conns))
@@ -259,6 +307,7 @@ func (rc *RingClient) Hold(ctx context.Context) error {
 		go func() {
 			err := o.c.Hold(ctx)
 			if err != nil {
+				rc.drop(o.addr, o.conn, o.c)
 				err = fmt.Errorf("%s: %w", o.addr, err)
 				cancel() // the others stop holding: the caller learns of the loss now
 			}
@@ -274,13 +323,26 @@ func (rc *RingClient) Hold(ctx context.Context) error {
 	return first
 }
 
-func (c *ringConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// retire closes the connection for good. The caller holds c.mu.
+func (c *ringConn) retire() {
+	c.retired = true
 	if c.c != nil {
 		c.c.Close()
 		c.c = nil
 	}
+}
+
+// drop closes c, the lost connection of conn to addr, unless it was
+// already replaced, and forgets the holdings there.
+func (rc *RingClient) drop(addr string, conn *ringConn, c *Client) {
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	if conn.c != c {
+		return
+	}
+	c.Close()
+	conn.c = nil
+	rc.forgetHoldings(addr)
 }
 
 // conn returns the connection entry of addr, creating it.
@@ -298,39 +360,73 @@ func (rc *RingClient) conn(addr string) (*ringConn, error) {
 	return c, nil
 }
 
-// do runs fn with the client of addr, dialling it if needed. When fn fails
-// with anything but an error status, the connection is closed (the server
-// then releases what it held) and the holdings recorded on addr are
-// forgotten.
-func (rc *RingClient) do(ctx context.Context, addr string, fn func(c *Client) error) error {
+// lockConn returns the current connection entry of addr, creating it,
+// with its mu locked.
+func (rc *RingClient) lockConn(addr string) (*ringConn, error) {
 	conn, err := rc.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return rc.lockFetched(addr, conn)
+}
+
+// lockFetched locks conn, the entry of addr fetched from rc.conns, and
+// returns it, or, if it was retired since it was fetched (SetServers or
+// Close got to it first), the current entry, locked: a retired entry is
+// never dialled, since no map would hold its connection.
+func (rc *RingClient) lockFetched(addr string, conn *ringConn) (*ringConn, error) {
+	for {
+		conn.mu.Lock()
+		if !conn.retired {
+			return conn, nil
+		}
+		conn.mu.Unlock()
+		var err error
+		if conn, err = rc.conn(addr); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// do runs fn with the client of addr, dialling it if needed, holding the
+// connection's lock throughout. When the Client is left unusable (the
+// connection failed, or its stream is out of step), the connection is
+// closed (the server then releases what it held) and the holdings
+// recorded on addr are forgotten. Any other error (an error status,
+// invalid arguments, a context ended before anything was sent, an error
+// of fn's own) leaves the connection and its holdings as they were.
+func (rc *RingClient) do(ctx context.Context, addr string, fn func(c *Client) error) error {
+	conn, err := rc.lockConn(addr)
 	if err != nil {
 		return err
 	}
-	conn.mu.Lock()
+	defer conn.mu.Unlock()
 	if conn.c == nil {
 		c, err := dial(ctx, addr)
 		if err != nil {
-			conn.mu.Unlock()
 			return fmt.Errorf("counters: cannot connect to %s: %w", addr, err)
 		}
 		conn.c = c
 	}
 	err = fn(conn.c)
-	var se *wire.StatusError
-	if err != nil && !errors.As(err, &se) && !errors.Is(err, wire.ErrInvalid) {
+	if err == nil {
+		return nil
+	}
+	if conn.c.broken() {
 		conn.c.Close()
 		conn.c = nil
-		conn.mu.Unlock()
 		rc.forgetHoldings(addr)
 		return fmt.Errorf("counters: server %s: %w", addr, err)
 	}
-	conn.mu.Unlock()
-	return err
+	var se *wire.StatusError
+	if errors.As(err, &se) || errors.Is(err, wire.ErrInvalid) {
+		return err
+	}
+	return fmt.Errorf("counters: server %s: %w", addr, err)
 }
 
 // forgetHoldings drops the holdings recorded on addr, whose connection
-// closed.
+// closed. The caller holds the lock of addr's connection.
 func (rc *RingClient) forgetHoldings(addr string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -358,30 +454,30 @@ func (rc *RingClient) Acquire(ctx context.Context, name string, resources, maxim
 	rc.mu.Unlock()
 	var v uint32
 	err := rc.do(ctx, addr, func(c *Client) (err error) {
-		v, err = c.Acquire(ctx, name, resources, maximum)
+		if v, err = c.Acquire(ctx, name, resources, maximum); err == nil {
+			rc.record(name, addr, int64(resources))
+		}
 		return err
 	})
-	if err == nil {
-		rc.record(name, addr, int64(resources))
-	}
 	return v, err
 }
 
-// record adds delta to what this client holds of name on addr.
+// record adds delta to what this client holds of name on addr; a release
+// (delta < 0) takes away at most what is held. The caller holds the lock
+// of addr's connection, so that the holding is recorded before anything
+// can close that connection.
 func (rc *RingClient) record(name, addr string, delta int64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.held == nil {
 		return // closed
 	}
-	h := rc.held[name]
-	h.addr = addr
-	h.n = uint64(int64(h.n) + delta)
-	if h.n == 0 {
+	n := int64(rc.held[name].n) + delta
+	if n <= 0 {
 		delete(rc.held, name)
 		return
 	}
-	rc.held[name] = h
+	rc.held[name] = holding{addr: addr, n: uint64(n)}
 }
 
 // Release gives back resources of the named counter to the server they
@@ -393,14 +489,13 @@ func (rc *RingClient) Release(ctx context.Context, name string, resources uint32
 		addr = h.addr
 	}
 	rc.mu.Unlock()
-	err := rc.do(ctx, addr, func(c *Client) error { return c.Release(ctx, name, resources) })
-	if err == nil {
-		rc.mu.Lock()
-		held := rc.held[name].n
-		rc.mu.Unlock()
-		rc.record(name, addr, -min(int64(resources), int64(held)))
-	}
-	return err
+	return rc.do(ctx, addr, func(c *Client) error {
+		err := c.Release(ctx, name, resources)
+		if err == nil {
+			rc.record(name, addr, -int64(resources))
+		}
+		return err
+	})
 }
 
 // Get returns the consumption of the named counter from its owner.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,12 +251,29 @@ func TestRingClientDNSRefresh(t *testing.T) {
 	host0, port, _ := net.SplitHostPort(addrs[0])
 	var mu sync.Mutex
 	answer, fail := []string{host0}, false
-	lookups := make(chan struct{}, 100)
-	errs := make(chan error, 100)
+	// block, when not nil, holds every lookup until it is closed; entered
+	// tells that a lookup is being held.
+	var block chan struct{}
+	entered := make(chan struct{}, 1)
+	var closed atomic.Bool // set when Close has returned
+	var late atomic.Int32  // lookups started after that
+	errs := make(chan error, 1)
 	rc := newRingClient(t, nil, counters.RingOptions{
 		DNS: "counters.internal:" + port, DNSRefresh: 10 * time.Millisecond,
 		LookupHost: func(ctx context.Context, host string) ([]string, error) {
-			defer func() { lookups <- struct{}{} }()
+			if closed.Load() {
+				late.Add(1)
+			}
+			mu.Lock()
+			wait := block
+			mu.Unlock()
+			if wait != nil {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-wait
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if host != "counters.internal" {
@@ -266,7 +284,12 @@ func TestRingClientDNSRefresh(t *testing.T) {
 			}
 			return answer, nil
 		},
-		OnDNSError: func(err error) { errs <- err },
+		OnDNSError: func(err error) {
+			select {
+			case errs <- err:
+			default: // the test reads one; the refresh loop must not wait
+			}
+		},
 	})
 	if got := rc.Servers(); len(got) != 1 || got[0] != addrs[0] {
 		t.Fatalf("servers %v", got)
@@ -293,14 +316,189 @@ func TestRingClientDNSRefresh(t *testing.T) {
 	if len(rc.Servers()) != 2 {
 		t.Fatalf("a failed lookup changed the servers: %v", rc.Servers())
 	}
-	rc.Close()
-	for len(lookups) > 0 {
-		<-lookups
+
+	// Close waits for the refresh loop, even while it is in a lookup, and
+	// no lookup starts once Close has returned.
+	mu.Lock()
+	block = make(chan struct{})
+	mu.Unlock()
+	select {
+	case <-entered:
+	case <-time.After(testTimeout):
+		t.Fatal("no lookup started")
 	}
-	// Close waited for the refresh loop; five refresh periods later
-	// still nothing has resolved.
-	time.Sleep(50 * time.Millisecond)
-	if len(lookups) != 0 {
+	closeDone := make(chan struct{})
+	go func() {
+		rc.Close()
+		closed.Store(true)
+		close(closeDone)
+	}()
+	servers := rc.Servers()
+	eventually(t, testTimeout, "Close under way", func() bool { return rc.SetServers(servers) != nil })
+	select {
+	case <-closeDone:
+		t.Fatal("Close returned while the refresh loop was in a lookup")
+	default:
+	}
+	close(block)
+	select {
+	case <-closeDone:
+	case <-time.After(testTimeout):
+		t.Fatal("Close did not return once the lookup ended")
+	}
+	if late.Load() != 0 {
 		t.Fatal("DNS was resolved after Close")
+	}
+}
+
+// TestRingClientHoldOutlivesCallDeadline: as TestHoldOutlivesCallDeadline,
+// through a RingClient.
+func TestRingClientHoldOutlivesCallDeadline(t *testing.T) {
+	t.Parallel()
+	addrs, _ := ringOf(t, 1)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	holdPastCallDeadline(t,
+		func(ctx context.Context) error { _, err := rc.Acquire(ctx, "lock", 1, 1); return err },
+		rc.Hold)
+	if addr, n := rc.Held("lock"); addr != addrs[0] || n != 1 {
+		t.Fatalf("after Hold: Held = %s %d, want 1 on %s", addr, n, addrs[0])
+	}
+	if v, err := client(t, addrs[0]).Get(ctx(t), "lock"); err != nil || v != 1 {
+		t.Fatalf("after Hold: Get = %d, %v; want 1 still held", v, err)
+	}
+}
+
+// TestRingClientHoldServerGone: Hold names the server whose connection it
+// lost, and what was held there is no longer recorded.
+func TestRingClientHoldServerGone(t *testing.T) {
+	addrs, servers := ringOf(t, 1)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	if _, err := rc.Acquire(ctx(t), "lock", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() { held <- rc.Hold(context.Background()) }()
+	servers[addrs[0]].Close()
+	select {
+	case err := <-held:
+		if err == nil || !containsAddr(err, addrs[0]) || !strings.Contains(err.Error(), "closed the connection") {
+			t.Fatalf("Hold when the server stopped: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Hold did not notice the server closing the connection")
+	}
+	if addr, n := rc.Held("lock"); n != 0 {
+		t.Fatalf("after the connection was lost: Held = %s %d, want nothing", addr, n)
+	}
+}
+
+// TestRingClientKeepsConnectionOnCallerErrors: an error that leaves the
+// connection usable (a callback's own error inside Each, a context ended
+// before anything was sent) neither closes the connection nor forgets
+// what is held on it.
+func TestRingClientKeepsConnectionOnCallerErrors(t *testing.T) {
+	addrs, _ := ringOf(t, 1)
+	rc := newRingClient(t, addrs, counters.RingOptions{})
+	probe := client(t, addrs[0])
+	cx := ctx(t)
+	if _, err := rc.Acquire(cx, "lock", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	stillHeld := func(after string) {
+		t.Helper()
+		if addr, n := rc.Held("lock"); addr != addrs[0] || n != 1 {
+			t.Fatalf("after %s: Held = %s %d, want 1 on %s", after, addr, n, addrs[0])
+		}
+		if v, err := probe.Get(cx, "lock"); v != 1 || err != nil {
+			t.Fatalf("after %s: the server has %d, %v; want 1 still held", after, v, err)
+		}
+	}
+
+	errEnough := errors.New("seen enough")
+	err := rc.Each(cx, func(_ string, c *counters.Client) error {
+		return c.Dump(cx, func(wire.DumpEntry) error { return errEnough })
+	})
+	if !errors.Is(err, errEnough) || !containsAddr(err, addrs[0]) {
+		t.Fatalf("Each whose Dump callback fails: %v, want the callback's error naming the server", err)
+	}
+	stillHeld("a Dump callback's error")
+
+	cancelled, cancel := context.WithCancel(cx)
+	cancel()
+	if _, err := rc.Get(cancelled, "other"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get with a cancelled context: %v", err)
+	}
+	stillHeld("a Get with a cancelled context")
+
+	// The holding is on the connection it was acquired on: a release
+	// there succeeds (a new connection would hold nothing to release).
+	if err := rc.Release(cx, "lock", 1); err != nil {
+		t.Fatalf("release on the connection kept: %v", err)
+	}
+	if v, err := probe.Get(cx, "lock"); v != 0 || err != nil {
+		t.Fatalf("after release: %d, %v", v, err)
+	}
+}
+
+// dyingServer serves connections that answer their first request, an
+// Acquire, with success and then close, as a server failing in the middle
+// of a pipeline. It returns its address.
+func dyingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(testTimeout))
+				f, err := wire.NewRequestReader(nc).Read()
+				if err != nil || f.Opcode != wire.OpAcquire {
+					return
+				}
+				req, err := wire.ParseAcquire(f.Body)
+				if err != nil {
+					return
+				}
+				nc.Write(wire.AppendUint32(nil, f.Opcode, f.Opaque, req.Resources))
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestRingPipelineConnectionLost: an Acquire answered before its
+// server's connection failed in the same Exec is not recorded as held:
+// the server released it when the connection closed.
+func TestRingPipelineConnectionLost(t *testing.T) {
+	addr := dyingServer(t)
+	rc := newRingClient(t, []string{addr}, counters.RingOptions{})
+	p := rc.Pipeline()
+	p.Acquire("lock", 1, 1)
+	p.Get("lock")
+	res, err := p.Exec(ctx(t))
+	if err == nil || !containsAddr(err, addr) {
+		t.Fatalf("Exec when the connection fails midway: %v, want an error naming %s", err, addr)
+	}
+	if len(res) != 2 || res[0].Op != wire.OpAcquire || res[0].Err() != nil || res[1].Op != 0 {
+		t.Fatalf("results %+v, want the acquire answered and the get missing", res)
+	}
+	if a, n := rc.Held("lock"); n != 0 {
+		t.Fatalf("Held = %s %d after the connection failed, want nothing", a, n)
 	}
 }

@@ -91,9 +91,11 @@ func (p *RingPipeline) Active(name string, timeout uint32) {
 
 // Exec sends the queued requests and returns their results in the order
 // they were queued. The RingPipeline is then empty. Error statuses are
-// results; an error means the connection to some server failed: the
-// results of that server's requests are missing (Status 0 and Op 0), and
-// the error names the server.
+// results; an error means some server's requests were not all answered,
+// and names the server: the results missing are Status 0 and Op 0. If its
+// connection failed, nothing acquired there is held any more, even by the
+// requests answered before the failure; if ctx ended before they were
+// sent, nothing changed there.
 func (p *RingPipeline) Exec(ctx context.Context) ([]Result, error) {
 	queued := p.queued
 	p.queued = nil
@@ -120,7 +122,18 @@ func (p *RingPipeline) Exec(ctx context.Context) ([]Result, error) {
 				for k, r := range rs {
 					results[idx[k]] = r
 				}
-				return err
+				if err != nil {
+					// Nothing was sent, or the connection failed and
+					// do forgets every holding there: the acquires
+					// answered before the failure are released too.
+					return err
+				}
+				// Record under the connection's lock, before anything
+				// can close it (see RingClient.retire).
+				for _, i := range idx {
+					p.record(queued[i], results[i])
+				}
+				return nil
 			})
 			if err != nil {
 				mu.Lock()
@@ -130,18 +143,19 @@ func (p *RingPipeline) Exec(ctx context.Context) ([]Result, error) {
 		}()
 	}
 	wg.Wait()
-	for i, q := range queued {
-		r := results[i]
-		if r.Status != wire.StatusOK || r.Op != q.op {
-			continue
-		}
-		switch q.op {
-		case wire.OpAcquire:
-			p.rc.record(q.name, q.addr, int64(q.n))
-		case wire.OpRelease:
-			_, held := p.rc.Held(q.name)
-			p.rc.record(q.name, q.addr, -min(int64(q.n), int64(held)))
-		}
-	}
 	return results, errors.Join(errs...)
+}
+
+// record notes in the RingClient's holdings what the answer r to q
+// acquired or released.
+func (p *RingPipeline) record(q ringQueued, r Result) {
+	if r.Status != wire.StatusOK || r.Op != q.op {
+		return
+	}
+	switch q.op {
+	case wire.OpAcquire:
+		p.rc.record(q.name, q.addr, int64(q.n))
+	case wire.OpRelease:
+		p.rc.record(q.name, q.addr, -int64(q.n))
+	}
 }

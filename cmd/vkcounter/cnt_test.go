@@ -188,15 +188,17 @@ type cntResult struct {
 	stdout, stderr string
 }
 
-// holdLock runs `cnt -hold acquire lock 1 1` against addr until ctx ends
-// or cnt returns, and delivers its result. Its stderr can be read while it
-// runs: "holding" is there once the acquire was answered.
-func holdLock(ctx context.Context, addr string) (<-chan cntResult, *lockedBuffer) {
+// holdLock runs `cnt -hold acquire lock 1 1` against addr, with flags
+// added, until ctx ends or cnt returns, and delivers its result. Its stderr
+// can be read while it runs: "holding" is there once the acquire was
+// answered.
+func holdLock(ctx context.Context, addr string, flags ...string) (<-chan cntResult, *lockedBuffer) {
 	done := make(chan cntResult, 1)
 	var errOut lockedBuffer
+	args := append(append([]string{"-addr", addr}, flags...), "-hold", "acquire", "lock", "1", "1")
 	go func() {
 		var out bytes.Buffer
-		code := runCnt(ctx, []string{"-addr", addr, "-hold", "acquire", "lock", "1", "1"}, &out, &errOut)
+		code := runCnt(ctx, args, &out, &errOut)
 		done <- cntResult{code, out.String(), errOut.String()}
 	}()
 	return done, &errOut
@@ -228,6 +230,31 @@ func TestCntHold(t *testing.T) {
 		t.Fatalf("cnt -hold: %+v", r)
 	}
 	waitFor(t, "resource released", func() bool { return get() == 0 })
+}
+
+// TestCntHoldOutlivesTimeout: -timeout bounds the commands, not the hold:
+// well past it the resource is still held, until the interrupt.
+func TestCntHoldOutlivesTimeout(t *testing.T) {
+	addr, watcher := cntServer(t)
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	const timeout = 300 * time.Millisecond
+	start := time.Now()
+	done, errOut := holdLock(ctx, addr, "-timeout", timeout.String())
+	waitFor(t, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
+	select {
+	case r := <-done:
+		t.Fatalf("cnt -timeout %v -hold returned before the interrupt: %+v", timeout, r)
+	case <-time.After(time.Until(start.Add(4 * timeout))):
+	}
+	if v, err := watcher.Get(context.Background(), "lock"); err != nil || v != 1 {
+		t.Fatalf("%v after cnt -timeout %v -hold started: Get = %d, %v; want 1 still held", time.Since(start), timeout, v, err)
+	}
+	interrupt()
+	r := <-done
+	if r.code != 0 || r.stdout != "1\n" {
+		t.Fatalf("cnt -timeout %v -hold: %+v", timeout, r)
+	}
 }
 
 // TestCntHoldServerGone: when the server goes away while cnt -hold holds
