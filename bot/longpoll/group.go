@@ -2,6 +2,7 @@ package longpoll
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 )
@@ -11,7 +12,7 @@ import (
 type Group struct {
 	pollers map[int]*Poller // by group id; not changed after Start
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	stopped chan struct{} // closed once every Poller's Run returned
 }
 
 // Start returns a Group running a Poller for each of opts, or the first
@@ -26,21 +27,41 @@ func Start(opts []Options) (*Group, error) {
 		g.pollers[o.GroupID] = p
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
+	g.cancel, g.stopped = cancel, make(chan struct{})
+	var wg sync.WaitGroup
 	for _, p := range g.pollers {
-		g.wg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer g.wg.Done()
+			defer wg.Done()
 			p.Run(ctx)
 		}()
 	}
+	go func() {
+		wg.Wait()
+		close(g.stopped)
+	}()
 	return g, nil
 }
 
-// Close stops the pollers and waits for the messages they are handling.
-func (g *Group) Close() {
+// Close stops the pollers and waits until they have stopped (the messages
+// they were handling returned, the leases are released), or until ctx
+// ends; then the error says so, and a poller still waiting on a stalled
+// Redis (a lease renewal, the release) stops on its own within a few
+// seconds (see Poller.Run). Calling Close again waits again.
+//
+// Once Close was called, a poller starts handling no further message (a
+// call to the handler that was just beginning gets a context already
+// ended), and it moves its ts only past messages the handler accepted: a
+// handler that refuses them once it is closed leaves the ts where it was,
+// and the next poller asks for those messages again.
+func (g *Group) Close(ctx context.Context) error {
 	g.cancel()
-	g.wg.Wait()
+	select {
+	case <-g.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("longpoll: pollers still stopping: %w", context.Cause(ctx))
+	}
 }
 
 // Stats returns each poller's totals, by group id.

@@ -69,8 +69,12 @@ const (
 	DefaultRetryMax  = 30 * time.Second
 )
 
-// saveTimeout bounds the saving of ts.
-const saveTimeout = 2 * time.Second
+// storeTimeout bounds each call of the Store (the lease and the ts), well
+// below the Redis client's own timeout (REDIS_TIMEOUT, long enough to outlast
+// a stall): a call that Redis answers late is given up and made again on the
+// next round, as each is safe to repeat, and a stalled Redis holds a
+// stopping poller for no longer than this per call.
+const storeTimeout = 2 * time.Second
 
 // maxAnswerBytes limits the body of one long-poll answer.
 const maxAnswerBytes = 32 << 20
@@ -191,11 +195,13 @@ func (p *Poller) Stats() Stats {
 var errLeaseLost = errors.New("longpoll: lease lost")
 
 // Run polls until ctx ends, then releases the lease and returns nil. While
-// another instance holds the lease, it stands by.
+// another instance holds the lease, it stands by. Once ctx ended it hands
+// the handler no further message, and it returns within a few seconds even
+// while Redis stalls: each Store call is bounded by its own short deadline.
 func (p *Poller) Run(ctx context.Context) error {
 	var failures int
 	for ctx.Err() == nil {
-		held, err := p.opts.Store.Hold(ctx, p.opts.GroupID, p.opts.Owner, p.opts.LeaseTTL)
+		held, err := p.hold(ctx)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -218,7 +224,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			p.log.Warn().Msg("long poll: another instance took the lease over; standing by")
 		}
 	}
-	release, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	release, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if err := p.opts.Store.Release(release, p.opts.GroupID, p.opts.Owner); err != nil {
 		p.log.Warn().Err(err).Msg("long poll: lease not released; another instance takes over when it runs out")
@@ -227,7 +233,8 @@ func (p *Poller) Run(ctx context.Context) error {
 }
 
 // session polls while this poller holds the lease. It returns errLeaseLost
-// when the lease is lost, nil when ctx ends.
+// when the lease is lost (the renewal or the saving of ts finds another
+// owner, or no renewal succeeded for a whole LeaseTTL), nil when ctx ends.
 func (p *Poller) session(parent context.Context) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	renewed := make(chan struct{})
@@ -236,6 +243,14 @@ func (p *Poller) session(parent context.Context) error {
 		cancel(nil)
 		<-renewed
 	}()
+	// keep saves ts; when the lease is found lost, it ends the session.
+	keep := func(ts string) bool {
+		if p.save(ctx, ts) {
+			return true
+		}
+		cancel(errLeaseLost)
+		return false
+	}
 
 	var (
 		srv      *server
@@ -255,7 +270,7 @@ func (p *Poller) session(parent context.Context) error {
 	}
 	for ctx.Err() == nil {
 		if !tsKnown {
-			saved, err := p.opts.Store.TS(ctx, p.opts.GroupID)
+			saved, err := p.savedTS(ctx)
 			if err != nil {
 				fail(err, "long poll: cannot read the saved ts; retrying")
 				continue
@@ -272,7 +287,7 @@ func (p *Poller) session(parent context.Context) error {
 			if ts == "" {
 				// The first start ever: begin with the events from now on.
 				ts = s.ts
-				if !p.save(ctx, ts) {
+				if !keep(ts) {
 					continue
 				}
 			}
@@ -298,7 +313,7 @@ func (p *Poller) session(parent context.Context) error {
 					Msg("long poll: failed 1, VK no longer holds the events from ts; going on from new_ts")
 			}
 			ts = ans.ts
-			p.save(ctx, ts)
+			keep(ts)
 			continue
 		case 2:
 			p.stats.failed2.Add(1)
@@ -317,7 +332,7 @@ func (p *Poller) session(parent context.Context) error {
 				p.log.Warn().Str("ts", ts).Str("new_ts", s.ts).
 					Msg("long poll: failed 3 twice for the same ts; going on from the new ts")
 				ts = s.ts
-				p.save(ctx, ts)
+				keep(ts)
 				continue
 			}
 			lostTS = ts
@@ -333,7 +348,7 @@ func (p *Poller) session(parent context.Context) error {
 		}
 		failures, lostTS = 0, ""
 		ts = ans.ts
-		p.save(ctx, ts)
+		keep(ts)
 	}
 	if errors.Is(context.Cause(ctx), errLeaseLost) {
 		return errLeaseLost
@@ -343,11 +358,12 @@ func (p *Poller) session(parent context.Context) error {
 
 // save stores ts. A failure to store it is logged and otherwise ignored:
 // at worst a restart asks for events already handled again. It reports
-// false when the lease is lost (and ends the session).
+// false when this poller no longer holds the lease (ts was not saved); the
+// session then ends, as it does when the renewal finds the lease lost.
 func (p *Poller) save(ctx context.Context, ts string) bool {
 	// Not cancelled with ctx: a shutdown right after a batch was handled
 	// must still record it, or the next start handles it again.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	ok, err := p.opts.Store.SaveTS(sctx, p.opts.GroupID, p.opts.Owner, ts)
 	if err != nil {
@@ -355,10 +371,24 @@ func (p *Poller) save(ctx context.Context, ts string) bool {
 		return true
 	}
 	if !ok {
-		// The renewer notices too; stop now rather than poll one more time.
-		p.log.Warn().Msg("long poll: the lease was lost before the ts was saved")
+		// The renewer would notice too; stop now rather than poll one more time.
+		p.log.Warn().Str("ts", ts).Msg("long poll: the lease was lost before the ts was saved")
 	}
 	return ok
+}
+
+// hold takes or renews the lease, within storeTimeout.
+func (p *Poller) hold(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	return p.opts.Store.Hold(ctx, p.opts.GroupID, p.opts.Owner, p.opts.LeaseTTL)
+}
+
+// savedTS reads the saved ts, within storeTimeout.
+func (p *Poller) savedTS(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	return p.opts.Store.TS(ctx, p.opts.GroupID)
 }
 
 // renew keeps the lease while ctx lasts; when it is lost, or cannot be
@@ -374,7 +404,7 @@ func (p *Poller) renew(ctx context.Context, cancel context.CancelCauseFunc, done
 			return
 		case <-t.C:
 		}
-		held, err := p.opts.Store.Hold(ctx, p.opts.GroupID, p.opts.Owner, p.opts.LeaseTTL)
+		held, err := p.hold(ctx)
 		switch {
 		case err == nil && held:
 			last = time.Now()
@@ -437,9 +467,13 @@ func (p *Poller) handle(ctx context.Context, updates []json.RawMessage) error {
 }
 
 // handleLane handles messages one after another, stopping at the first
-// that fails.
+// that fails, or once ctx ended: a poller being stopped hands the handler
+// no further message.
 func (p *Poller) handleLane(ctx context.Context, messages []callback.Message) error {
 	for _, m := range messages {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		hctx, cancel := context.WithTimeout(ctx, p.opts.HandleTimeout)
 		err := p.opts.Handler.HandleMessage(hctx, m)
 		cancel()

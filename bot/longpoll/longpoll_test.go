@@ -16,6 +16,8 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -83,6 +85,7 @@ func queue(vk *vktest.Server, from, to int) {
 
 type env struct {
 	vk    *vktest.Server
+	mr    *miniredis.Miniredis
 	store *longpoll.RedisStore
 }
 
@@ -92,7 +95,17 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { rdb.Close() })
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
-	return &env{vk: vk, store: longpoll.NewRedisStore(rdb, "t:")}
+	return &env{vk: vk, mr: mr, store: newStore(t, rdb)}
+}
+
+// newStore is longpoll.NewRedisStore on rdb, with the tests' prefix.
+func newStore(t *testing.T, rdb redis.UniversalClient) *longpoll.RedisStore {
+	t.Helper()
+	s, err := longpoll.NewRedisStore(rdb, "t:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // start runs a poller until the returned stop is called.
@@ -100,12 +113,12 @@ func (e *env) start(t *testing.T, h callback.MessageHandler, owner string) (*lon
 	return e.startWith(t, h, longpoll.Options{Owner: owner})
 }
 
-// startWith runs a poller with opts completed for the test.
+// startWith runs a poller with opts completed for the test (a LeaseTTL of
+// its own is kept).
 func (e *env) startWith(t *testing.T, h callback.MessageHandler, opts longpoll.Options) (*longpoll.Poller, func()) {
 	t.Helper()
 	opts.GroupID, opts.Handler, opts.Store = group, h, e.store
-	opts.API = vkapi.New("tok", vkapi.Options{MethodURL: e.vk.MethodURL()})
-	opts.Wait, opts.LeaseTTL, opts.RetryBase, opts.RetryMax = time.Second, 600*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	testOptions(&opts, e.vk)
 	p, err := longpoll.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -119,10 +132,25 @@ func (e *env) startWith(t *testing.T, h callback.MessageHandler, opts longpoll.O
 	return p, stop
 }
 
+// testOptions sets the API and quick timings in opts (a LeaseTTL of its own
+// is kept).
+func testOptions(opts *longpoll.Options, vk *vktest.Server) {
+	opts.API = vkapi.New("tok", vkapi.Options{MethodURL: vk.MethodURL()})
+	opts.Wait, opts.RetryBase, opts.RetryMax = time.Second, 10*time.Millisecond, 50*time.Millisecond
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 600 * time.Millisecond
+	}
+}
+
 // waitSession waits until the poller has a long-poll session going.
 func (e *env) waitSession(t *testing.T) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); e.vk.Calls("groups.getLongPollServer") == 0; {
+	waitSession(t, e.vk)
+}
+
+func waitSession(t *testing.T, vk *vktest.Server) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); vk.Calls("groups.getLongPollServer") == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("no long-poll session started")
 		}
@@ -300,5 +328,116 @@ func TestWorkersKeepTheOrderOfEachKey(t *testing.T) {
 	}
 	if len(got) != 60 {
 		t.Fatalf("handled %d, want 60", len(got))
+	}
+}
+
+// waitFor polls cond until it holds, failing t after 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5s: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestLeaseLostOnSaveEndsTheSession: a poller whose lease another instance
+// took over (it stalled past the lease, say) learns it when it saves the
+// ts of its next batch, and stands by at once instead of polling on.
+func TestLeaseLostOnSaveEndsTheSession(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	// A long lease: its renewal (every 20 s) is not what ends the session.
+	a, _ := e.startWith(t, rec, longpoll.Options{Owner: "a", LeaseTTL: time.Minute})
+	ctx := context.Background()
+	waitFor(t, "the first ts saved", func() bool { ts, _ := e.store.TS(ctx, group); return ts != "" })
+	first, _ := e.store.TS(ctx, group)
+
+	e.mr.FastForward(time.Minute) // a's lease runs out…
+	if held, err := e.store.Hold(ctx, group, "b", time.Minute); err != nil || !held {
+		t.Fatalf("b takes the lease: %v, %v", held, err)
+	}
+	queue(e.vk, 0, 2) // …while a still polls: it handles the batch, then cannot save its ts
+	wantEach(t, rec.wait(t, 2), 0, 2)
+	waitFor(t, "a standing by", func() bool { return !a.Stats().Polling })
+	if ts, _ := e.store.TS(ctx, group); ts != first {
+		t.Errorf("ts %q saved without the lease, want %q kept", ts, first)
+	}
+	if s := a.Stats(); s.Sessions != 1 {
+		t.Errorf("a took the lease again: %+v", s)
+	}
+}
+
+// signalStore reports each Hold as it begins.
+type signalStore struct {
+	*longpoll.RedisStore
+	holds chan struct{}
+}
+
+func (s signalStore) Hold(ctx context.Context, g int, owner string, ttl time.Duration) (bool, error) {
+	select {
+	case s.holds <- struct{}{}:
+	default:
+	}
+	return s.RedisStore.Hold(ctx, g, owner, ttl)
+}
+
+// TestCloseWhileRedisStalls: a lease renewal waiting on a stalled Redis
+// (whose client waits a minute for an answer) holds Close no longer than
+// Close's context, and the pollers stop on their own soon after, handing
+// the handler nothing more.
+func TestCloseWhileRedisStalls(t *testing.T) {
+	mr := miniredis.RunT(t)
+	proxy := redistest.NewProxy(t, mr.Addr())
+	rdb, err := redisconn.Open(redisconn.Config{Addr: proxy.Addr(), Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	vk := vktest.NewServer()
+	t.Cleanup(vk.Close)
+	rec := newRecorder()
+	holds := make(chan struct{}, 1)
+	opts := longpoll.Options{GroupID: group, Handler: rec, Store: signalStore{newStore(t, rdb), holds},
+		Owner: "a", LeaseTTL: 300 * time.Millisecond}
+	testOptions(&opts, vk)
+	g, err := longpoll.Start([]longpoll.Options{opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSession(t, vk)
+	proxy.Stall()
+	select { // drop a Hold that began before the stall
+	case <-holds:
+	default:
+	}
+	select { // a renewal is now waiting on the stalled Redis
+	case <-holds:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no lease renewal")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := g.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v, want the context's deadline", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Close took %v past its 100ms context", took)
+	}
+	queue(vk, 0, 3)
+	// The renewal and the release each give up after a few seconds.
+	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	start = time.Now()
+	if err := g.Close(ctx); err != nil {
+		t.Fatalf("pollers not stopped after %v: %v", time.Since(start), err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.handled) != 0 {
+		t.Errorf("messages handled after Close: %v", rec.handled)
 	}
 }

@@ -48,9 +48,18 @@ type rediser interface {
 	Get(ctx context.Context, key string) *redis.StringCmd
 }
 
-// RedisStore is a Store in Redis. Each of its calls is idempotent, so the
-// client's own retries are harmless. The lease and the ts of a community
-// share a hash tag, so a script touching both runs on one Cluster node.
+// RedisStore is a Store in Redis. The lease and the ts of a community share
+// a hash tag, so a script touching both runs on one Cluster node.
+//
+// Give it a client that never re-sends a command (internal/redisconn's,
+// MaxRetries -1), like every client of the service. Each call is still safe
+// to repeat, or to run late, after the poller gave up on it: Hold takes a
+// lease that is free or already its owner's, SaveTS writes only while its
+// owner holds the lease, Release deletes only its owner's lease, and TS
+// reads. One late run has an effect: a Hold that runs after its poller's
+// Release takes the lease again for that poller, which has stopped; the
+// other instances then take over when that lease runs out (LeaseTTL), not
+// at once.
 type RedisStore struct {
 	rdb    rediser
 	prefix string
@@ -61,10 +70,14 @@ var _ Store = (*RedisStore)(nil)
 // keyPart follows the service's base prefix in every key of the store.
 const keyPart = "l:"
 
-// NewRedisStore returns a Store keeping its keys under the service's base
-// prefix (for example "vkc:") followed by "l:".
-func NewRedisStore(rdb rediser, base string) *RedisStore {
-	return &RedisStore{rdb: rdb, prefix: base + keyPart}
+// NewRedisStore returns a Store on rdb keeping its keys under the
+// service's base prefix (for example "vkc:") followed by "l:". A nil rdb is
+// an error.
+func NewRedisStore(rdb rediser, base string) (*RedisStore, error) {
+	if rdb == nil {
+		return nil, errors.New("longpoll: NewRedisStore needs a Redis client")
+	}
+	return &RedisStore{rdb: rdb, prefix: base + keyPart}, nil
 }
 
 func (s *RedisStore) keys(group int) (lease, ts string) {

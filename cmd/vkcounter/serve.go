@@ -593,7 +593,12 @@ func (m *Main) close() error {
 	}
 	m.wg.Wait()
 	if m.pollers != nil {
-		m.pollers.Close()
+		// Within the shutdown deadline: a poller still waiting on a stalled
+		// Redis stops on its own a little later and hands the bot nothing
+		// more; should it not release its lease, the lease runs out.
+		if err := m.pollers.Close(ctx); err != nil {
+			m.log.Warn().Err(err).Msg("shutdown: a long-poll poller is still waiting on Redis")
+		}
 	}
 	if m.bot != nil {
 		if err := m.bot.Close(ctx); err != nil {

@@ -55,7 +55,10 @@ func (m *Main) startPollers(communities []Community) error {
 	if m.cfg.VKMode != ModeLongPoll {
 		return nil
 	}
-	store := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)
+	store, err := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)
+	if err != nil {
+		return err
+	}
 	opts := make([]longpoll.Options, 0, len(communities))
 	for _, c := range communities {
 		opts = append(opts, longpoll.Options{
@@ -68,7 +71,6 @@ func (m *Main) startPollers(communities []Community) error {
 			Logger:  m.log,
 		})
 	}
-	var err error
 	if m.pollers, err = longpoll.Start(opts); err != nil {
 		return err
 	}
