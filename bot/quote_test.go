@@ -2,10 +2,13 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -113,26 +116,88 @@ func TestForwardInSingleSendAndExecute(t *testing.T) {
 }
 
 // TestRefusedQuoteStillReplies: VK refusing a quote (error 100) costs the
-// quote, not the reply.
+// quote, not the reply; a reply refused with 100 that has no quote to drop
+// stays refused.
 func TestRefusedQuoteStillReplies(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	s := bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})
-	vk.FailNext(100, 0, 100)
-	batch := []bot.Reply{
-		{GroupID: 7, PeerID: chat, Message: "0", RandomID: 1, QuoteCMID: 3},
-		{GroupID: 7, PeerID: chat, Message: "1", RandomID: 2, QuoteCMID: 4},
-		{GroupID: 7, PeerID: 8, Message: "2", RandomID: 3}, // refused with no quote to drop: stays refused
+	b := newBot(t, newMemCounter(), vk, "tok")
+	vk.FailNext(100)
+	quoted := callback.Message{GroupID: 7, EventID: "q", PeerID: chat, FromID: 11, ConversationMessageID: 3, Text: "x"}
+	if err := b.HandleMessage(context.Background(), quoted); err != nil {
+		t.Fatal(err)
 	}
-	errs := s.Send(context.Background(), batch)
-	if errs[0] != nil || errs[1] != nil {
-		t.Fatalf("quoted replies: %v, %v; want both delivered", errs[0], errs[1])
+	waitSends(t, vk, 1)
+	if msgs := vk.Messages(); len(msgs) != 1 || msgs[0].PeerID != chat || msgs[0].Forward != nil {
+		t.Fatalf("delivered %+v; want the reply without its quote", msgs)
 	}
-	if code, _ := bot.VKErrorCode(errs[2]); code != 100 {
-		t.Errorf("unquoted reply: %v, want error 100", errs[2])
+	if n := vk.Calls("messages.send"); n != 2 {
+		t.Errorf("%d calls of messages.send, want 2 (quoted, then without)", n)
 	}
-	msgs := vk.Messages()
-	if len(msgs) != 2 || msgs[0].RandomID != 2 || msgs[0].Forward == nil || msgs[1].RandomID != 1 || msgs[1].Forward != nil {
-		t.Errorf("delivered %+v; want reply 2 quoted, then reply 1 without its quote", msgs)
+
+	vk.FailNext(100)
+	if err := b.HandleMessage(context.Background(), msg(1, "y")); err != nil { // private: no quote
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.Stats().Dropped == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unquoted reply refused with 100 was not dropped: %+v", b.Stats())
+		}
+	}
+	if n := vk.Calls("messages.send"); n != 3 {
+		t.Errorf("%d calls of messages.send, want 3 (no second try of the unquoted reply)", n)
+	}
+}
+
+// TestRefusedQuoteKeepsTheRate: the reply sent again without its quote
+// waits for the token's rate like any call, so VK never answers error 6
+// (too many requests) for it.
+func TestRefusedQuoteKeepsTheRate(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	vk.SetRateLimit(3) // per second; the bot makes 2
+	var mu sync.Mutex
+	var results []string
+	sender := bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second,
+		OnCall: func(_, result string, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			results = append(results, result)
+		}})
+	opts := fastOptions()
+	opts.RatePerToken, opts.MaxBatch = 2, 1
+	b, err := bot.New(newMemCounter(), newOutbox(t, outbox.Options{}), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
+	vk.FailNext(100, 0, 100, 0) // each quote refused, each reply then accepted
+	for i := range 2 {
+		m := callback.Message{GroupID: 7, EventID: fmt.Sprint("q", i), PeerID: chat, FromID: 11, ConversationMessageID: 3 + i, Text: "x"}
+		if err := b.HandleMessage(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSends(t, vk, 2)
+	for _, m := range vk.Messages() {
+		if m.Forward != nil {
+			t.Errorf("reply %+v delivered with its quote; want it sent again without", m)
+		}
+	}
+	want := fmt.Sprint([]string{"100", "0", "100", "0"})
+	var got string
+	// The sender reports a call once its answer is read, after vktest
+	// recorded it.
+	for deadline := time.Now().Add(5 * time.Second); got != want && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		got = fmt.Sprint(results)
+		mu.Unlock()
+	}
+	if got != want {
+		t.Errorf("VK answered %v, want %v", got, want)
 	}
 }

@@ -42,8 +42,23 @@ type Reply struct {
 // quoted reports whether r quotes the message it answers.
 func (r Reply) quoted() bool { return r.QuoteCMID > 0 || r.ReplyTo > 0 }
 
+// errInvalidParam is VK's error 100: one of the parameters specified was
+// missing or invalid.
+const errInvalidParam = 100
+
+// quoteRefused reports whether VK refused r with err because of its quote:
+// error 100 (invalid parameter; the quoted message may have been deleted)
+// for a reply that quotes. Without the quote it may well be accepted.
+func quoteRefused(r Reply, err error) bool {
+	code, ok := vkErrorCode(err)
+	return ok && code == errInvalidParam && r.quoted()
+}
+
 // A Sender delivers replies through one VK token. Send returns one error per
-// reply, in order; a nil entry means VK accepted that reply.
+// reply, in order; a nil entry means VK accepted that reply. Each Send is
+// one VK call: the bot paces the calls to the token's rate limit, and
+// itself sends again without its quote a quoted reply that VK refused with
+// error 100.
 type Sender interface {
 	Send(ctx context.Context, replies []Reply) []error
 }
@@ -80,37 +95,9 @@ func NewVKSender(token string, opts VKOptions) *VKSender {
 	return &VKSender{vk: vk, onCall: opts.OnCall}
 }
 
-// Send sends one reply with messages.send, several (up to 25) with one
-// execute call of messages.send sub-calls.
-//
-// A quoted reply that VK refuses with error 100 (invalid parameter: the
-// quoted message may be gone) is sent once more without its quote, so a
-// quote never costs the reply itself.
+// Send makes one VK call: messages.send for one reply, execute with
+// messages.send sub-calls for several (up to 25).
 func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
-	errs := s.send(ctx, replies)
-	var again []Reply
-	var at []int
-	for i, err := range errs {
-		if code, ok := vkErrorCode(err); ok && code == errInvalidParam && replies[i].quoted() {
-			r := replies[i]
-			r.QuoteCMID, r.ReplyTo = 0, 0
-			again, at = append(again, r), append(at, i)
-		}
-	}
-	if len(again) > 0 {
-		for j, err := range s.send(ctx, again) {
-			errs[at[j]] = err
-		}
-	}
-	return errs
-}
-
-// errInvalidParam is VK's error 100: one of the parameters specified was
-// missing or invalid.
-const errInvalidParam = 100
-
-// send makes one VK call for replies and reports it to onCall.
-func (s *VKSender) send(ctx context.Context, replies []Reply) []error {
 	start := time.Now()
 	var errs []error
 	method := "messages.send"

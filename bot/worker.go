@@ -144,6 +144,14 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 			if class == Flood && flooded[r.ID] {
 				class = Drop
 			}
+			if class == Drop && quoteRefused(r, err) {
+				// A quote never costs the reply: it goes again without, in
+				// the next call the token's rate allows.
+				r.QuoteCMID, r.ReplyTo = 0, 0
+				again = append(again, r)
+				about(w.log.Debug(), r).Err(err).Msg("VK refused the quote; sending the reply without it")
+				continue
+			}
 			switch class {
 			case Delivered:
 				b.stats.sent.Add(1)
