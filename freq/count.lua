@@ -8,14 +8,36 @@
 -- optional dedupe key holding "previous:time" (and ":q" once the message's
 -- reply is queued by record.lua), so that the same message counted again
 -- gets the same answer.
+--
+-- Only these scripts write the list, so every entry parses; one that does
+-- not (a foreign write) is popped when it reaches either end of the list
+-- and skipped by a recount, rather than failing every call on the key
+-- until it expires.
 
 -- parse splits "a:b" into two numbers; a bare "a" is a single occurrence.
+-- It returns nil when entry is neither.
 local function parse(entry)
+  local sec, n
   local sep = string.find(entry, ':', 1, true)
   if sep then
-    return tonumber(string.sub(entry, 1, sep - 1)), tonumber(string.sub(entry, sep + 1))
+    sec, n = tonumber(string.sub(entry, 1, sep - 1)), tonumber(string.sub(entry, sep + 1))
+  else
+    sec, n = tonumber(entry), 1
   end
-  return tonumber(entry), 1
+  if sec and n then return sec, n end
+  return nil
+end
+
+-- last returns the newest entry of the list, parsed, after popping the
+-- entries at the tail that do not parse; nil when the list is (now) empty.
+local function last(list_key)
+  while true do
+    local entry = redis.call('LINDEX', list_key, -1)
+    if not entry then return nil end
+    local sec, n = parse(entry)
+    if sec then return sec, n end
+    redis.call('RPOP', list_key)
+  end
 end
 
 -- seen returns what the dedupe key remembers: the answer, the second and
@@ -33,32 +55,37 @@ end
 -- clock returns the unix second at, or Redis's clock when at is "".
 local function clock(at)
   if at ~= '' then return tonumber(at) end
-  -- Redis before 5.0 refuses writes after TIME unless effects are replicated.
+  -- A script replicated as itself may not write after TIME; one replicated
+  -- by its effects may. The service needs Redis 6.2 or later (record.lua's
+  -- SET KEEPTTL, the outbox's XAUTOCLAIM), which replicates effects unless
+  -- configured with lua-replicate-commands no (Redis 7 has only effects, and
+  -- replicate_commands does nothing): for that setting, ask for effects.
   if redis.replicate_commands then redis.replicate_commands() end
   return tonumber(redis.call('TIME')[1])
 end
 
 -- trim pops the occurrences at or before cutoff from the head of the list,
--- whose tail is after cutoff (so the loop stops before the list empties),
+-- whose tail parses and is after cutoff (so the loop stops before the list
+-- empties), and the entries there that do not parse (never in the total),
 -- and returns the total of those left: the total key minus what was popped
 -- or, when the total was lost (e.g. evicted) or is inconsistent, a recount
--- of the list. It also returns whether it recounted and how many it popped;
--- it writes no total.
+-- of the list. It also returns whether it recounted and how many
+-- occurrences it popped; it writes no total.
 local function trim(list_key, total_key, cutoff)
   local expired = 0
   while true do
     local sec, n = parse(redis.call('LINDEX', list_key, 0))
-    if sec > cutoff then break end
+    if sec and sec > cutoff then break end
     redis.call('LPOP', list_key)
-    expired = expired + n
+    if sec then expired = expired + n end
   end
   local total = tonumber(redis.call('GET', total_key))
   if total then total = total - expired end
   if total and total >= 1 then return total, false, expired end
   total = 0
   for _, entry in ipairs(redis.call('LRANGE', list_key, 0, -1)) do
-    local _, n = parse(entry)
-    total = total + n
+    local sec, n = parse(entry)
+    if sec then total = total + n end
   end
   return total, true, expired
 end
@@ -72,26 +99,22 @@ end
 local function count(list_key, total_key, event_key, window, ttl, event_ttl, at, mark)
   local now = clock(at)
 
-  local tail = redis.call('LINDEX', list_key, -1)
-  local tail_sec, tail_n
-  if tail then
-    tail_sec, tail_n = parse(tail)
-    -- A clock behind the tail (a failover to a replica whose clock lags) counts
-    -- at the tail's second, so the list stays ordered and trimming stays right.
-    if now < tail_sec then now = tail_sec end
-  end
+  local tail_sec, tail_n = last(list_key)
+  -- A clock behind the tail (a failover to a replica whose clock lags) counts
+  -- at the tail's second, so the list stays ordered and trimming stays right.
+  if tail_sec and now < tail_sec then now = tail_sec end
 
   local cutoff = now - window
   local total = 0
-  if tail and tail_sec <= cutoff then
+  if tail_sec and tail_sec <= cutoff then
     -- The newest entry is expired, so all are: drop the list in one step.
     redis.call('DEL', list_key)
-    tail = nil
-  elseif tail then
+    tail_sec = nil
+  elseif tail_sec then
     total = trim(list_key, total_key, cutoff)
   end
 
-  if tail and tail_sec == now then
+  if tail_sec and tail_sec == now then
     redis.call('LSET', list_key, -1, now .. ':' .. (tail_n + 1))
   else
     redis.call('RPUSH', list_key, now)

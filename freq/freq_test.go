@@ -422,6 +422,74 @@ func TestSelfHealing(t *testing.T) {
 	})
 }
 
+// TestMalformedEntries: an entry of the list that does not parse (only a
+// foreign write makes one) is popped when it reaches either end of the
+// list and skipped by a recount, instead of failing every call on the key
+// until it expires.
+func TestMalformedEntries(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{Window: 100 * time.Second})
+		list := s.Keys("x", "")[0]
+		for _, at := range []int64{10, 20, 20} {
+			count(t, s, "x", "", sec(at))
+		}
+		at := func(n int64) string { return fmt.Sprint(sec(n).Unix()) }
+		mustDo(t, tg.Client.LPush(ctx, list, "junk"))                        // at the head
+		mustDo(t, tg.Client.LInsertAfter(ctx, list, at(10), at(15)+":many")) // in the middle
+		mustDo(t, tg.Client.RPush(ctx, list, at(25)+":"))                    // at the tail
+		if r := count(t, s, "x", "", sec(30)); r.Previous != 3 {
+			t.Fatalf("with malformed entries: %+v, want Previous 3", r)
+		}
+		want := []string{at(10), at(15) + ":many", at(20) + ":2", at(30)}
+		if st := stateOf(t, tg, s, "x"); !slices.Equal(st.List, want) || st.Total != "4" {
+			t.Fatalf("state %+v, want list %v total 4", st, want)
+		}
+		// Once the entry before it leaves the window, the middle one is at
+		// the head: popped too.
+		if r := count(t, s, "x", "", sec(111)); r.Previous != 3 {
+			t.Fatalf("after 10 expired: %+v, want Previous 3", r)
+		}
+		want = []string{at(20) + ":2", at(30), at(111)}
+		if st := stateOf(t, tg, s, "x"); !slices.Equal(st.List, want) || st.Total != "4" {
+			t.Fatalf("state %+v, want list %v total 4", st, want)
+		}
+
+		// The read of freq.Windows too.
+		prefix := redistest.Prefix(t)
+		t.Cleanup(func() {
+			for _, k := range redistest.Keys(t, tg.Client, prefix) {
+				tg.Client.Del(context.Background(), k)
+			}
+		})
+		w, err := freq.NewWindows(tg.Client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const window = 100 * time.Second
+		for _, n := range []int64{10, 20} {
+			if _, err := w.HitAt(ctx, "n", window, sec(n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustDo(t, tg.Client.RPush(ctx, prefix+"{n}:100:l", "x:1"))
+		if n, err := w.CountAt(ctx, "n", window, sec(30)); err != nil || n != 2 {
+			t.Fatalf("Windows.CountAt with a malformed tail = %d, %v; want 2", n, err)
+		}
+		if n, err := w.HitAt(ctx, "n", window, sec(30)); err != nil || n != 2 {
+			t.Fatalf("Windows.HitAt after = %d, %v; want 2", n, err)
+		}
+	})
+}
+
+// mustDo fails t if the Redis command failed.
+func mustDo(t testing.TB, cmd redis.Cmder) {
+	t.Helper()
+	if err := cmd.Err(); err != nil {
+		t.Fatalf("%v: %v", cmd.Args(), err)
+	}
+}
+
 func TestTTL(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()

@@ -15,11 +15,12 @@ local list_key, total_key = KEYS[1], KEYS[2]
 local window = tonumber(ARGV[1])
 local at = ARGV[2]
 
-local tail = redis.call('LINDEX', list_key, -1)
-if not tail then return 0 end
-local tail_sec = parse(tail)
-
+-- The clock first: it may switch the script to effects replication,
+-- which must come before any write (last may pop entries).
 local now = clock(at)
+local tail_sec = last(list_key)
+if not tail_sec then return 0 end
+
 -- A clock behind the tail reads at the tail's second, as window.lua counts.
 if now < tail_sec then now = tail_sec end
 
