@@ -12,6 +12,7 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -126,7 +127,7 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	}
 	if opts.Consumer == "" {
 		host, _ := os.Hostname()
-		opts.Consumer = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
+		opts.Consumer = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:8])
 	}
 	if opts.OnceFor <= 0 {
 		opts.OnceFor = time.Hour
