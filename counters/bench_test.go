@@ -67,7 +67,15 @@ func runBenchServer() int {
 		prefix := fmt.Sprintf("test:bench-%d:", os.Getpid())
 		defer deleteBenchKeys(rdb, prefix)
 		stores := counters.MemoryStores(nil)
-		stores.Access, stores.Participants = access.NewRedis(rdb, prefix), participant.NewRedis(rdb, prefix)
+		a, err := access.NewRedis(rdb, prefix)
+		if err != nil {
+			return fail(err)
+		}
+		p, err := participant.NewRedis(rdb, prefix)
+		if err != nil {
+			return fail(err)
+		}
+		stores.Access, stores.Participants = a, p
 		addr, closeRedis, err := serveBench(stores)
 		if err != nil {
 			return fail(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/freq"
 )
 
 // A handler runs one request. On success it queues its response(s) with
@@ -44,8 +45,9 @@ var handlers = [256]handler{
 // errUnknownCommand is the outcome of an opcode without a handler.
 var errUnknownCommand = errors.New("unknown command")
 
-// errStoreFailed wraps the error of an access or participant store call
-// that failed for a reason other than its arguments: the store is
+// errStoreFailed wraps the error of a store call (access, participant,
+// window or unique counters, or the resource store's Stats) that failed
+// for a reason the statuses table does not know: the store is
 // unreachable, broken or slower than Stores.Timeout.
 var errStoreFailed = errors.New("counter store failed")
 
@@ -70,11 +72,17 @@ var statuses = []struct {
 	// A total at math.MaxInt64 cannot take another hit, as a resource
 	// counter at its maximum cannot take another acquire.
 	{access.ErrOverflow, wire.StatusNotAvailable},
+	// Count files that are all corrupt stay so until an operator repairs
+	// them: not a store failure a retry may get past.
+	{access.ErrCorrupt, wire.StatusInternalError},
 	{participant.ErrInvalidName, wire.StatusInvalid},
 	{participant.ErrInvalidKey, wire.StatusInvalid},
 	{participant.ErrInvalidTimeout, wire.StatusInvalid},
 	{window.ErrInvalidName, wire.StatusInvalid},
 	{window.ErrInvalidWindow, wire.StatusInvalid},
+	// freq's own argument check, which window's checks leave only a
+	// WithClock time outside 1970 to 9999 to fail.
+	{freq.ErrInvalid, wire.StatusInvalid},
 	{unique.ErrInvalidName, wire.StatusInvalid},
 	{unique.ErrInvalidKey, wire.StatusInvalid},
 	{unique.ErrInvalidCount, wire.StatusInvalid},

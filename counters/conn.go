@@ -144,8 +144,11 @@ func (c *conn) finish(f wire.Frame, err error) error {
 	if !ok {
 		return err
 	}
-	if st == wire.StatusStoreFailure {
+	switch st {
+	case wire.StatusStoreFailure:
 		c.s.storeFailLog.Error().Err(err).Stringer("op", f.Opcode).Msg("counter store failed")
+	case wire.StatusInternalError:
+		c.s.storeFailLog.Error().Err(err).Stringer("op", f.Opcode).Msg("counter store is damaged")
 	}
 	if st != wire.StatusInvalid && st != wire.StatusUnknownCommand {
 		c.s.commands[f.Opcode].Add(1)

@@ -244,7 +244,7 @@ func TestRedisDownIsAStoreFailure(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
 	prefix := redistest.Prefix(t)
 	s := newServer(t, counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
-		s.Access, s.Participants = access.NewRedis(tg.Client, prefix), participant.NewRedis(tg.Client, prefix)
+		s.Access, s.Participants = redisAccess(t, tg.Client, prefix), redisParticipants(t, tg.Client, prefix)
 		s.Timeout = 200 * time.Millisecond
 	})})
 	c := client(t, listen(t, s))
@@ -519,7 +519,7 @@ func TestRedisStoresSharedByServers(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		t.Cleanup(func() { delKeys(t, tg, prefix) })
 		stores := counters.MemoryStores(nil)
-		stores.Access, stores.Participants = access.NewRedis(tg.Client, prefix), participant.NewRedis(tg.Client, prefix)
+		stores.Access, stores.Participants = redisAccess(t, tg.Client, prefix), redisParticipants(t, tg.Client, prefix)
 		a := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		b := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		cx := ctx(t)

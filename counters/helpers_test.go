@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -166,4 +170,25 @@ func dumpAll(t testing.TB, c *counters.Client) []wire.DumpEntry {
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
 	return es
+}
+
+// redisAccess returns an access counter store on rdb under prefix.
+func redisAccess(tb testing.TB, rdb redis.UniversalClient, prefix string) *access.Redis {
+	tb.Helper()
+	s, err := access.NewRedis(rdb, prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// redisParticipants returns a participant counter store on rdb under
+// prefix.
+func redisParticipants(tb testing.TB, rdb redis.UniversalClient, prefix string) *participant.Redis {
+	tb.Helper()
+	s, err := participant.NewRedis(rdb, prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

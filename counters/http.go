@@ -29,10 +29,11 @@ const HTTPPrefix = "/counters/"
 // httpCodes maps the statuses that statusOf gives store errors to HTTP
 // statuses, so that the errors are classified once, in statuses.
 var httpCodes = map[wire.Status]int{
-	wire.StatusInvalid:      http.StatusBadRequest,
-	wire.StatusNotFound:     http.StatusNotFound,
-	wire.StatusNotAvailable: http.StatusConflict,
-	wire.StatusStoreFailure: http.StatusServiceUnavailable,
+	wire.StatusInvalid:       http.StatusBadRequest,
+	wire.StatusNotFound:      http.StatusNotFound,
+	wire.StatusNotAvailable:  http.StatusConflict,
+	wire.StatusStoreFailure:  http.StatusServiceUnavailable,
+	wire.StatusInternalError: http.StatusInternalServerError,
 }
 
 // An HTTPHandler serves the access, participant, window and unique
@@ -51,11 +52,15 @@ var httpCodes = map[wire.Status]int{
 //	GET  /counters/uniques?names=a,b,…              {"names":[…],"estimate":…}: the union
 //
 // A timeout is in whole seconds; 0 or none means the store's default. The
-// name is one path segment (escape a "/" in it as %2F). Every error is a
-// JSON object {"error": "…"}: 400 for a bad name, key, timeout or body, 404
-// for a total never hit or an unknown path, 405 for a wrong method, 413 for
-// a body over 16 KiB, 503 (with Retry-After) when the store fails or is
-// slower than Stores.Timeout.
+// name is one path segment (escape a "/" in it as %2F); an empty one is a
+// 400. Every error is a JSON object {"error": "…"}: 400 for a bad name, key,
+// timeout, window, limit, cursor or body, 404 for a counter never hit (or
+// never added to) or an unknown path, 405 for a wrong method, 409 when a
+// total would pass 2^63-1, 413 for a body over 16 KiB (over about 1.5 MiB
+// for a unique add, which may carry 1000 keys), 500 for an access counter
+// whose count files are all corrupt (the File store; retrying does not
+// help), 501 for a listing the store cannot do (the File store), 503 (with
+// Retry-After) when the store fails or is slower than Stores.Timeout.
 //
 // It is safe for concurrent use.
 type HTTPHandler struct {
@@ -98,7 +103,16 @@ func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
 }
 
 // ServeHTTP serves one request.
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// An empty path segment (an empty counter name, as in
+	// /counters/participants//visit) is refused here: the mux would
+	// redirect it to the path without it, a different route.
+	if p := r.URL.EscapedPath(); strings.HasPrefix(p, HTTPPrefix) && strings.Contains(p[len(HTTPPrefix)-1:], "//") {
+		writeJSONError(w, http.StatusBadRequest, "empty counter name (an empty path segment)")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 // methods serves one path: each method with its handler (GET also answers
 // HEAD), the others with 405 and an Allow header.
@@ -291,7 +305,12 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusInternalServerError
 	}
 	msg := err.Error()
-	if st == wire.StatusStoreFailure {
+	switch st {
+	case wire.StatusInternalError:
+		// Permanent until an operator repairs the store: no Retry-After.
+		h.failLog.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Msg("counter store is damaged")
+		msg = st.Message()
+	case wire.StatusStoreFailure:
 		// The cause (a Redis address, a file path) is for the log, not
 		// for the client. A client that went away is no store failure.
 		if r.Context().Err() == nil {
@@ -304,21 +323,22 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // decodeBody decodes the JSON object of r's body into v, or answers 400
-// (malformed, empty, unknown field, trailing data) or 413 and returns false.
+// (malformed, empty, unknown field, trailing data) or 413 (over
+// maxHTTPBody) and returns false.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decode(w, r, v, false)
+	return decode(w, r, v, false, maxHTTPBody)
 }
 
 // decodeOptionalBody is decodeBody for a body that may be empty, which
 // leaves v as it is.
 func decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decode(w, r, v, true)
+	return decode(w, r, v, true, maxHTTPBody)
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool, limit int64) bool {
 	// The whole body is read first: a body over the limit is a 413 whatever
 	// it holds, not a 400 for the syntax error the decoder meets first.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHTTPBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 		writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", tooBig.Limit))
 		return false

@@ -109,7 +109,7 @@ type uniqueUnionReply struct {
 
 func (h *HTTPHandler) uniqueAdd(w http.ResponseWriter, r *http.Request) {
 	var req uniqueAddRequest
-	if !decodeBody(w, r, &req) {
+	if !decode(w, r, &req, false, maxUniqueAddBody) {
 		return
 	}
 	name := r.PathValue("name")

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,9 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/window"
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
 // httpCall is one request to an HTTPHandler and what it must answer.
@@ -259,4 +265,131 @@ func TestMissingStoreIsAnError(t *testing.T) {
 			t.Errorf("server without %s: %v", tc.name, err)
 		}
 	}
+}
+
+// TestHTTPUniqueAddBodyLimit: a unique add of the documented 1000 keys
+// fits its route's body limit even when every key is 255 bytes that JSON
+// must escape, and only past that is it a 413; the other routes keep the
+// 16 KiB limit.
+func TestHTTPUniqueAddBodyLimit(t *testing.T) {
+	h, _ := newHTTP(t, newFakeClock(day))
+	keysBody := func(n int, key func(i int) string) string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = key(i)
+		}
+		b, err := json.Marshal(map[string][]string{"keys": keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	uuids := keysBody(1000, func(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i) })
+	worst := keysBody(1000, func(i int) string { return fmt.Sprintf("%03d", i) + strings.Repeat("\x01", 252) })
+	if len(worst) < 1000*6*252 {
+		t.Fatalf("worst-case body of %d bytes is not escaped", len(worst))
+	}
+	for _, c := range []httpCall{
+		{"POST", "/counters/uniques/visitors", uuids, 200, `{"name":"visitors","changed":true}`},
+		{"POST", "/counters/uniques/worst", worst, 200, `{"name":"worst","changed":true}`},
+		// The limit: 1000 keys of 255 bytes each escaped as \uXXXX, with
+		// quotes and commas, and 16 KiB more.
+		{"POST", "/counters/uniques/visitors", worst + strings.Repeat(" ", 1000*(6*255+3)+16384-len(worst)+1), 413, "body over 1549384 bytes"},
+		{"POST", "/counters/windows/w", `{"window":1}` + strings.Repeat(" ", 20000), 413, "body over 16384 bytes"},
+	} {
+		c.do(t, h)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/counters/uniques/visitors", nil))
+	var got struct{ Estimate int64 }
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Estimate < 980 || got.Estimate > 1020 {
+		t.Fatalf("estimate after 1000 UUIDs: %s (%v)", rec.Body, err)
+	}
+}
+
+// TestHTTPEmptyPathSegment: an empty name in the middle of a path is a
+// 400, not a redirect to another route; an escaped "//" inside a name is
+// a name like any other.
+func TestHTTPEmptyPathSegment(t *testing.T) {
+	h, _ := newHTTP(t, newFakeClock(day))
+	for _, c := range []httpCall{
+		{"POST", "/counters/participants//visit", `{"key":"k"}`, 400, "empty counter name"},
+		{"POST", "/counters/participants//leave", `{"key":"k"}`, 400, "empty counter name"},
+		{"GET", "/counters/access//", "", 400, "empty counter name"},
+		{"POST", "/counters/windows//", `{"window":1}`, 400, "empty counter name"},
+		{"POST", "/counters/access/a%2F%2Fb", "", 200, `{"name":"a//b","total":1}`},
+		{"GET", "/counters/access/a%2F%2Fb", "", 200, `{"name":"a//b","total":1}`},
+	} {
+		rec := c.do(t, h)
+		if loc := rec.Header().Get("Location"); loc != "" {
+			t.Errorf("%s %s: redirected to %s", c.method, c.path, loc)
+		}
+	}
+}
+
+// TestCorruptCountFilesAreAnInternalError: an access counter of the File
+// store whose count files are all corrupt is answered 0x84 Internal error
+// on the port and 500 over HTTP, without Retry-After (retrying does not
+// help), and the connection stays open.
+func TestCorruptCountFilesAreAnInternalError(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "count0.dat"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := access.NewFile(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := counters.MemoryStores(nil)
+	stores.Access = f
+	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []httpCall{
+		{"POST", "/counters/access/default", "", 500, "Internal error"},
+		{"GET", "/counters/access/default", "", 500, "Internal error"},
+	} {
+		rec := c.do(t, h)
+		if ra := rec.Header().Get("Retry-After"); ra != "" || strings.Contains(rec.Body.String(), dir) {
+			t.Errorf("%s %s: Retry-After %q, body %s: want none and no file path", c.method, c.path, ra, rec.Body)
+		}
+	}
+	s := newServer(t, counters.ServerOptions{Stores: stores})
+	c := pipe(t, s)
+	var req []byte
+	req = wire.AppendHit(req, 1, "default")
+	req = wire.AppendTotal(req, 2, "default")
+	req = wire.AppendNoop(req, 3)
+	want := "91 20 84 00 0000000e 00000001 496e7465726e616c206572726f72" +
+		"91 21 84 00 0000000e 00000002 496e7465726e616c206572726f72" +
+		"91 00 00 00 00000000 00000003"
+	got := exchange(t, c, req, len(unhex(t, want)))
+	equalBytes(t, "answers", got, want)
+}
+
+// TestWindowClockOutOfRangeIsInvalid: freq's own argument check (a
+// WithClock time it cannot pass to Redis) is Invalid arguments, not a
+// store failure to retry.
+func TestWindowClockOutOfRangeIsInvalid(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	r, err := window.NewRedis(tg.Client, redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := counters.MemoryStores(nil)
+	stores.Windows = r.WithClock(func() time.Time { return time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) })
+	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httpCall{"POST", "/counters/windows/w", `{"window":60}`, 400, "outside 1970 to 9999"}.do(t, h)
+	if ra := rec.Header().Get("Retry-After"); ra != "" {
+		t.Errorf("Retry-After %q on an invalid request", ra)
+	}
+	httpCall{"GET", "/counters/windows/w?window=60", "", 400, "outside 1970 to 9999"}.do(t, h)
+	s := newServer(t, counters.ServerOptions{Stores: stores})
+	c := pipe(t, s)
+	got := exchange(t, c, wire.AppendWindowHit(nil, 1, 60, "w"), 29)
+	equalBytes(t, "whit", got, "91 40 04 00 00000011 00000001 "+hexInvalid)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
@@ -38,7 +39,7 @@ func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, st
 			t.Fatal(err)
 		}
 		stores := counters.MemoryStores(clock.Now)
-		stores.Access, stores.Windows, stores.Uniques = access.NewRedis(tg.Client, prefix), w.WithClock(clock.Now), u
+		stores.Access, stores.Windows, stores.Uniques = redisAccess(t, tg.Client, prefix), w.WithClock(clock.Now), u
 		body(t, clock, stores)
 	})
 }
@@ -238,4 +239,22 @@ func TestListOverThePort(t *testing.T) {
 		equalBytes(t, "limit 0", exchange(t, raw, wire.AppendList(nil, 9, "page_", "", 0), 12+17),
 			"91 28 04 00 00000011 00000009 496e76616c696420617267756d656e7473")
 	})
+}
+
+// TestWireLimitsFitTheStores: the codec bounds the extension opcodes'
+// bodies by wire.MaxFieldLen, so every name and key a store accepts must
+// fit it, and the unique counters' counts must match the codec's.
+func TestWireLimitsFitTheStores(t *testing.T) {
+	for name, n := range map[string]int{
+		"access.MaxNameLen": access.MaxNameLen, "participant.MaxNameLen": participant.MaxNameLen,
+		"participant.MaxKeyLen": participant.MaxKeyLen, "window.MaxNameLen": window.MaxNameLen,
+		"unique.MaxNameLen": unique.MaxNameLen, "unique.MaxKeyLen": unique.MaxKeyLen,
+	} {
+		if n != wire.MaxFieldLen {
+			t.Errorf("%s = %d, want wire.MaxFieldLen (%d)", name, n, wire.MaxFieldLen)
+		}
+	}
+	if unique.MaxKeys != wire.MaxUniqueKeys || unique.MaxNames != wire.MaxUnionNames || access.MaxListLimit > 1<<16-1 {
+		t.Errorf("unique.MaxKeys %d, MaxNames %d; wire %d, %d", unique.MaxKeys, unique.MaxNames, wire.MaxUniqueKeys, wire.MaxUnionNames)
+	}
 }

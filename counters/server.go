@@ -4,11 +4,12 @@
 // Server hosts the resource counters (acquire/release, package resource) and
 // speaks the protocol of package wire byte for byte, so existing yrmcds
 // counter clients (libyrmcds, yc-cnt) work unchanged. On the same port it
-// answers the extension opcodes of the access counters (Hit, Total; package
-// access) and participant counters (Visit, Leave, Active; package
-// participant), whose stores it is given in Stores. HTTPHandler serves those
-// same stores as JSON over HTTP. Client is a Go client for the port, with
-// pipelining for load generators.
+// answers the extension opcodes of the access counters (Hit, Total, Add,
+// List; package access), participant counters (Visit, Leave, Active;
+// package participant), window counters (WHit, WCount; package window) and
+// unique counters (UAdd, UCount; package unique), whose stores it is given
+// in Stores. HTTPHandler serves those same stores as JSON over HTTP. Client
+// is a Go client for the port, with pipelining for load generators.
 //
 // The port and the HTTP API have no authentication: bind them to loopback
 // or a private network.
@@ -53,9 +54,15 @@ const (
 	// server and of HTTPHandler: while a store is down every request fails.
 	storeFailLogEvery = 10 * time.Second
 
-	// maxHTTPBody is the largest request body HTTPHandler reads: a key of
-	// participant.MaxKeyLen bytes, each escaped as \uXXXX, fits with room.
+	// maxHTTPBody is the largest request body HTTPHandler reads, but for
+	// a unique add: a key of participant.MaxKeyLen bytes, each escaped as
+	// \uXXXX, fits with room.
 	maxHTTPBody = 16 << 10
+	// maxUniqueAddBody is the largest body of a unique add: unique.MaxKeys
+	// keys of unique.MaxKeyLen bytes, each byte escaped as \uXXXX (6
+	// bytes), with their quotes and commas, plus maxHTTPBody for the rest
+	// (about 1.5 MiB).
+	maxUniqueAddBody = unique.MaxKeys*(6*unique.MaxKeyLen+3) + maxHTTPBody
 	// maxAcceptBackoff bounds the pause after a failed Accept.
 	maxAcceptBackoff = time.Second
 	// writeBufferSize is the per-connection response buffer.
@@ -89,10 +96,10 @@ type Stores struct {
 	Windows window.Store
 	// Uniques holds the unique counters (UAdd, UCount).
 	Uniques unique.Store
-	// Timeout bounds each store call, so a slow store (Redis, a locked
-	// file) holds a request for at most that long; the request then fails
-	// with wire.StatusStoreFailure (HTTP 503). Zero means
-	// DefaultStoreTimeout.
+	// Timeout bounds each store call, so a slow store (Redis, a file
+	// another process keeps locked) holds a request for at most that long;
+	// the request then fails with wire.StatusStoreFailure (HTTP 503). Zero
+	// means DefaultStoreTimeout.
 	Timeout time.Duration
 }
 

@@ -88,6 +88,11 @@ func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {
 		{"get", "90 01 00 00 00010042 00000009", "91 01 04 00 00000011 00000009"},
 		{"noop", "90 00 00 00 00000041 00000009", "91 00 04 00 00000011 00000009"},
 		{"unknown", "90 55 00 00 7fffffff 00000009", "91 55 04 00 00000011 00000009"},
+		{"unknown one over MaxUnknownBody", fmt.Sprintf("90 55 00 00 %08x 00000009", wire.MaxUnknownBody+1), "91 55 04 00 00000011 00000009"},
+		// The extension opcodes' bodies are bounded by the stores' 255-byte
+		// names and keys (plus the allowance), not by the 16-bit lengths.
+		{"hit", fmt.Sprintf("90 20 00 00 %08x 00000009", 2+255+wire.BodyAllowance+1), "91 20 04 00 00000011 00000009"},
+		{"visit", fmt.Sprintf("90 30 00 00 %08x 00000009", 4+2*257+wire.BodyAllowance+1), "91 30 04 00 00000011 00000009"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
@@ -98,6 +103,32 @@ func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {
 			expectClosed(t, c)
 		})
 	}
+}
+
+// TestUnknownOpcodeLargeBody: an unknown opcode with the largest body
+// accepted for it is answered Unknown command, byte for byte, and the
+// requests pipelined after it are answered too: its body is skipped, not
+// parsed.
+func TestUnknownOpcodeLargeBody(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
+	c := dial(t, listen(t, s))
+	var req []byte
+	for _, n := range []int{wire.MaxUnknownBody, 5000, 0} {
+		req = wire.AppendHeader(req, wire.Header{Magic: wire.MagicRequest, Opcode: 0x99, BodyLen: uint32(n), Opaque: uint32(n)})
+		// A body of request headers, which must not be taken for requests.
+		req = append(req, bytes.Repeat(wire.AppendNoop(nil, 7), n/wire.HeaderSize+1)[:n]...)
+	}
+	req = wire.AppendGet(req, 1, "jobs")
+	var want []byte
+	for _, n := range []int{wire.MaxUnknownBody, 5000, 0} {
+		want = wire.AppendError(want, 0x99, wire.StatusUnknownCommand, uint32(n))
+	}
+	want = wire.AppendError(want, wire.OpGet, wire.StatusNotFound, 1)
+	got := exchange(t, c, req, len(want))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("answers:\ngot  % x\nwant % x", got, want)
+	}
+	equalBytes(t, "unknown opcode answer", got[:wire.HeaderSize+15], fmt.Sprintf("91 99 81 00 0000000f %08x 556e6b6e6f776e20636f6d6d616e64", wire.MaxUnknownBody))
 }
 
 func TestPipelined200InOneWrite(t *testing.T) {

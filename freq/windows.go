@@ -2,10 +2,13 @@ package freq
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,8 +27,14 @@ var peekScript = redis.NewScript(countLib + peekMain)
 // costing at most one list entry per second of its window.
 //
 // Keys: prefix + "{" + name + "}:" + window seconds + ":l" (the list) and
-// ":n" (the total), so both keys of a counter share the name's Redis
-// Cluster hash tag.
+// ":n" (the total). Redis Cluster hashes the part of a key between its
+// first "{" and the first "}" after it, so both keys of a counter hash
+// the name up to its first "}" (names sharing that part share a slot).
+// A name starting with "}" would leave that part empty, and the two keys
+// would be hashed whole, into different slots; such a name's keys are
+// prefix + "{#" + hex of the first 16 bytes of SHA-256(name) + "}#:" +
+// window seconds + ":l" and ":n" instead. No other name's keys take that
+// form: theirs have "}:" before the seconds, these "}#:".
 //
 // Hit is not idempotent: a Hit whose outcome is unknown (a timeout) may
 // have counted, and sending it again may count twice. Count is: it only
@@ -132,8 +141,19 @@ func (w *Windows) keys(name string, window time.Duration) (keys []string, secs, 
 	}
 	secs = strconv.FormatInt(int64(window/time.Second), 10)
 	ttl = strconv.FormatInt(int64((window+keyMargin)/time.Second), 10)
-	base := w.prefix + "{" + name + "}:" + secs + ":"
+	base := w.prefix + windowTag(name) + ":" + secs + ":"
 	return []string{base + "l", base + "n"}, secs, ttl, nil
+}
+
+// windowTag returns the part of a window counter's keys that holds its
+// Redis Cluster hash tag: "{" + name + "}", or, for a name whose tag would
+// be empty (it starts with "}"), "{#" + digest + "}#" (see Windows).
+func windowTag(name string) string {
+	if !strings.HasPrefix(name, "}") {
+		return "{" + name + "}"
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "{#" + hex.EncodeToString(sum[:16]) + "}#"
 }
 
 // unixArg returns at as a script's time argument.

@@ -176,8 +176,15 @@ func (m *Main) openStores() error {
 				return err
 			}
 		}
-		m.stores = counters.Stores{Access: access.NewRedis(m.rdb, m.cfg.KeyPrefix), Participants: participant.NewRedis(m.rdb, m.cfg.KeyPrefix),
-			Windows: w, Uniques: u}
+		a, err := access.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		p, err := participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		m.stores = counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}
 	case StoreMemory:
 		m.stores = counters.MemoryStores(nil)
 	case StoreFile:

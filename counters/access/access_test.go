@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
@@ -27,9 +29,19 @@ func forEachStore(t *testing.T, body func(t *testing.T, open opener)) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-			body(t, func(t *testing.T) access.Store { return access.NewRedis(tg.Client, cleanPrefix(t, tg)) })
+			body(t, func(t *testing.T) access.Store { return newRedis(t, tg.Client, cleanPrefix(t, tg)) })
 		})
 	})
+}
+
+// newRedis returns a Redis store on rdb under prefix.
+func newRedis(tb testing.TB, rdb redis.UniversalClient, prefix string) *access.Redis {
+	tb.Helper()
+	s, err := access.NewRedis(rdb, prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // cleanPrefix returns a fresh key prefix whose keys are deleted when t ends.

@@ -20,7 +20,7 @@ func benchStores(b *testing.B, fn func(b *testing.B, s access.Store)) {
 	for _, k := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run("redis-"+string(k), func(b *testing.B) {
 			tg := redistest.Open(b, k)
-			fn(b, access.NewRedis(tg.Client, cleanPrefix(b, tg)))
+			fn(b, newRedis(b, tg.Client, cleanPrefix(b, tg)))
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 	"github.com/vkcounter/vkcounter/counters/internal/names"
@@ -44,25 +43,28 @@ const (
 // with the BBS's COUNTLEVEL serves its total as DefaultName.
 //
 // Unlike the BBS, which loses increments when two requests pick the same
-// file, every Hit and Add happens under an exclusive lock (a mutex in this
-// process and a flock on count.lock across processes) and re-reads the
-// files under it, so File loses nothing even when several processes share the
-// directory. Files are replaced atomically (temporary file, fsync,
+// file, every Hit and Add happens under the counter's exclusive lock (a
+// flock on its count.lock across processes, behind a semaphore per counter
+// in this process: filestore.Locker) and re-reads the files under it, so
+// File loses nothing even when several processes share the directory.
+// Waiting for the lock ends with the call's context: a process that keeps
+// a counter locked fails that counter's Hits and Adds at their deadline
+// (with the context's error) and holds up no other counter. Files are replaced atomically (temporary file, fsync,
 // rename), so a crash never leaves a torn file. A missing, empty or
 // unparsable count file contributes nothing to the total and is the first
 // one rewritten; the total survives as long as one file is valid. Writers
 // that ignore the lock, such as the PHP BBS itself, can still lose their
 // own updates while they share the directory.
 //
-// File is safe for concurrent use; its Hits and Adds are serialised.
+// File is safe for concurrent use; the Hits and Adds of one counter are
+// serialised.
 type File struct {
 	dir    string
 	levels int
 
-	// mu serialises this process's Hits and Adds, so waiting goroutines
-	// queue here instead of each blocking an OS thread in flock. It is held across
-	// file I/O on purpose: that I/O is the critical section.
-	mu sync.Mutex
+	// locks takes each counter's lock, held across its file I/O on
+	// purpose: that I/O is the critical section.
+	locks filestore.Locker
 }
 
 // NewFile returns a store keeping its counters under dir, with levels
@@ -118,12 +120,10 @@ func (f *File) Add(ctx context.Context, name string, n int64) (int64, error) {
 		return 0, err
 	}
 	dir := f.counterDir(name)
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("access: %w", err)
 	}
-	lock, err := filestore.Acquire(filepath.Join(dir, lockName))
+	lock, err := f.locks.Lock(ctx, filepath.Join(dir, lockName))
 	if err != nil {
 		return 0, fmt.Errorf("access: %w", err)
 	}

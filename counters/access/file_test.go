@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
 
@@ -369,5 +371,50 @@ func twoProcesses(t *testing.T, delta int64) {
 	checkExactlyOnce(t, totals, 2*perChild, delta)
 	if got, want := total(t, newFile(t, dir, 5), access.DefaultName), 2*perChild*delta; got != want {
 		t.Fatalf("Total = %d, want %d", got, want)
+	}
+}
+
+// TestFileLockTimeout: while another holder (as another process would)
+// keeps a counter's lock, an Add of that counter fails at its context's
+// deadline instead of waiting for the lock, and the other counters are
+// not held up; once the lock is let go, the counter counts again.
+func TestFileLockTimeout(t *testing.T) {
+	dir := t.TempDir()
+	f := newFile(t, dir, 0)
+	hit(t, f, "x") // creates names/x
+	held, err := filestore.Acquire(filepath.Join(dir, "names", "x", "count.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 200 * time.Millisecond
+	errs := make(chan error, 2)
+	start := time.Now()
+	for range 2 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			_, err := f.Add(ctx, "x", 1)
+			errs <- err
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if n, err := f.Add(ctx, "y", 1); n != 1 || err != nil {
+		t.Fatalf("Add(y) while x is locked = %d, %v", n, err)
+	}
+	if n, err := f.Add(ctx, access.DefaultName, 1); n != 1 || err != nil {
+		t.Fatalf("Add(default) while x is locked = %d, %v", n, err)
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Add(x) while x is locked: %v, want the context's deadline", err)
+		}
+	}
+	if took := time.Since(start); took > deadline+time.Second {
+		t.Fatalf("Add(x) gave up after %v, deadline %v", took, deadline)
+	}
+	held.Release()
+	if got := add(t, f, "x", 1); got != 2 {
+		t.Fatalf("Add(x) after the lock was let go = %d, want 2 (the failed Adds changed nothing)", got)
 	}
 }

@@ -21,7 +21,7 @@ func forEachLister(t *testing.T, body func(t *testing.T, s interface {
 	t.Run("memory", func(t *testing.T) { body(t, access.NewMemory()) })
 	t.Run("redis", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-			body(t, access.NewRedis(tg.Client, cleanPrefix(t, tg)))
+			body(t, newRedis(t, tg.Client, cleanPrefix(t, tg)))
 		})
 	})
 }

@@ -15,9 +15,10 @@ import (
 // incremented with INCRBY, so every instance using the same server and
 // prefix shares the counters. It is safe for concurrent use.
 //
-// The key of counter name is base + "a:{" + name + "}": each name has its
-// own Redis Cluster hash tag, and distinct names never share a key. The
-// keys do not expire. A sorted set indexes the names for List (see
+// The key of counter name is base + "a:{" + name + "}": one key per name,
+// and distinct names never share a key. (Redis Cluster hashes the name up
+// to its first "}", or the whole key for a name starting with "}", so
+// names alike up to a "}" share a slot.) The keys do not expire. A sorted set indexes the names for List (see
 // redis_list.go).
 type Redis struct {
 	rdb     redis.UniversalClient
@@ -29,9 +30,13 @@ type Redis struct {
 const keyPart = "a:"
 
 // NewRedis returns a store using rdb, with every key under the service's
-// base prefix (for example "vkc:") followed by "a:".
-func NewRedis(rdb redis.UniversalClient, base string) *Redis {
-	return &Redis{rdb: rdb, prefix: base + keyPart}
+// base prefix (for example "vkc:") followed by "a:". A nil rdb is an
+// error.
+func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
+	if rdb == nil {
+		return nil, errors.New("access: nil Redis client")
+	}
+	return &Redis{rdb: rdb, prefix: base + keyPart}, nil
 }
 
 // key returns the Redis key holding the counter name.

@@ -19,7 +19,7 @@ func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := cleanPrefix(t, tg)
-		s := access.NewRedis(tg.Client, prefix)
+		s := newRedis(t, tg.Client, prefix)
 		hit(t, s, "vk.messages")
 		hit(t, s, "vk.messages")
 		hit(t, s, "a}b")
@@ -49,7 +49,7 @@ func TestRedisForeignValue(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := cleanPrefix(t, tg)
-		s := access.NewRedis(tg.Client, prefix)
+		s := newRedis(t, tg.Client, prefix)
 		key := prefix + "a:{page}"
 		if err := tg.Client.Set(ctx, key, "not a number", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -67,4 +67,11 @@ func TestRedisForeignValue(t *testing.T) {
 			t.Fatalf("value changed to %q", v)
 		}
 	})
+}
+
+// TestRedisNil: a nil client is an error, as for every other store.
+func TestRedisNil(t *testing.T) {
+	if _, err := access.NewRedis(nil, "p:"); err == nil {
+		t.Fatal("NewRedis(nil) succeeded")
+	}
 }

@@ -26,7 +26,7 @@ func benchStores(b *testing.B, fn func(b *testing.B, s participant.Store)) {
 	for _, k := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run("redis-"+string(k), func(b *testing.B) {
 			tg := redistest.Open(b, k)
-			fn(b, participant.NewRedis(tg.Client, redistest.Prefix(b)))
+			fn(b, newRedis(b, tg.Client, redistest.Prefix(b)))
 		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/internal/filestore"
@@ -32,25 +31,27 @@ import (
 // storage/app/bbs.cnt lives in storage/app/bbs.cnt.d/vk.users). Next to
 // each file is a hidden lock file ".<file>.lock".
 //
-// Every read-modify-write happens under an exclusive lock (a mutex in
-// this process and a flock on the lock file across processes), and files
-// are replaced atomically (temporary file, fsync, rename), so nothing is
+// Every read-modify-write happens under the name's exclusive lock (a
+// flock on its lock file across processes, behind a semaphore per name in
+// this process: filestore.Locker), and files are replaced atomically (temporary file, fsync, rename), so nothing is
 // lost when several processes share the files and a crash never leaves a
 // torn file. A line that is not "key,seconds" or lacks its final newline
 // (half-written) is skipped and the file rewritten without it; every
 // other line is kept. Keys must not contain a comma or a line break.
 // Writers that ignore the lock, such as the PHP BBS itself, can still
-// lose their own updates while they share a file.
+// lose their own updates while they share a file. Waiting for the lock
+// ends with the call's context: a process that keeps a name's file locked
+// fails that name's writes at their deadline (with the context's error)
+// and holds up no other name.
 //
-// File is safe for concurrent use; writes on one store are serialised.
+// File is safe for concurrent use; the writes of one name are serialised.
 type File struct {
 	path  string
 	clock func() time.Time
 
-	// mu serialises this process's writes, so waiting goroutines queue
-	// here instead of each blocking an OS thread in flock. It is held
-	// across file I/O on purpose: that I/O is the critical section.
-	mu sync.Mutex
+	// locks takes each name's lock, held across its file I/O on purpose:
+	// that I/O is the critical section.
+	locks filestore.Locker
 }
 
 // NewFile returns a store whose DefaultName set is the file at path,
@@ -85,7 +86,7 @@ func (f *File) VisitMany(ctx context.Context, name string, keys []string, timeou
 		return 0, 0, err
 	}
 	var n, added int
-	err = f.update(name, func(es []entry) ([]entry, bool) {
+	err = f.update(ctx, name, func(es []entry) ([]entry, bool) {
 		now := f.clock().Unix()
 		found := make(map[string]bool, len(keys)) // of keys: whether a line holds it
 		for _, key := range keys {
@@ -136,7 +137,7 @@ func (f *File) Leave(ctx context.Context, name, key string) (int, bool, error) {
 	}
 	removed := false
 	var n int
-	err := f.update(name, func(es []entry) ([]entry, bool) {
+	err := f.update(ctx, name, func(es []entry) ([]entry, bool) {
 		out := es[:0]
 		for _, e := range es {
 			if e.key == key {
@@ -170,7 +171,7 @@ func (f *File) Active(ctx context.Context, name string, timeout time.Duration) (
 		return 0, err
 	}
 	if !clean {
-		err := f.update(name, func(got []entry) ([]entry, bool) {
+		err := f.update(ctx, name, func(got []entry) ([]entry, bool) {
 			es = append([]entry(nil), got...)
 			return got, false
 		})
@@ -198,16 +199,15 @@ func (f *File) file(name string) string {
 
 // update runs one locked read-modify-write of name's file: fn gets the
 // file's entries and returns the new ones and whether they changed. The
-// file is written when they changed or when it held damaged lines.
-func (f *File) update(name string, fn func([]entry) ([]entry, bool)) error {
+// file is written when they changed or when it held damaged lines. Waiting
+// for the lock ends with ctx.
+func (f *File) update(ctx context.Context, name string, fn func([]entry) ([]entry, bool)) error {
 	path := f.file(name)
 	dir, base := filepath.Split(path)
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("participant: %w", err)
 	}
-	lock, err := filestore.Acquire(filepath.Join(dir, "."+base+".lock"))
+	lock, err := f.locks.Lock(ctx, filepath.Join(dir, "."+base+".lock"))
 	if err != nil {
 		return fmt.Errorf("participant: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 	"github.com/vkcounter/vkcounter/counters/participant"
 )
 
@@ -304,4 +305,45 @@ func TestFileTwoProcesses(t *testing.T) {
 		}
 	}
 	wantActive(t, newFile(t, path, nil), participant.DefaultName, time.Hour, 2*perChild)
+}
+
+// TestFileLockTimeout: while another holder (as another process would)
+// keeps a name's lock, a Visit or Leave of that name fails at its
+// context's deadline instead of waiting for the lock, and the other names
+// are not held up; once the lock is let go, the name works again.
+func TestFileLockTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bbs.cnt")
+	f := newFile(t, path, nil)
+	visit(t, f, "x", "a", time.Minute, 1, true) // creates bbs.cnt.d
+	held, err := filestore.Acquire(filepath.Join(path+".d", ".x.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deadline = 200 * time.Millisecond
+	errs := make(chan error, 2)
+	start := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		_, _, err := participant.Visit(ctx, f, "x", "b", time.Minute)
+		errs <- err
+	}()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		_, _, err := f.Leave(ctx, "x", "a")
+		errs <- err
+	}()
+	visit(t, f, "y", "a", time.Minute, 1, true)
+	visit(t, f, participant.DefaultName, "a", time.Minute, 1, true)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("write of x while x is locked: %v, want the context's deadline", err)
+		}
+	}
+	if took := time.Since(start); took > deadline+time.Second {
+		t.Fatalf("writes of x gave up after %v, deadline %v", took, deadline)
+	}
+	held.Release()
+	visit(t, f, "x", "b", time.Minute, 2, true)
 }

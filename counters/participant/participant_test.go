@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -47,7 +49,7 @@ func forEachStore(t *testing.T, body func(t *testing.T, open opener)) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 			body(t, func(t *testing.T, now func() time.Time) participant.Store {
 				// No cleanup needed: every Visit sets the key to expire.
-				return participant.NewRedis(tg.Client, redistest.Prefix(t)).WithClock(now)
+				return newRedis(t, tg.Client, redistest.Prefix(t)).WithClock(now)
 			})
 		})
 	})
@@ -473,4 +475,14 @@ func sumInts(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// newRedis returns a Redis store on rdb under prefix.
+func newRedis(tb testing.TB, rdb redis.UniversalClient, prefix string) *participant.Redis {
+	tb.Helper()
+	s, err := participant.NewRedis(rdb, prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

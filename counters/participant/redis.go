@@ -3,6 +3,7 @@ package participant
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -33,8 +34,11 @@ var (
 // timeout+1 seconds later, so idle names disappear by themselves.
 // It is safe for concurrent use.
 //
-// The key of name is base + "p:{" + name + "}": each name has its own
-// Redis Cluster hash tag, and distinct names never share a key.
+// The key of name is base + "p:{" + name + "}": one key per name, so
+// every call is on one Redis Cluster slot, and distinct names never share
+// a key. (Redis Cluster hashes the name up to its first "}", or the whole
+// key for a name starting with "}", so names alike up to a "}" share a
+// slot.)
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -45,9 +49,13 @@ type Redis struct {
 const keyPart = "p:"
 
 // NewRedis returns a store using rdb, with every key under the service's
-// base prefix (for example "vkc:") followed by "p:".
-func NewRedis(rdb redis.UniversalClient, base string) *Redis {
-	return &Redis{rdb: rdb, prefix: base + keyPart}
+// base prefix (for example "vkc:") followed by "p:". A nil rdb is an
+// error.
+func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
+	if rdb == nil {
+		return nil, errors.New("participant: nil Redis client")
+	}
+	return &Redis{rdb: rdb, prefix: base + keyPart}, nil
 }
 
 // WithClock returns a copy of the store that reads the time from clock

@@ -17,7 +17,7 @@ func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		s := participant.NewRedis(tg.Client, prefix).WithClock(newClock(bbsNow).Now)
+		s := newRedis(t, tg.Client, prefix).WithClock(newClock(bbsNow).Now)
 		visit(t, s, "vk.users", "42", 60*time.Second, 1, true)
 		visit(t, s, "a}b", "7", 60*time.Second, 1, true)
 		visitMany(t, s, "many", []string{"1", "2", "1"}, 120*time.Second, 2, 2)
@@ -55,7 +55,7 @@ func TestRedisServerTime(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		s := participant.NewRedis(tg.Client, prefix)
+		s := newRedis(t, tg.Client, prefix)
 		tg.Mini.SetTime(time.Unix(1762615400, 0))
 		visit(t, s, users, "3789011499", fiveMins, 1, true)
 		if score, err := tg.Client.ZScore(ctx, prefix+"p:{users}", "3789011499").Result(); err != nil || score != 1762615400 {
@@ -80,7 +80,7 @@ func TestRedisServerTimeReal(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		s := participant.NewRedis(tg.Client, prefix)
+		s := newRedis(t, tg.Client, prefix)
 		before := time.Now().Unix()
 		visit(t, s, users, "k", fiveMins, 1, true)
 		after := time.Now().Unix()
@@ -104,7 +104,7 @@ func TestRedisServerTimeReal(t *testing.T) {
 func TestRedisScriptFlush(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		s := participant.NewRedis(tg.Client, redistest.Prefix(t)).WithClock(newClock(bbsNow).Now)
+		s := newRedis(t, tg.Client, redistest.Prefix(t)).WithClock(newClock(bbsNow).Now)
 		visit(t, s, users, "a", fiveMins, 1, true)
 		if err := tg.Client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestRedisForeignKey(t *testing.T) {
 		if err := tg.Client.Set(ctx, key, "not a set", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		s := participant.NewRedis(tg.Client, prefix)
+		s := newRedis(t, tg.Client, prefix)
 		if _, _, err := participant.Visit(ctx, s, users, "a", fiveMins); err == nil {
 			t.Fatal("Visit on a string key succeeded")
 		}
@@ -141,4 +141,11 @@ func TestRedisForeignKey(t *testing.T) {
 			t.Fatalf("value changed to %q", v)
 		}
 	})
+}
+
+// TestRedisNil: a nil client is an error, as for every other store.
+func TestRedisNil(t *testing.T) {
+	if _, err := participant.NewRedis(nil, "p:"); err == nil {
+		t.Fatal("NewRedis(nil) succeeded")
+	}
 }

@@ -15,9 +15,12 @@ import (
 // service's base prefix followed by "w:"), so the counters are exact to the
 // second on Redis's clock, and shared by every instance using the same
 // server and prefix. The keys of the counter (name, W seconds) are base +
-// "w:{" + name + "}:" + W + ":l" and ":n". Each hit or count is one
-// script run on one Redis Cluster slot (the name's hash tag). The keys
-// expire a minute after the window once a counter goes quiet.
+// "w:{" + name + "}:" + W + ":l" and ":n", except for a name starting with
+// "}", whose keys are base + "w:{#" + hex of the first 16 bytes of
+// SHA-256(name) + "}#:" + W + ":l" and ":n" (see freq.Windows). Each hit or
+// count is one script run on one Redis Cluster slot: the hash tag is the
+// name up to its first "}" (or that digest). The keys expire a minute
+// after the window once a counter goes quiet.
 //
 // A Hit that fails with a timeout may have counted: it is not idempotent,
 // and the client of the Redis connection must not retry it (see
@@ -80,8 +83,10 @@ func (r *Redis) Count(ctx context.Context, name string, window time.Duration) (i
 	return n, wrap(err)
 }
 
-// wrap says which store failed; the arguments were checked before, so an
-// error here is Redis's.
+// wrap says which store failed. The name and window were checked before,
+// so an error here is Redis's, or freq's refusal of a WithClock time
+// outside 1970 to 9999, which keeps wrapping freq.ErrInvalid (the counter
+// port answers it Invalid arguments, HTTP 400).
 func wrap(err error) error {
 	if err == nil {
 		return nil

@@ -2,6 +2,8 @@ package window_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +45,57 @@ func TestRedisKeys(t *testing.T) {
 		// Redis's clock decides: move miniredis's TIME past the window.
 		tg.Mini.SetTime(time.Now().Add(time.Hour + 2*time.Second))
 		count(t, s, "api:42", time.Hour, 0)
+	})
+}
+
+// TestRedisNameKeys: every name's two keys share one Redis Cluster slot,
+// including names with braces, and a name starting with "}" (whose hash
+// tag would be empty) gets a digest tag instead, whose keys no other name
+// can take: not even the name spelling out that digest.
+func TestRedisNameKeys(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		s, err := window.NewRedis(tg.Client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte("}x"))
+		digest := hex.EncodeToString(sum[:16])
+		sum = sha256.Sum256([]byte("}"))
+		digestBrace := hex.EncodeToString(sum[:16])
+		for _, tc := range []struct{ name, tag, rest string }{
+			{"api", "{api}", ""},
+			{"a}b", "{a}b}", ""},
+			{"{x", "{{x}", ""},
+			{"{}", "{{}}", ""},
+			{"}x", "{#" + digest + "}#", ""},
+			{"}", "{#" + digestBrace + "}#", ""},
+			// A name spelling out the digest form keeps the plain layout.
+			{"#" + digest, "{#" + digest + "}", ""},
+			{"#" + digest + "}#", "{#" + digest + "}#}", ""},
+		} {
+			hit(t, s, tc.name, time.Minute, 0)
+			hit(t, s, tc.name, time.Minute, 1)
+			count(t, s, tc.name, time.Minute, 2)
+			base := prefix + "w:" + tc.tag + ":60:"
+			for _, k := range []string{base + "l", base + "n"} {
+				if n, err := tg.Client.Exists(ctx, k).Result(); err != nil || n != 1 {
+					t.Fatalf("%q: key %q exists %d, %v", tc.name, k, n, err)
+				}
+			}
+			if tg.Kind == redistest.Cluster {
+				a, err1 := tg.Client.ClusterKeySlot(ctx, base+"l").Result()
+				b, err2 := tg.Client.ClusterKeySlot(ctx, base+"n").Result()
+				if err1 != nil || err2 != nil || a != b {
+					t.Fatalf("%q: slots %d, %d (%v, %v)", tc.name, a, b, err1, err2)
+				}
+			}
+		}
+		// Each name counted its own two hits: no two names shared keys.
+		if got := len(redistest.Keys(t, tg.Client, prefix)); got != 2*8 {
+			t.Fatalf("%d keys, want %d", got, 2*8)
+		}
 	})
 }
 

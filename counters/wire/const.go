@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/vkcounter/vkcounter/counters/internal/names"
+
 // Framing constants.
 const (
 	// HeaderSize is the size in bytes of every request and response header.
@@ -11,10 +13,14 @@ const (
 	// MagicResponse is the first byte of every response.
 	MagicResponse byte = 0x91
 
-	// MaxNameLen is the longest counter name: its length travels in 2 bytes.
+	// MaxNameLen is the longest counter name a request can carry: its
+	// length travels in 2 bytes. Resource counter names (Get, Acquire,
+	// Release) may be that long; the extension opcodes' names are bounded
+	// by MaxFieldLen.
 	MaxNameLen = 1<<16 - 1
-	// MaxKeyLen is the longest participant key (Visit, Leave): its length
-	// travels in 2 bytes.
+	// MaxKeyLen is the longest participant key (Visit, Leave) a request
+	// can carry: its length travels in 2 bytes. The stores accept at most
+	// MaxFieldLen.
 	MaxKeyLen = 1<<16 - 1
 
 	// BodyAllowance is how many bytes beyond the largest valid body of an
@@ -22,17 +28,51 @@ const (
 	// clients may pad, so a request is refused only past this allowance.
 	BodyAllowance = 64
 
-	// MaxUnknownBody is the largest body accepted (and skipped) for an opcode
-	// this codec does not know; the request is then answered with
-	// StatusUnknownCommand and the connection stays open. Larger bodies are a
-	// protocol error. It is at least the largest known body (UAdd's
-	// with MaxUniqueKeys keys).
+	// MaxUnknownBody is the largest body accepted for an opcode this codec
+	// does not know. A request Reader skips such a body without buffering
+	// it; the request is then answered with StatusUnknownCommand and the
+	// connection stays open. Larger bodies are a protocol error. It is at
+	// least the largest known body (UAdd's with MaxUniqueKeys keys).
 	MaxUnknownBody = 2 + MaxUniqueFieldLen + 2 + MaxUniqueKeys*(2+MaxUniqueFieldLen) + BodyAllowance
+
+	// MaxRetainedBody is the largest body buffer a Reader keeps from one
+	// frame to the next. A body that fits the read buffer
+	// (DefaultBufferSize) is returned in place; a longer one is read into
+	// a buffer of the Reader's, which is dropped at the next Read when it
+	// holds more than MaxRetainedBody bytes, so one large request does not
+	// pin its size for the rest of a connection's life.
+	MaxRetainedBody = 16 << 10
 
 	// MaxResponseBody is the largest response body a Reader made by
 	// NewResponseReader accepts. The biggest real one is a Dump entry with a
 	// 65535-byte name; Stats stays far below this.
 	MaxResponseBody = 1 << 20
+)
+
+// Limits of the extension opcodes' fields. The extension opcodes' body
+// limits (Opcode.MaxRequestBody) follow from them, so a request for a
+// name or key no store accepts is refused by its length alone.
+const (
+	// MaxFieldLen is the longest name or key the stores of the extension
+	// opcodes accept (access, participant, window and unique counters):
+	// the counter name rule of counters/internal/names, which the
+	// participant and unique keys share. A longer field in a body that
+	// is still within its opcode's limit is answered StatusInvalid.
+	MaxFieldLen = names.MaxLen
+
+	// MaxDelta is the largest delta of an Add: access counter totals are
+	// int64.
+	MaxDelta = 1<<63 - 1
+
+	// MaxListField is the longest prefix or after of a List request.
+	MaxListField = MaxFieldLen
+
+	// MaxUniqueKeys is the most keys one UAdd carries.
+	MaxUniqueKeys = 1000
+	// MaxUnionNames is the most names one UCount carries.
+	MaxUnionNames = 100
+	// MaxUniqueFieldLen is the longest name or key of UAdd and UCount.
+	MaxUniqueFieldLen = MaxFieldLen
 )
 
 // An Opcode says what a request asks for. Responses copy the opcode of their
@@ -98,3 +138,10 @@ const (
 // open and the client may retry. The code is memcached's "temporary
 // failure", next to the 0x8x statuses the counter protocol borrowed from it.
 const StatusStoreFailure Status = 0x86
+
+// StatusInternalError is vkcounter's answer to an extension request whose
+// store is damaged in a way retrying cannot fix (an access counter whose
+// count files are all corrupt, in the File store) until an operator
+// repairs it. The request changed nothing. The code is memcached's
+// "internal error".
+const StatusInternalError Status = 0x84

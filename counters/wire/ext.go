@@ -82,10 +82,6 @@ type AddRequest struct {
 	Name []byte
 }
 
-// MaxDelta is the largest delta of an Add: access counter totals are
-// int64.
-const MaxDelta = 1<<63 - 1
-
 // ParseAdd decodes an Add request body: a body shorter than its fields, a
 // delta of 0 or above MaxDelta, or a bad name is invalid. Every error wraps
 // ErrInvalid.

@@ -196,20 +196,31 @@ func TestCheckKey(t *testing.T) {
 }
 
 func TestExtensionBodyLimits(t *testing.T) {
-	// The largest Visit (longest name and key) is read, not refused.
-	long := strings.Repeat("x", wire.MaxNameLen)
+	// The largest Visit the stores accept (longest name and key) is read,
+	// not refused, and so is one with fields a little too long for the
+	// stores (within the allowance), which the server answers Invalid
+	// arguments.
+	long := strings.Repeat("x", wire.MaxFieldLen)
 	stream := wire.AppendVisit(nil, 1, 0, long, long)
+	stream = wire.AppendHit(stream, 2, long+strings.Repeat("y", wire.BodyAllowance))
 	fs, err := readAll(wire.NewRequestReader(bytes.NewReader(stream)))
-	if len(fs) != 1 {
+	if len(fs) != 2 {
 		t.Fatalf("%d frames, %v", len(fs), err)
 	}
 	req, err := wire.ParseVisit(fs[0].Body)
-	if err != nil || len(req.Name) != wire.MaxNameLen || len(req.Key) != wire.MaxKeyLen {
+	if err != nil || len(req.Name) != wire.MaxFieldLen || len(req.Key) != wire.MaxFieldLen {
 		t.Fatalf("largest visit: %v", err)
 	}
-	// One byte over the allowance is a protocol error.
-	hdr := wire.AppendHeader(nil, wire.Header{Magic: wire.MagicRequest, Opcode: wire.OpHit, BodyLen: 2 + wire.MaxNameLen + wire.BodyAllowance + 1, Opaque: 1})
-	if _, err := wire.NewRequestReader(bytes.NewReader(hdr)).Read(); !errors.Is(err, wire.ErrBodyTooLong) {
-		t.Fatalf("over-long hit: %v", err)
+	// One byte over the allowance is a protocol error, for every opcode
+	// whose fields the stores bound.
+	for op, fixed := range map[wire.Opcode]uint32{
+		wire.OpHit: 2 + wire.MaxFieldLen, wire.OpTotal: 2 + wire.MaxFieldLen, wire.OpAdd: 8 + 2 + wire.MaxFieldLen,
+		wire.OpVisit: 4 + 2*(2+wire.MaxFieldLen), wire.OpLeave: 2 * (2 + wire.MaxFieldLen), wire.OpActive: 4 + 2 + wire.MaxFieldLen,
+		wire.OpWindowHit: 4 + 2 + wire.MaxFieldLen, wire.OpWindowCount: 4 + 2 + wire.MaxFieldLen,
+	} {
+		hdr := wire.AppendHeader(nil, wire.Header{Magic: wire.MagicRequest, Opcode: op, BodyLen: fixed + wire.BodyAllowance + 1, Opaque: 1})
+		if _, err := wire.NewRequestReader(bytes.NewReader(hdr)).Read(); !errors.Is(err, wire.ErrBodyTooLong) {
+			t.Errorf("over-long %s: %v", op, err)
+		}
 	}
 }

@@ -16,18 +16,9 @@ import (
 //	        name)
 //
 // A unique counter's names and keys are at most MaxUniqueFieldLen bytes,
-// so that the largest UAdd and UCount bodies stay small. As for the other
+// so that the largest UAdd and UCount bodies stay small (the limits are in
+// const.go). As for the other
 // opcodes, bytes after the last field are ignored.
-
-// Limits of the window and unique counter opcodes.
-const (
-	// MaxUniqueKeys is the most keys one UAdd carries.
-	MaxUniqueKeys = 1000
-	// MaxUnionNames is the most names one UCount carries.
-	MaxUnionNames = 100
-	// MaxUniqueFieldLen is the longest name or key of UAdd and UCount.
-	MaxUniqueFieldLen = 255
-)
 
 var (
 	errKeyCount  = fmt.Errorf("%w: key count must be 1 to %d", ErrInvalid, MaxUniqueKeys)

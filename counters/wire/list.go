@@ -17,9 +17,6 @@ import (
 // after (byte order); a client asks for the next page with after set to
 // the last name it got.
 
-// MaxListField is the longest prefix or after of a List request.
-const MaxListField = 255
-
 var errListField = fmt.Errorf("%w: prefix or after longer than %d bytes", ErrInvalid, MaxListField)
 
 // AppendList appends a List request. It only panics on a prefix or after

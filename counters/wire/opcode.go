@@ -11,7 +11,10 @@ type opSpec struct {
 }
 
 // opSpecs is the table of known opcodes. Adding an opcode to the codec is one
-// entry here plus its body encoders and decoders.
+// entry here plus its body encoders and decoders. The resource opcodes take
+// names of up to MaxNameLen bytes, as the reference server does; the
+// extension opcodes' names and keys are bounded by what their stores
+// accept, MaxFieldLen.
 var opSpecs = [256]opSpec{
 	OpNoop:    {true, "noop", 0},
 	OpGet:     {true, "get", 2 + MaxNameLen},
@@ -19,16 +22,16 @@ var opSpecs = [256]opSpec{
 	OpRelease: {true, "release", 4 + 2 + MaxNameLen},
 	OpStats:   {true, "stats", 0},
 	OpDump:    {true, "dump", 0},
-	OpHit:     {true, "hit", 2 + MaxNameLen},
-	OpTotal:   {true, "total", 2 + MaxNameLen},
-	OpAdd:     {true, "add", 8 + 2 + MaxNameLen},
+	OpHit:     {true, "hit", 2 + MaxFieldLen},
+	OpTotal:   {true, "total", 2 + MaxFieldLen},
+	OpAdd:     {true, "add", 8 + 2 + MaxFieldLen},
 	OpList:    {true, "list", 2 + 2*(2+MaxListField)},
-	OpVisit:   {true, "visit", 4 + 2 + MaxNameLen + 2 + MaxKeyLen},
-	OpLeave:   {true, "leave", 2 + MaxNameLen + 2 + MaxKeyLen},
-	OpActive:  {true, "active", 4 + 2 + MaxNameLen},
+	OpVisit:   {true, "visit", 4 + 2 + MaxFieldLen + 2 + MaxFieldLen},
+	OpLeave:   {true, "leave", 2 + MaxFieldLen + 2 + MaxFieldLen},
+	OpActive:  {true, "active", 4 + 2 + MaxFieldLen},
 	// The window and unique counters.
-	OpWindowHit:   {true, "whit", 4 + 2 + MaxNameLen},
-	OpWindowCount: {true, "wcount", 4 + 2 + MaxNameLen},
+	OpWindowHit:   {true, "whit", 4 + 2 + MaxFieldLen},
+	OpWindowCount: {true, "wcount", 4 + 2 + MaxFieldLen},
 	OpUniqueAdd:   {true, "uadd", 2 + MaxUniqueFieldLen + 2 + MaxUniqueKeys*(2+MaxUniqueFieldLen)},
 	OpUniqueCount: {true, "ucount", 2 + MaxUnionNames*(2+MaxUniqueFieldLen)},
 }

@@ -37,19 +37,25 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 // A Frame is one header and its body.
 type Frame struct {
 	Header
-	// Body is valid only until the next call to Read.
+	// Body is valid only until the next call to Read. It is nil for a
+	// request whose opcode the codec does not know: a request Reader
+	// skips such bodies (BodyLen still says how long it was).
 	Body []byte
 }
 
 // A Reader splits a stream into frames. It checks the magic and the body
 // limit from the header alone, before reading or allocating for the body, so
-// its memory stays bounded by the largest allowed body. It is not safe for
-// concurrent use.
+// its memory stays bounded by the largest allowed body while a frame is
+// read, and by DefaultBufferSize plus MaxRetainedBody between frames. It is
+// not safe for concurrent use.
 type Reader struct {
 	br      *bufio.Reader
 	magic   byte
 	maxBody func(Opcode) uint32
-	// buf holds bodies that do not fit in br's buffer.
+	// skipUnknown discards the bodies of unknown opcodes unread.
+	skipUnknown bool
+	// buf holds bodies that do not fit in br's buffer. One larger than
+	// MaxRetainedBody is dropped at the next Read.
 	buf []byte
 }
 
@@ -59,8 +65,16 @@ const DefaultBufferSize = 4096
 
 // NewRequestReader returns a Reader of requests from r, for a server: the
 // magic must be MagicRequest and each body at most Opcode.MaxRequestBody.
+// The body of an opcode the codec does not know (at most MaxUnknownBody)
+// is skipped without being buffered, since it can only be answered with
+// StatusUnknownCommand: its Frame has a nil Body.
 func NewRequestReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, DefaultBufferSize), magic: MagicRequest, maxBody: Opcode.MaxRequestBody}
+	return &Reader{
+		br:          bufio.NewReaderSize(r, DefaultBufferSize),
+		magic:       MagicRequest,
+		maxBody:     Opcode.MaxRequestBody,
+		skipUnknown: true,
+	}
 }
 
 // NewResponseReader returns a Reader of responses from r, for a client: the
@@ -100,6 +114,11 @@ func (r *Reader) Next() (Header, bool) {
 // A bad magic or an over-long body gives a *ProtocolError, after which the
 // Reader must not be used.
 func (r *Reader) Read() (Frame, error) {
+	if cap(r.buf) > MaxRetainedBody {
+		// The previous body, valid until this call, was large: let it go
+		// rather than pin it while the stream idles.
+		r.buf = nil
+	}
 	hb, err := r.br.Peek(HeaderSize)
 	if err != nil {
 		if len(hb) > 0 && err == io.EOF {
@@ -117,6 +136,13 @@ func (r *Reader) Read() (Frame, error) {
 	if h.BodyLen > r.maxBody(h.Opcode) {
 		return Frame{}, &ProtocolError{Header: h, Err: ErrBodyTooLong}
 	}
+	if r.skipUnknown && !h.Opcode.Known() {
+		// Discard reads through br's own buffer: nothing is allocated.
+		if _, err := r.br.Discard(int(h.BodyLen)); err != nil {
+			return Frame{}, unexpected(err)
+		}
+		return Frame{Header: h}, nil
+	}
 	body, err := r.readBody(int(h.BodyLen))
 	if err != nil {
 		return Frame{}, err
@@ -125,7 +151,8 @@ func (r *Reader) Read() (Frame, error) {
 }
 
 // readBody reads n bytes: in place when they fit the read buffer, else into
-// r.buf, which is bounded by the body limit.
+// r.buf, which is bounded by the body limit (and dropped by the next Read
+// when over MaxRetainedBody).
 func (r *Reader) readBody(n int) ([]byte, error) {
 	if n == 0 {
 		return nil, nil

@@ -16,6 +16,7 @@ var statusMessages = map[Status]string{
 	StatusUnknownCommand: "Unknown command",
 	StatusOutOfMemory:    "OutOfMemory",
 	StatusStoreFailure:   "Store unavailable",
+	StatusInternalError:  "Internal error",
 }
 
 // statusLabels names each status in snake_case, for metric labels and
@@ -29,6 +30,7 @@ var statusLabels = map[Status]string{
 	StatusUnknownCommand: "unknown_command",
 	StatusOutOfMemory:    "out_of_memory",
 	StatusStoreFailure:   "store_unavailable",
+	StatusInternalError:  "internal_error",
 }
 
 // Label returns the status's snake_case name ("not_found"), or "0xnn" for

@@ -1,9 +1,10 @@
 // Package wire is the codec of the yrmcds counter protocol: the 12-byte
 // header, opcodes, statuses and the body of every request and response,
 // plus a Reader that frames a byte stream with bounded memory. It also
-// encodes vkcounter's extension opcodes for access counters (Hit, Total)
-// and participant counters (Visit, Leave, Active), which use the same
-// header.
+// encodes vkcounter's extension opcodes, which use the same header: access
+// counters (Hit, Total, Add, List), participant counters (Visit, Leave,
+// Active), window counters (WHit, WCount) and unique counters (UAdd,
+// UCount). The protocol's limits are in const.go.
 //
 // It has no server state, so clients, servers and load generators share it.
 // Requests and responses are built with the Append functions, which append

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -184,9 +185,9 @@ func TestOpcodes(t *testing.T) {
 	}
 	for op, want := range map[wire.Opcode]uint32{
 		wire.OpNoop: 64, wire.OpGet: 65537 + 64, wire.OpAcquire: 65545 + 64, wire.OpRelease: 65541 + 64,
-		wire.OpStats: 64, wire.OpDump: 64, wire.OpHit: 65537 + 64, wire.OpTotal: 65537 + 64, wire.OpAdd: 65545 + 64,
-		wire.OpVisit: 4 + 2*65537 + 64, wire.OpLeave: 2*65537 + 64, wire.OpActive: 65541 + 64, 0x7f: wire.MaxUnknownBody,
-		wire.OpWindowHit: 65541 + 64, wire.OpWindowCount: 65541 + 64, wire.OpUniqueAdd: 257 + 2 + 1000*257 + 64,
+		wire.OpStats: 64, wire.OpDump: 64, wire.OpHit: 257 + 64, wire.OpTotal: 257 + 64, wire.OpAdd: 8 + 257 + 64,
+		wire.OpVisit: 4 + 2*257 + 64, wire.OpLeave: 2*257 + 64, wire.OpActive: 4 + 257 + 64, 0x7f: wire.MaxUnknownBody,
+		wire.OpWindowHit: 4 + 257 + 64, wire.OpWindowCount: 4 + 257 + 64, wire.OpUniqueAdd: 257 + 2 + 1000*257 + 64,
 		wire.OpUniqueCount: 2 + 100*257 + 64, wire.OpList: 2 + 2*257 + 64,
 	} {
 		if got := op.MaxRequestBody(); got != want {
@@ -303,14 +304,121 @@ func TestReaderErrors(t *testing.T) {
 
 func TestReaderAcceptsLimits(t *testing.T) {
 	// A noop with a body of exactly the allowance and an unknown opcode
-	// with the largest accepted body are read, not refused.
+	// with the largest accepted body are read, not refused. The unknown
+	// opcode's body is skipped, not returned: only its length is.
 	stream := append(unhex(t, "90 00 00 00 00000040 00000001"), make([]byte, 64)...)
 	stream = wire.AppendHeader(stream, wire.Header{Magic: wire.MagicRequest, Opcode: 0x7f, BodyLen: wire.MaxUnknownBody, Opaque: 2})
 	stream = append(stream, make([]byte, wire.MaxUnknownBody)...)
 	fs, err := readAll(wire.NewRequestReader(bytes.NewReader(stream)))
-	if err != io.EOF || len(fs) != 2 || len(fs[1].Body) != wire.MaxUnknownBody {
+	if err != io.EOF || len(fs) != 2 || fs[1].BodyLen != wire.MaxUnknownBody || fs[1].Body != nil {
 		t.Fatalf("%d frames, %v", len(fs), err)
 	}
+}
+
+// TestReaderSkipsUnknownBodies: a request reader discards the body of an
+// unknown opcode without buffering it, whatever its size and however the
+// stream is split, and reads the next frame right after it; a response
+// reader returns it.
+func TestReaderSkipsUnknownBodies(t *testing.T) {
+	body := bytes.Repeat([]byte{0x90}, 100_000) // looks like headers: must not be parsed as frames
+	var stream []byte
+	stream = wire.AppendHeader(stream, wire.Header{Magic: wire.MagicRequest, Opcode: 0x99, BodyLen: uint32(len(body)), Opaque: 1})
+	stream = append(stream, body...)
+	stream = wire.AppendHeader(stream, wire.Header{Magic: wire.MagicRequest, Opcode: 0x7f, BodyLen: 3, Opaque: 2})
+	stream = append(stream, 1, 2, 3)
+	stream = wire.AppendGet(stream, 3, "name")
+	for name, src := range map[string]func() io.Reader{
+		"one write":          func() io.Reader { return bytes.NewReader(stream) },
+		"one byte at a time": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(stream)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := wire.NewRequestReader(src())
+			fs, err := readAll(r)
+			if err != io.EOF || len(fs) != 3 {
+				t.Fatalf("%d frames, %v", len(fs), err)
+			}
+			for i, want := range []uint32{uint32(len(body)), 3} {
+				if f := fs[i]; f.Opaque != uint32(i+1) || f.BodyLen != want || f.Body != nil {
+					t.Fatalf("frame %d: %+v, want opaque %d, body length %d and no body", i, f, i+1, want)
+				}
+			}
+			if got, err := wire.ParseGet(fs[2].Body); err != nil || string(got) != "name" {
+				t.Fatalf("get after the skipped bodies: %q, %v", got, err)
+			}
+			if c := wire.BufferCap(r); c != 0 {
+				t.Fatalf("skipping allocated a %d-byte body buffer", c)
+			}
+		})
+	}
+	// Cut inside the skipped body: the stream ended inside a frame.
+	if _, err := wire.NewRequestReader(bytes.NewReader(stream[:1000])).Read(); err != io.ErrUnexpectedEOF {
+		t.Fatalf("cut inside a skipped body: %v, want io.ErrUnexpectedEOF", err)
+	}
+	r := wire.NewResponseReader(bytes.NewReader(wire.AppendResponse(nil, 0x99, wire.StatusOK, 1, []byte("abc"))))
+	if f, err := r.Read(); err != nil || string(f.Body) != "abc" {
+		t.Fatalf("response of an unknown opcode: %+v, %v", f, err)
+	}
+}
+
+// TestReaderReleasesLargeBuffers: a body over MaxRetainedBody is read into
+// a buffer that the next Read drops before it waits for more input, so an
+// idle connection after one large request keeps at most MaxRetainedBody;
+// smaller buffers are kept and reused.
+func TestReaderReleasesLargeBuffers(t *testing.T) {
+	small := strings.Repeat("s", wire.MaxRetainedBody-4-4-2) // an Acquire body of exactly MaxRetainedBody
+	large := strings.Repeat("L", wire.MaxNameLen)
+	reqs := [][]byte{
+		wire.AppendAcquire(nil, 0, small, 1, 1),
+		wire.AppendAcquire(nil, 1, small[:5000], 1, 1),
+		wire.AppendAcquire(nil, 2, large, 1, 1),
+		wire.AppendRelease(nil, 3, large, 1),
+		wire.AppendNoop(nil, 4),
+		wire.AppendAcquire(nil, 5, small[:6000], 1, 1),
+	}
+	// caps[i] is the buffer the Reader holds when it first asks for the
+	// bytes of request i: what an idle stream keeps after request i-1.
+	caps := make([]int, len(reqs))
+	var r *wire.Reader
+	src := &chunkReader{chunks: reqs, onChunk: func(i int) { caps[i] = wire.BufferCap(r) }}
+	r = wire.NewRequestReader(src)
+	for i, req := range reqs {
+		f, err := r.Read()
+		if err != nil || f.Opaque != uint32(i) || !bytes.Equal(f.Body, req[wire.HeaderSize:]) {
+			t.Fatalf("request %d: %+v, %v", i, f.Header, err)
+		}
+	}
+	want := []int{0, len(small) + 10, len(small) + 10, 0, 0, 0}
+	if !slices.Equal(caps, want) {
+		t.Fatalf("buffer held before each request %v, want %v", caps, want)
+	}
+	if _, err := r.Read(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if c := wire.BufferCap(r); c != 6000+10 {
+		t.Fatalf("buffer of %d bytes after a small body, want it kept (%d)", c, 6000+10)
+	}
+}
+
+// chunkReader returns its chunks in order, never two in one Read, and
+// calls onChunk as it starts to return each.
+type chunkReader struct {
+	chunks  [][]byte
+	i, off  int
+	onChunk func(i int)
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if c.i == len(c.chunks) {
+		return 0, io.EOF
+	}
+	if c.off == 0 {
+		c.onChunk(c.i)
+	}
+	n := copy(p, c.chunks[c.i][c.off:])
+	if c.off += n; c.off == len(c.chunks[c.i]) {
+		c.i, c.off = c.i+1, 0
+	}
+	return n, nil
 }
 
 func ExampleAppendAcquire() {

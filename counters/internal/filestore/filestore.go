@@ -5,10 +5,13 @@
 //
 // The lock is advisory: it protects against other users of this package
 // (in this process or another), not against programs that write the same
-// files without taking it.
+// files without taking it. A Locker takes it within a context, so that a
+// lock file another process holds for too long fails the call at its
+// deadline instead of blocking it.
 package filestore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,6 +19,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 )
 
 // MaxPathName is the longest file name PathName returns. It leaves room
@@ -31,13 +36,16 @@ const DefaultPerm fs.FileMode = 0o644
 // Release.
 type Lock struct {
 	f *os.File
+	// unlock, when not nil, lets the next goroutine of this process have
+	// the lock file (see Locker).
+	unlock func()
 }
 
-// Acquire opens the lock file at path, creating it if needed, and blocks
-// until it holds an exclusive lock on it. The lock conflicts with every
-// other Acquire of the same path, in this process or another; callers
-// should still serialise their own goroutines first (with a mutex), so
-// that waiting goroutines do not each block an OS thread in the kernel.
+// Acquire opens the lock file at path, creating it if needed, and blocks,
+// without a bound, until it holds an exclusive lock on it. The lock
+// conflicts with every other Acquire or Locker.Lock of the same path, in
+// this process or another. Each waiting caller blocks an OS thread in
+// the kernel: the stores use a Locker, which waits within a context.
 func Acquire(path string) (*Lock, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, DefaultPerm)
 	if err != nil {
@@ -53,7 +61,125 @@ func Acquire(path string) (*Lock, error) {
 // Release drops the lock and closes the lock file.
 func (l *Lock) Release() error {
 	// Closing the only descriptor of the open file releases the flock.
-	return l.f.Close()
+	err := l.f.Close()
+	if unlock := l.unlock; unlock != nil {
+		l.unlock = nil // a second Release must not let a second goroutine in
+		unlock()
+	}
+	return err
+}
+
+// Lock polling bounds: a Locker retries a lock file held by another
+// process after minPoll, doubling up to maxPoll.
+const (
+	minPoll = time.Millisecond
+	maxPoll = 10 * time.Millisecond
+)
+
+// A Locker takes the locks of lock files for one store, each within a
+// context: a caller whose context ends while it waits for the lock gets
+// the context's error instead of waiting on, however long another process
+// holds the lock. Goroutines of this process wanting the same lock file
+// queue on a semaphore of that path (so they neither poll nor block OS
+// threads), and only the first of them tries the flock, without blocking,
+// again and again until it gets it or its context ends. Different lock
+// files never wait for each other.
+//
+// The zero Locker is ready to use. It is safe for concurrent use.
+type Locker struct {
+	mu sync.Mutex
+	// paths holds the lock files some goroutine holds or waits for;
+	// guarded by mu.
+	paths map[string]*pathLock
+}
+
+// pathLock is the semaphore of one lock file among a Locker's goroutines.
+type pathLock struct {
+	// sem holds a token while a goroutine has the lock file (or tries
+	// its flock).
+	sem chan struct{}
+	// refs counts the goroutines holding or waiting for sem; guarded by
+	// Locker.mu. The entry is deleted when it drops to 0.
+	refs int
+}
+
+// Lock opens the lock file at path, creating it if needed, and returns
+// once it holds an exclusive lock on it, or returns an error wrapping
+// ctx.Err() when ctx ends first. The lock conflicts with every other Lock
+// or Acquire of the same path, in this process or another.
+func (l *Locker) Lock(ctx context.Context, path string) (*Lock, error) {
+	pl := l.ref(path)
+	unlock := func() {
+		<-pl.sem
+		l.unref(path, pl)
+	}
+	select {
+	case pl.sem <- struct{}{}:
+	case <-ctx.Done():
+		l.unref(path, pl)
+		return nil, fmt.Errorf("wait for %s: %w", path, ctx.Err())
+	}
+	if err := ctx.Err(); err != nil { // select picks at random when both are ready
+		unlock()
+		return nil, fmt.Errorf("wait for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, DefaultPerm)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	for wait := minPoll; ; wait = min(2*wait, maxPoll) {
+		ok, err := tryLockFile(f)
+		if ok {
+			return &Lock{f: f, unlock: unlock}, nil
+		}
+		if err == nil {
+			err = pause(ctx, wait)
+		}
+		if err != nil {
+			f.Close()
+			unlock()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+	}
+}
+
+// pause waits for d, or returns ctx.Err() when ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ref returns path's semaphore, counting the caller in.
+func (l *Locker) ref(path string) *pathLock {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.paths == nil {
+		l.paths = make(map[string]*pathLock)
+	}
+	pl := l.paths[path]
+	if pl == nil {
+		pl = &pathLock{sem: make(chan struct{}, 1)}
+		l.paths[path] = pl
+	}
+	pl.refs++
+	return pl
+}
+
+// unref counts the caller out of path's semaphore, dropping it when no
+// goroutine holds or waits for it any more.
+func (l *Locker) unref(path string, pl *pathLock) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pl.refs--; pl.refs == 0 {
+		delete(l.paths, path)
+	}
 }
 
 // WriteFile replaces the file at path with data so that a reader, or a

@@ -1,15 +1,20 @@
 package filestore_test
 
 import (
+	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/counters/internal/filestore"
 )
@@ -147,4 +152,151 @@ func increment(lockPath, dataPath string) error {
 	}
 	n, _ := strconv.Atoi(string(b))
 	return filestore.WriteFile(dataPath, []byte(strconv.Itoa(n+1)))
+}
+
+// TestLockerExcludes increments a number in a file from goroutines of two
+// Lockers (two stores on one directory): their semaphores are separate,
+// so only the flock keeps them apart.
+func TestLockerExcludes(t *testing.T) {
+	dir := t.TempDir()
+	lockPath := filepath.Join(dir, "lock")
+	dataPath := filepath.Join(dir, "n")
+	var lockers [2]filestore.Locker
+	const workers, each = 10, 25
+	errs := make([]error, 2*workers)
+	var wg sync.WaitGroup
+	for w := range 2 * workers {
+		wg.Go(func() {
+			for range each {
+				l, err := lockers[w%2].Lock(context.Background(), lockPath)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				errs[w] = incrementLocked(dataPath)
+				l.Release()
+				if errs[w] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dataPath)
+	if err != nil || string(b) != strconv.Itoa(2*workers*each) {
+		t.Fatalf("n = %s (%v), want %d", b, err, 2*workers*each)
+	}
+	for i := range lockers {
+		if n := filestore.LockerPaths(&lockers[i]); n != 0 {
+			t.Fatalf("locker %d still tracks %d lock files", i, n)
+		}
+	}
+}
+
+func incrementLocked(dataPath string) error {
+	b, err := os.ReadFile(dataPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	n, _ := strconv.Atoi(string(b))
+	return filestore.WriteFile(dataPath, []byte(strconv.Itoa(n+1)))
+}
+
+// holdEnv, when set, makes TestLockerContext act as the child process
+// holding the lock file it names until its standard input closes.
+const holdEnv = "VKCOUNTER_TEST_FILESTORE_HOLD"
+
+// TestLockerContext: while another OS process holds a lock file, Lock on
+// it (and every goroutine queued behind it) gives up when its context
+// ends, other lock files stay free, and once the process lets go Lock
+// gets it.
+func TestLockerContext(t *testing.T) {
+	if path := os.Getenv(holdEnv); path != "" {
+		l, err := filestore.Acquire(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Stdout.WriteString("locked\n")
+		io.Copy(io.Discard, os.Stdin)
+		l.Release()
+		return
+	}
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := t.TempDir()
+	held, free := filepath.Join(dir, "held.lock"), filepath.Join(dir, "free.lock")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockerContext$", "-test.count=1")
+	cmd.Env = append(os.Environ(), holdEnv+"="+held)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("child: %q, %v", line, err)
+	}
+
+	var l filestore.Locker
+	const deadline = 200 * time.Millisecond
+	errs := make(chan error, 3)
+	start := time.Now()
+	for range 3 { // one polls the flock, two queue behind it
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			lk, err := l.Lock(ctx, held)
+			if err == nil {
+				lk.Release()
+			}
+			errs <- err
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	lk, err := l.Lock(ctx, free)
+	if err != nil {
+		t.Fatalf("Lock of another file while one is held: %v", err)
+	}
+	lk.Release()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock of a file another process holds: %v, want the deadline", err)
+		}
+	}
+	if took := time.Since(start); took > deadline+time.Second {
+		t.Fatalf("Locks gave up after %v, deadline %v", took, deadline)
+	}
+	if n := filestore.LockerPaths(&l); n != 0 {
+		t.Fatalf("locker still tracks %d lock files after every Lock ended", n)
+	}
+
+	stdin.Close() // the child lets go
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lk, err = l.Lock(ctx, held)
+	if err != nil {
+		t.Fatalf("Lock once the other process let go: %v", err)
+	}
+	lk.Release()
+	lk.Release() // a second Release is harmless
+	if lk, err = l.Lock(ctx, held); err != nil {
+		t.Fatalf("Lock after a double Release: %v", err)
+	}
+	lk.Release()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
 }

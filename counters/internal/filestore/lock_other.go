@@ -15,3 +15,5 @@ import (
 func lockFile(*os.File) error {
 	return fmt.Errorf("flock is not available on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
+
+func tryLockFile(f *os.File) (bool, error) { return false, lockFile(f) }

@@ -4,8 +4,9 @@
 // name with their own ErrInvalidName, so an error still says which kind
 // refused it.
 //
-// The codec (counters/wire) checks framing only, and the resource counters
-// keep their own, longer limit (resource.MaxNameLen).
+// The codec (counters/wire) bounds the extension opcodes' bodies by it
+// (wire.MaxFieldLen) but leaves the check of each name to the kinds, and
+// the resource counters keep their own, longer limit (resource.MaxNameLen).
 package names
 
 import "fmt"
