@@ -284,7 +284,7 @@ func (c *Client) Stats(ctx context.Context) ([]wire.Stat, error) {
 
 // Hit adds one to the named access counter and returns its new total.
 func (c *Client) Hit(ctx context.Context, name string) (int64, error) {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return 0, fmt.Errorf("counters: hit: %w", err)
 	}
 	var v int64
@@ -297,7 +297,7 @@ func (c *Client) Hit(ctx context.Context, name string) (int64, error) {
 // Add adds delta (1 to wire.MaxDelta) to the named access counter and
 // returns its new total, as delta Hits would, in one request.
 func (c *Client) Add(ctx context.Context, name string, delta int64) (int64, error) {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return 0, fmt.Errorf("counters: add: %w", err)
 	}
 	if delta < 1 {
@@ -313,7 +313,7 @@ func (c *Client) Add(ctx context.Context, name string, delta int64) (int64, erro
 // Total returns the total of the named access counter; a counter never hit
 // gives wire.StatusNotFound.
 func (c *Client) Total(ctx context.Context, name string) (int64, error) {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return 0, fmt.Errorf("counters: total: %w", err)
 	}
 	var v int64
@@ -371,7 +371,7 @@ func (c *Client) Leave(ctx context.Context, name, key string) (active int, remov
 // Active returns the number of keys of the named participant counter seen
 // within timeout (whole seconds, 0 for the server's default).
 func (c *Client) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return 0, fmt.Errorf("counters: active: %w", err)
 	}
 	secs, err := timeoutSeconds(timeout)
@@ -386,7 +386,7 @@ func (c *Client) Active(ctx context.Context, name string, timeout time.Duration)
 }
 
 func checkLeave(name, key string) error {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return err
 	}
 	return wire.CheckKey(key)

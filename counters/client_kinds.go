@@ -46,7 +46,7 @@ func appendWindow(dst []byte, op wire.Opcode, opaque, secs uint32, name string) 
 // windowSeconds checks a window counter's name and window and returns the
 // window's 4-byte field.
 func windowSeconds(name string, w time.Duration) (uint32, error) {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return 0, err
 	}
 	if w < time.Second || w > window.MaxWindow || w%time.Second != 0 {
@@ -167,7 +167,7 @@ func CheckWindow(name string, w time.Duration) error {
 // CheckUniqueAdd returns the error UniqueAdd gives, before sending
 // anything, for this name and keys, or nil.
 func CheckUniqueAdd(name string, keys []string) error {
-	if err := wire.CheckName(name); err != nil {
+	if err := wire.CheckKindName(name); err != nil {
 		return err
 	}
 	return checkUniqueFields(name, keys, wire.MaxUniqueKeys)

@@ -253,7 +253,10 @@ func checkCnt(cmd cntCommand) error {
 			return err
 		}
 	}
-	return wire.CheckName(cmd.counter)
+	if cmd.name == "get" || cmd.name == "release" {
+		return wire.CheckName(cmd.counter)
+	}
+	return wire.CheckKindName(cmd.counter)
 }
 
 func parseUint32(what, s string) (uint32, error) {

@@ -319,7 +319,7 @@ func TestCntExtension(t *testing.T) {
 		{"visits", []string{"visit", "room", "u1", "300", "visit", "room", "u1", "300", "visit", "room", "u2", "0", "active", "room", "300"},
 			0, "1 1\n1 0\n2 1\n2\n", ""},
 		{"leaves", []string{"leave", "room", "u1", "leave", "room", "u1", "active", "room", "0"}, 0, "1 1\n1 0\n1\n", ""},
-		{"name over the store's limit", []string{"hit", long}, 1, "", "ERROR: 04 Invalid arguments\n"},
+		{"name over the store's limit refused locally", []string{"hit", long}, 2, "", "name longer than 255 bytes"},
 		{"empty key refused locally", []string{"visit", "room", "", "0"}, 2, "", "invalid arguments"},
 		{"empty name refused locally", []string{"hit", "pages", "hit", ""}, 2, "", "invalid arguments"},
 		{"missing arguments", []string{"visit", "room", "k"}, 2, "", "visit needs 3 arguments"},

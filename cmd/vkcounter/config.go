@@ -142,7 +142,7 @@ func settings(c *Config) []setting {
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
-		{"COUNTERS_TIMEOUT", "2s", "time limit of one access or participant store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
+		{"COUNTERS_TIMEOUT", "2s", "time limit of one access, participant, window or unique store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 	}
 }
 

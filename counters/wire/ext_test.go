@@ -187,10 +187,10 @@ func TestParseExtensionResponses(t *testing.T) {
 }
 
 func TestCheckKey(t *testing.T) {
-	if wire.CheckKey("") == nil || wire.CheckKey(strings.Repeat("k", wire.MaxKeyLen+1)) == nil {
+	if wire.CheckKey("") == nil || wire.CheckKey(strings.Repeat("k", wire.MaxFieldLen+1)) == nil {
 		t.Fatal("CheckKey accepted a bad key")
 	}
-	if err := wire.CheckKey(strings.Repeat("k", wire.MaxKeyLen)); err != nil {
+	if err := wire.CheckKey(strings.Repeat("k", wire.MaxFieldLen)); err != nil {
 		t.Fatal(err)
 	}
 }

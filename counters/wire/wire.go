@@ -78,7 +78,8 @@ var (
 	errNameTooLarge = fmt.Errorf("%w: name longer than %d bytes", ErrInvalid, MaxNameLen)
 	errEmptyKey     = fmt.Errorf("%w: key length is 0", ErrInvalid)
 	errKeyTooLong   = fmt.Errorf("%w: key length exceeds the body", ErrInvalid)
-	errKeyTooLarge  = fmt.Errorf("%w: key longer than %d bytes", ErrInvalid, MaxKeyLen)
+	errKeyTooLarge  = fmt.Errorf("%w: key longer than %d bytes", ErrInvalid, MaxFieldLen)
+	errKindTooLarge = fmt.Errorf("%w: name longer than %d bytes", ErrInvalid, MaxFieldLen)
 )
 
 // CheckName returns an error wrapping ErrInvalid unless name can be sent as a
@@ -93,13 +94,27 @@ func CheckName(name string) error {
 	return nil
 }
 
+// CheckKindName returns an error wrapping ErrInvalid unless name can be
+// sent as the name of an access, participant, window or unique counter
+// (the extension opcodes): 1 to MaxFieldLen arbitrary bytes. A longer body
+// is refused as framing by the server, which closes the connection.
+func CheckKindName(name string) error {
+	switch {
+	case name == "":
+		return errEmptyName
+	case len(name) > MaxFieldLen:
+		return errKindTooLarge
+	}
+	return nil
+}
+
 // CheckKey returns an error wrapping ErrInvalid unless key can be sent as a
-// participant key: 1 to MaxKeyLen arbitrary bytes.
+// participant or unique key: 1 to MaxFieldLen arbitrary bytes.
 func CheckKey(key string) error {
 	switch {
 	case key == "":
 		return errEmptyKey
-	case len(key) > MaxKeyLen:
+	case len(key) > MaxFieldLen:
 		return errKeyTooLarge
 	}
 	return nil
