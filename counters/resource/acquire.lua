@@ -1,8 +1,11 @@
 -- acquire.lua: Acquire for one holder.
 -- ARGV: holder, resources, maximum, interval s, lease ms, name.
--- Reply: {status, created}: status 1 acquired, 0 not available, -1 the
--- holder's earlier holding of this counter had expired (its lease was
--- lost; nothing acquired); created 1 when this call created the counter.
+-- Reply: {status, created, before}: status 1 acquired, 0 not available,
+-- -1 the holder's earlier holding of this counter had expired (its lease
+-- was lost; nothing acquired); created 1 when this call created the
+-- counter; before what the holder held of it before the call (0 when its
+-- holding had expired, whichever script dropped it), so that the instance
+-- can tell when Redis holds less for the holder than it believes.
 local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local created = 0
@@ -12,15 +15,16 @@ if redis.call('EXISTS', K) == 0 then
   created = 1
 elseif purge(I, holder) then
   expire(I)
-  return {-1, 0}
+  return {-1, 0, 0}
 end
+local before = num('h:' .. holder)
 local c, m, u = num('c'), num('m'), num('u')
 local sum = c + res
 if sum > max then
   -- Only an existing counter can refuse: a new one starts at 0 and
   -- resources <= maximum.
   expire(I)
-  return {0, 0}
+  return {0, 0, before}
 end
 if u < boundary(now, I) then
   m = sum
@@ -36,4 +40,4 @@ if old and tonumber(old) > deadline then
 end
 redis.call('ZADD', L, deadline, holder)
 expire(I)
-return {1, created}
+return {1, created, before}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -47,8 +48,10 @@ const (
 	DefaultLease = 10 * time.Second
 	// MinLease is the shortest lease allowed.
 	MinLease = 100 * time.Millisecond
-	// dumpBatch is how many counters Dump and Stats read per round trip.
-	dumpBatch = 100
+	// scanCount is the COUNT of the SCAN of Dump and Stats: about how
+	// many keys of the database, whoever's, one round trip walks (there
+	// is no index of the counters: see scan).
+	scanCount = 1000
 )
 
 // ErrClosed is the error of a call on a closed store.
@@ -110,8 +113,9 @@ type Redis struct {
 
 	calls chan call // scripts waiting for a batcher
 
-	stop chan struct{}
-	wg   sync.WaitGroup // the lease loops and the batchers
+	stop     chan struct{}
+	stopOnce sync.Once      // closes stop
+	wg       sync.WaitGroup // the lease loops and the batchers
 }
 
 // A lease is one holder's lease on one counter, from the acquire that
@@ -122,7 +126,8 @@ type lease struct {
 	// until is the local time before which the lease is known to hold
 	// in Redis, and releasing counts the releases of it on their way to
 	// Redis: a renewal that finds the holding gone meanwhile may have
-	// raced with one of them, and proves nothing. Guarded by Redis.mu.
+	// raced with one of them, and proves nothing (one that finds it there
+	// extends until all the same). Guarded by Redis.mu.
 	until     time.Time
 	releasing int
 }
@@ -216,12 +221,9 @@ func (r *Redis) keys(name []byte) []string {
 
 // Close stops the lease loop. It does not release the holdings of open
 // holders: end them first (their leases then expire on their own).
+// Calling it more than once, even at once, is harmless.
 func (r *Redis) Close() error {
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
+	r.stopOnce.Do(func() { close(r.stop) })
 	r.wg.Wait()
 	return nil
 }
@@ -257,10 +259,11 @@ type RedisHolder struct {
 
 // NewHolder returns a holder that holds nothing. lost is called (once, from
 // any goroutine) when the holder's holdings can no longer be vouched for:
-// a lease could not be renewed in time, Redis says a holding expired, or a
-// call's outcome is unknown. The holder's owner must then end it (the
-// counter port closes the client's connection, which is how a client learns
-// its holdings are gone) and call ReleaseAll; every later call fails.
+// a lease could not be renewed in time, Redis says a holding expired or no
+// longer has it, or a call's outcome is unknown. The holder's owner must
+// then end it (the counter port closes the client's connection, which is
+// how a client learns its holdings are gone) and call ReleaseAll; every
+// later call but a Get fails.
 func (r *Redis) NewHolder(lost func()) *RedisHolder {
 	return &RedisHolder{
 		r:    r,
@@ -281,15 +284,18 @@ func (h *RedisHolder) fail() {
 }
 
 // Acquire adds resources to the named counter, as Holder.Acquire. An error
-// wrapping ErrStore means the outcome is unknown; the holder has then been
-// failed.
+// wrapping ErrStore means the outcome is unknown, or that Redis no longer
+// has a holding this instance believed the holder had; the holder has then
+// been failed.
 func (h *RedisHolder) Acquire(ctx context.Context, name []byte, resources, maximum uint32) error {
 	return h.Do(ctx, []Op{{Kind: OpAcquire, Name: name, Resources: resources, Maximum: maximum}})[0].Err
 }
 
 // Release gives back resources of the named counter, as Holder.Release.
-// An error wrapping ErrStore means the outcome is unknown; the holder has
-// then been failed.
+// An error wrapping ErrStore means the outcome is unknown, or that Redis
+// no longer has a holding this instance believed the holder had (so a
+// Release that Redis refuses, though this instance would not have, fails
+// the holder too); the holder has then been failed.
 func (h *RedisHolder) Release(ctx context.Context, name []byte, resources uint32) error {
 	return h.Do(ctx, []Op{{Kind: OpRelease, Name: name, Resources: resources}})[0].Err
 }
@@ -425,16 +431,32 @@ func (r *Redis) renew() {
 		defer r.mu.Unlock()
 		hs := r.names[e.name]
 		for k, h := range e.holders {
-			if hs[h] != e.leases[k] || e.leases[k].releasing > 0 {
-				// The holding ended (and maybe began again) meanwhile,
-				// or a release of it is on its way: this renewal says
-				// nothing about it.
-				continue
-			}
-			if isGone[h.id] {
+			l := e.leases[k]
+			switch {
+			case hs[h] != l:
+				// The holding ended (and maybe began again) meanwhile:
+				// this renewal says nothing about the lease it has now.
+			case !isGone[h.id]:
+				// Redis had the holding and moved its deadline to at
+				// least lease after it ran the renewal, so after t0.
+				// That holds even with releases of it on their way: a
+				// partial release (or a Release 0) keeps the holding's
+				// deadline, and a full release ends the lease, which
+				// then is no longer hs[h]. (Ignoring the renewal here
+				// would give up a connection that always has a release
+				// in flight, such as one touching its holding with
+				// Release 0 back to back.)
+				if until.After(l.until) {
+					l.until = until
+				}
+			case l.releasing == 0:
 				lost[h] = true
-			} else if until.After(e.leases[k].until) {
-				e.leases[k].until = until
+			default:
+				// Gone, but a release of it is on its way: the renewal
+				// may have run after that release ended the holding, so
+				// it proves nothing. Were the holding lost, the release
+				// finds out (release.lua answers -3, or -2 for a
+				// holding this instance believes it has).
 			}
 		}
 	})
@@ -482,7 +504,9 @@ func (r *Redis) Get(ctx context.Context, name []byte) (uint32, error) {
 	return e.Consumption, nil
 }
 
-// parsePeek decodes a peek reply.
+// parsePeek decodes a peek reply. A name that is not a valid counter name
+// (the keys were written by something else) is an error wrapping
+// errBadName.
 func parsePeek(cmd *redis.Cmd) (Entry, error) {
 	v, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
@@ -501,11 +525,22 @@ func parsePeek(cmd *redis.Cmd) (Entry, error) {
 	if !ok1 || !ok2 || !ok3 || c < 0 || m < 0 || c > 1<<32-1 || m > 1<<32-1 {
 		return Entry{}, fmt.Errorf("%w: peek reply %v", ErrStore, v)
 	}
+	if !validName([]byte(name)) {
+		return Entry{}, fmt.Errorf("%w: name of %d bytes", errBadName, len(name))
+	}
 	return Entry{Name: name, Consumption: uint32(c), MaxConsumption: uint32(m)}, nil
 }
 
+// errBadName is the error of a peek reply whose name is not a valid
+// counter name: every acquire checks the name, so the counter's hash was
+// written by something else.
+var errBadName = fmt.Errorf("%w: invalid counter name in Redis", ErrStore)
+
 // Dump calls fn for every counter in Redis under the prefix (of every
-// instance), as Table.Dump. It scans every master of a cluster.
+// instance), as Table.Dump, each once. It scans every master of a
+// cluster, and the whole database: see scan for the cost. A counter whose
+// hash holds an invalid name (written by something else) is skipped, and
+// logged.
 func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 	return r.scan(ctx, func(keys []string) error {
 		var es []Entry
@@ -517,6 +552,8 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 			switch {
 			case err == nil:
 				es = append(es, e)
+			case errors.Is(err, errBadName):
+				r.log.Warn().Err(err).Str("key", keys[i]).Msg("resource counter with an invalid name in Redis: not listed")
 			case !errors.Is(err, ErrNotFound) && perr == nil:
 				perr = err
 			}
@@ -537,18 +574,57 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 }
 
 // scan calls fn with batches of counter hash keys under the prefix,
-// scanning every master of a cluster (fn is called one batch at a time).
+// scanning every master of a cluster (fn is called one batch at a time),
+// each key once.
+//
+// SCAN walks every key of the database, not only the counters' (MATCH
+// filters what it returns, not what it reads): the cost grows with the
+// whole database, scanCount keys per round trip. No index of the counters
+// is kept because it could not stay in step with them: each counter is
+// one cluster slot, changed by one script on that slot only, and an index
+// key would be another slot, which a script cannot write atomically with
+// the counter (nor would it expire with it). SCAN may return a key twice
+// (while the database is rehashed, or a slot moves between masters);
+// scan passes on each once, remembering the keys seen (16 bytes each).
 func (r *Redis) scan(ctx context.Context, fn func(keys []string) error) error {
-	match := escapeGlob(r.prefix) + "{*}"
-	one := func(ctx context.Context, c redis.Cmdable, fn func([]string) error) error {
+	// Exactly the counters' hash keys: prefix{32 hex digits}.
+	match := escapeGlob(r.prefix) + "{" + strings.Repeat("[0-9a-f]", 32) + "}"
+	var mu sync.Mutex // ForEachMaster scans the masters at once
+	seen := map[[16]byte]struct{}{}
+	fresh := func(keys []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out := keys[:0]
+		for _, k := range keys {
+			var id [16]byte
+			tag, ok := strings.CutPrefix(k, r.prefix+"{")
+			tag, ok2 := strings.CutSuffix(tag, "}")
+			if !ok || !ok2 || len(tag) != 2*len(id) {
+				continue // another prefix's key (see escapeGlob)
+			}
+			if _, err := hex.Decode(id[:], []byte(tag)); err != nil {
+				continue // not hex: not a counter's key
+			}
+			if _, dup := seen[id]; dup {
+				continue
+			}
+			seen[id] = struct{}{}
+			out = append(out, k)
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return fn(out)
+	}
+	one := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
 		for {
-			keys, next, err := c.Scan(ctx, cursor, match, dumpBatch).Result()
+			keys, next, err := c.Scan(ctx, cursor, match, scanCount).Result()
 			if err != nil {
 				return fmt.Errorf("%w: scan: %v", ErrStore, err)
 			}
 			if len(keys) > 0 {
-				if err := fn(keys); err != nil {
+				if err := fresh(keys); err != nil {
 					return err
 				}
 			}
@@ -559,27 +635,34 @@ func (r *Redis) scan(ctx context.Context, fn func(keys []string) error) error {
 	}
 	cc, ok := r.rdb.(*redis.ClusterClient)
 	if !ok {
-		return one(ctx, r.rdb, fn)
-	}
-	var mu sync.Mutex // ForEachMaster scans the masters at once
-	locked := func(keys []string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fn(keys)
+		return one(ctx, r.rdb)
 	}
 	return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		return one(ctx, c, locked)
+		return one(ctx, c)
 	})
 }
 
-// escapeGlob escapes the SCAN pattern characters of s.
+// escapeGlob returns a SCAN pattern that matches s: its pattern
+// characters escaped, and each byte that is not part of valid UTF-8 (a
+// prefix need not be UTF-8) replaced by ?, which matches any one byte.
+// Such a pattern can match keys of other prefixes, which the caller must
+// filter out; it is not sent as is because miniredis, the embedded Redis,
+// compiles patterns to Go regular expressions and panics on one that is
+// not UTF-8 (and ? matches an invalid byte there too).
 func escapeGlob(s string) string {
 	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && n == 1:
+			b.WriteByte('?')
+		case strings.ContainsRune(`*?[]\`, c):
 			b.WriteByte('\\')
+			b.WriteByte(s[i])
+		default:
+			b.WriteString(s[i : i+n])
 		}
-		b.WriteRune(c)
+		i += n
 	}
 	return b.String()
 }

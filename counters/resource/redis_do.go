@@ -36,8 +36,10 @@ type Result struct {
 // another would, but in one round trip to Redis: the scripts go in one
 // pipeline, which Redis runs in order (in a cluster, in order per node,
 // and the operations of one name share a node). Errors are those of the
-// single calls: one wrapping ErrStore means that operation's outcome is
-// unknown, and the holder has been failed.
+// single calls: an Acquire or Release that answers an error wrapping
+// ErrStore has failed the holder (see Acquire and Release), and those of
+// a failed holder answer one without running. A Get does not depend on
+// the holder: it runs even once the holder was failed, as Redis.Get does.
 func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 	r := h.r
 	res := make([]Result, len(ops))
@@ -53,6 +55,8 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		case !validName(op.Name),
 			op.Kind == OpAcquire && (op.Resources == 0 || op.Maximum < op.Resources):
 			res[i].Err = ErrInvalid
+		case op.Kind == OpGet:
+			batch = append(batch, sent{i, peekScript, r.keys(op.Name), []any{r.interval}})
 		case h.gone.Load():
 			res[i].Err = errLost
 		case op.Kind == OpAcquire:
@@ -60,8 +64,6 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name}})
 		case op.Kind == OpRelease:
 			batch = append(batch, sent{i, releaseScript, r.keys(op.Name), []any{h.id, op.Resources, r.interval}})
-		case op.Kind == OpGet:
-			batch = append(batch, sent{i, peekScript, r.keys(op.Name), []any{r.interval}})
 		default:
 			res[i].Err = fmt.Errorf("%w: operation %d", ErrInvalid, op.Kind)
 		}
@@ -95,7 +97,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 
 	// Apply the results in order, under one lock, so that no renewal sees
 	// a holding between two of them.
-	failed := false
+	failed, gone := false, false
 	r.mu.Lock()
 	for k, s := range batch {
 		op := ops[s.i]
@@ -110,7 +112,10 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 			e, err = parsePeek(cmds[k])
 			res[s.i].Value = e.Consumption
 		}
-		if err == errLost || (err != nil && op.Kind != OpGet && !isAnswer(err)) {
+		if err == errGone {
+			gone = true
+		}
+		if err != nil && op.Kind != OpGet && !isAnswer(err) {
 			failed = true
 		}
 		res[s.i].Err = err
@@ -119,11 +124,21 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		l.releasing--
 	}
 	r.mu.Unlock()
+	if gone && !h.gone.Load() {
+		r.log.Warn().Str("holder", h.id).Msg("resource holding gone from Redis: closing its connection")
+	}
 	if failed {
 		h.fail()
 	}
 	return res
 }
+
+// errGone is the error of an acquire or release that found in Redis that
+// a holding this instance believes the holder has is gone (its lease
+// ended, and maybe others took its resources since). The holder has then
+// been failed: the local and the Redis view of it no longer agree, and
+// what it holds can no longer be vouched for.
+var errGone = fmt.Errorf("%w: the holding is gone from Redis", ErrStore)
 
 // isAnswer reports whether err is a definite answer of a script, not an
 // unknown outcome.
@@ -135,20 +150,27 @@ func isAnswer(err error) bool {
 func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	r := h.r
 	v, err := cmd.Int64Slice()
-	if err != nil || len(v) != 2 {
+	if err != nil || len(v) != 3 {
 		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
 	}
 	if v[1] == 1 {
 		r.created.Add(1)
+	}
+	key := string(op.Name)
+	if v[0] == -1 || v[2] < int64(h.held[key]) {
+		// The holding expired, or Redis holds less for the holder than
+		// it acquired: a script of another instance dropped the expired
+		// holding first (or the keys vanished). What this acquire added,
+		// if anything, is dropped with the rest by ReleaseAll.
+		return errGone
 	}
 	switch v[0] {
 	case 1:
 	case 0:
 		return ErrNotAvailable
 	default:
-		return errLost
+		return fmt.Errorf("%w: acquire: reply %v", ErrStore, v)
 	}
-	key := string(op.Name)
 	h.held[key] += op.Resources
 	hs := r.names[key]
 	if hs == nil {
@@ -172,17 +194,30 @@ func (h *RedisHolder) released(op Op, cmd *redis.Cmd) error {
 	if err != nil {
 		return fmt.Errorf("%w: release: %v", ErrStore, err)
 	}
+	key := string(op.Name)
+	held := h.held[key]
 	switch v {
 	case 1:
 	case -1:
+		if held > 0 {
+			// The counter is gone with the holding.
+			return errGone
+		}
 		return ErrNotFound
 	case -2:
+		if held > 0 && held >= op.Resources {
+			// Redis holds less for the holder than this instance
+			// believes: the holding expired and a script of another
+			// instance dropped it (else this one would have: -3).
+			return errGone
+		}
 		return ErrNotAcquired
+	case -3:
+		return errGone
 	default:
-		return errLost
+		return fmt.Errorf("%w: release: reply %d", ErrStore, v)
 	}
-	key := string(op.Name)
-	if held := h.held[key]; held > op.Resources {
+	if held > op.Resources {
 		h.held[key] = held - op.Resources
 		return nil
 	}

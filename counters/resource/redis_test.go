@@ -2,8 +2,12 @@ package resource_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -398,4 +402,359 @@ func TestRedisStall(t *testing.T) {
 		_, sawHeld := acquireWhenFree(t, other, "t", 1, 1, 5*lease)
 		t.Logf("the late acquire's holding was seen: %v", sawHeld)
 	}, redistest.Mini, redistest.Real)
+}
+
+// TestRedisReleasesInFlightKeepLeases: a connection that always has a
+// release on its way to Redis — Release 0 touches, or partial releases,
+// back to back, single or pipelined — keeps its holdings over many leases:
+// a renewal that finds the holding in Redis extends its lease even while
+// a release of it is in flight.
+func TestRedisReleasesInFlightKeepLeases(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		// Without the renewals, the holders are given up after 3/4 of a
+		// lease. Renewals tolerate a stall of about half a lease, and the
+		// shared test servers on a loaded machine were seen to stall for
+		// a second.
+		const lease = 3 * time.Second
+		prefix := redistest.Prefix(t)
+		r := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
+		other := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease).NewHolder(nil)
+		var lostA, lostB, lostC atomic.Bool
+		a := r.NewHolder(func() { lostA.Store(true) }) // Release 0, one at a time
+		b := r.NewHolder(func() { lostB.Store(true) }) // Release 1, one at a time
+		c := r.NewHolder(func() { lostC.Store(true) }) // Release 0, 1, 0 pipelined
+		const many = 1 << 30
+		wantErr(t, "a acquires", a.Acquire(bg(), []byte("touched"), 1, 1), nil)
+		wantErr(t, "b acquires", b.Acquire(bg(), []byte("partial"), many, many), nil)
+		wantErr(t, "c acquires", c.Acquire(bg(), []byte("piped"), many, many), nil)
+		end := time.Now().Add(2 * lease)
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		var counts [3]int
+		loop := func(i int, lost *atomic.Bool, step func() error) {
+			defer wg.Done()
+			for time.Now().Before(end) && !lost.Load() {
+				if err := step(); err != nil {
+					errs <- fmt.Errorf("holder %d, after %d steps: %w", i, counts[i], err)
+					return
+				}
+				counts[i]++
+			}
+		}
+		wg.Add(3)
+		go loop(0, &lostA, func() error { return a.Release(bg(), []byte("touched"), 0) })
+		go loop(1, &lostB, func() error { return b.Release(bg(), []byte("partial"), 1) })
+		go loop(2, &lostC, func() error {
+			for _, res := range c.Do(bg(), []resource.Op{
+				{Kind: resource.OpRelease, Name: []byte("piped"), Resources: 0},
+				{Kind: resource.OpRelease, Name: []byte("piped"), Resources: 1},
+				{Kind: resource.OpRelease, Name: []byte("piped"), Resources: 0},
+			}) {
+				if res.Err != nil {
+					return res.Err
+				}
+			}
+			return nil
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		t.Logf("steps: %v", counts)
+		if lostA.Load() || lostB.Load() || lostC.Load() {
+			t.Fatalf("holders with releases in flight were told they lost their holdings: a %v, b %v, c %v",
+				lostA.Load(), lostB.Load(), lostC.Load())
+		}
+		wantErr(t, "other acquires the touched unit", other.Acquire(bg(), []byte("touched"), 1, 1), resource.ErrNotAvailable)
+		for _, e := range []struct {
+			h    *resource.RedisHolder
+			name string
+			want uint32
+		}{{a, "touched", 1}, {b, "partial", many - uint32(counts[1])}, {c, "piped", many - uint32(counts[2])}} {
+			if got := e.h.Held(e.name); got != e.want {
+				t.Fatalf("%s: held %d, want %d", e.name, got, e.want)
+			}
+			if got := redisGet(t, r, e.name); got != e.want {
+				t.Fatalf("%s: consumption %d in Redis, want %d", e.name, got, e.want)
+			}
+			wantErr(t, e.name+": release the rest", e.h.Release(bg(), []byte(e.name), e.want), nil)
+		}
+	})
+}
+
+// TestRedisHoldingGone: when Redis no longer has a holding this instance
+// believes a holder has — its lease ended and another instance's script
+// dropped it first, or the counter's keys vanished — the holder's next
+// acquire or release (single or pipelined) answers ErrStore and fails the
+// holder, whose connection is then closed. A Get does not depend on the
+// holder: it works, pipelined or not, on a failed holder too.
+func TestRedisHoldingGone(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	// Redis's clock, mid-interval: the keys do not expire at a boundary.
+	start := time.Unix(1_000_000_000/86400*86400+3600, 0)
+	tg.Mini.SetTime(start)
+	const lease = time.Minute // no renewal or check runs during the test
+	prefix := redistest.Prefix(t)
+	r := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease)
+	other := openRedis(t, tg.NoRetryClient(t, ""), prefix, lease).NewHolder(nil)
+	const n = 5
+	var lost [n]atomic.Bool
+	var hs [n]*resource.RedisHolder
+	names := [n][]byte{}
+	for i := range hs {
+		hs[i] = r.NewHolder(func() { lost[i].Store(true) })
+		names[i] = []byte(fmt.Sprintf("gone%d", i))
+		wantErr(t, "acquire", hs[i].Acquire(bg(), names[i], 2, 10), nil)
+	}
+	// Redis's clock jumps past the leases, and another instance's acquires
+	// drop the expired holdings before the holders' own scripts could
+	// (which would answer -3 or -1 themselves).
+	tg.Mini.SetTime(start.Add(2 * lease))
+	for i := range hs {
+		wantErr(t, "other acquires", other.Acquire(bg(), names[i], 1, 10), nil)
+	}
+	// The counter of holder 4 vanishes altogether.
+	sum := sha256.Sum256(names[4])
+	key := prefix + "r:{" + hex.EncodeToString(sum[:16]) + "}"
+	if n, err := tg.Client.Del(bg(), key, key+":l").Result(); err != nil || n != 2 {
+		t.Fatalf("delete %s: %d, %v", key, n, err)
+	}
+
+	checkLost := func(i int, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, resource.ErrStore) || !lost[i].Load() {
+			t.Fatalf("%s: %v, holder failed %v; want ErrStore and failed", what, err, lost[i].Load())
+		}
+	}
+	checkLost(0, "release 1 of a gone holding", hs[0].Release(bg(), names[0], 1))
+	res := hs[1].Do(bg(), []resource.Op{
+		{Kind: resource.OpGet, Name: names[1]},
+		{Kind: resource.OpRelease, Name: names[1], Resources: 2},
+		{Kind: resource.OpGet, Name: names[1]},
+	})
+	if res[0].Err != nil || res[0].Value != 1 || res[2].Err != nil || res[2].Value != 1 {
+		t.Fatalf("pipelined gets around the release: %+v", res)
+	}
+	checkLost(1, "pipelined release of a gone holding", res[1].Err)
+	checkLost(2, "acquire more of a gone holding", hs[2].Acquire(bg(), names[2], 1, 10))
+	checkLost(3, "touch (release 0) of a gone holding", hs[3].Release(bg(), names[3], 0))
+	checkLost(4, "release of a vanished counter", hs[4].Release(bg(), names[4], 1))
+
+	// Gets on failed holders, pipelined or single, answer as Redis.Get
+	// (the acquire of holder 2 ran in Redis: 2 until the holder ends).
+	for i, h := range hs[:4] {
+		want := uint32(1)
+		if i == 2 {
+			want = 2
+		}
+		for _, ops := range [][]resource.Op{
+			{{Kind: resource.OpGet, Name: names[i]}},
+			{{Kind: resource.OpGet, Name: names[i]}, {Kind: resource.OpGet, Name: names[i]}},
+		} {
+			for _, res := range h.Do(bg(), ops) {
+				if res.Err != nil || res.Value != want {
+					t.Fatalf("holder %d: get on a failed holder: %+v, want %d", i, res, want)
+				}
+			}
+		}
+		wantErr(t, "release on a failed holder", h.Release(bg(), names[i], 1), resource.ErrStore)
+	}
+	if res := hs[4].Do(bg(), []resource.Op{{Kind: resource.OpGet, Name: names[4]}})[0]; !errors.Is(res.Err, resource.ErrNotFound) {
+		t.Fatalf("get of the vanished counter on a failed holder: %+v", res)
+	}
+	// Ending the failed holders leaves only the other instance's holdings
+	// (what the acquire of holder 2 added is dropped too).
+	for _, h := range hs {
+		h.ReleaseAll(bg())
+	}
+	for i := range 4 {
+		if got := redisGet(t, r, string(names[i])); got != 1 {
+			t.Fatalf("%s after the failed holders ended: %d, want 1 (the other's)", names[i], got)
+		}
+	}
+}
+
+// dupScans is a go-redis hook that makes every SCAN reply repeat its keys
+// and those of every reply before it, as SCAN may while the database is
+// rehashed (or a slot moves); it counts the SCANs.
+type dupScans struct {
+	mu    sync.Mutex
+	seen  []string
+	scans int
+}
+
+func (d *dupScans) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *dupScans) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if sc, ok := cmd.(*redis.ScanCmd); ok && err == nil {
+			d.mu.Lock()
+			keys, cursor := sc.Val()
+			d.seen = append(d.seen, keys...)
+			page := append(append([]string(nil), keys...), d.seen...)
+			d.scans++
+			d.mu.Unlock()
+			sc.SetVal(page, cursor)
+		}
+		return err
+	}
+}
+
+func (d *dupScans) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRedisDumpOnce: Dump lists each counter once and Stats counts it
+// once, however often SCAN returns its key.
+func TestRedisDumpOnce(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		rdb := tg.NoRetryClient(t, "")
+		d := &dupScans{}
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			cc.OnNewNode(func(c *redis.Client) { c.AddHook(d) })
+		} else {
+			rdb.AddHook(d)
+		}
+		r := openRedis(t, rdb, redistest.Prefix(t), 0)
+		h := r.NewHolder(nil)
+		names := []string{"one", "two", "three", "four"}
+		for _, n := range names {
+			wantErr(t, "acquire "+n, h.Acquire(bg(), []byte(n), 1, 1), nil)
+		}
+		listed := map[string]int{}
+		if err := r.Dump(bg(), func(e resource.Entry) error { listed[e.Name]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if listed[n] != 1 {
+				t.Fatalf("Dump listed %s %d times: %v", n, listed[n], listed)
+			}
+		}
+		if len(listed) != len(names) {
+			t.Fatalf("Dump listed %v", listed)
+		}
+		if s, err := r.Stats(bg()); err != nil || s.Objects != int64(len(names)) {
+			t.Fatalf("Stats = %+v, %v; want %d objects", s, err, len(names))
+		}
+		if d.scans == 0 {
+			t.Fatal("the hook saw no SCAN")
+		}
+		h.ReleaseAll(bg())
+	})
+}
+
+// TestRedisScanRoundTrips: Dump's SCAN walks the whole database, but
+// many keys per round trip.
+func TestRedisScanRoundTrips(t *testing.T) {
+	tg := redistest.Open(t, redistest.Real)
+	prefix := redistest.Prefix(t)
+	// Keys of someone else (another prefix), gone in a minute.
+	const others = 5000
+	if _, err := tg.Client.Pipelined(bg(), func(p redis.Pipeliner) error {
+		for i := range others {
+			p.Set(bg(), fmt.Sprintf("%sother:%d", prefix, i), "x", time.Minute)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rdb := tg.NoRetryClient(t, "")
+	d := &dupScans{}
+	rdb.AddHook(d)
+	r := openRedis(t, rdb, prefix+"store:", 0)
+	keys, err := tg.Client.DBSize(bg()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Stats(bg()); err != nil {
+		t.Fatal(err)
+	}
+	// SCAN with COUNT n visits about n buckets of the key table, which
+	// has up to a few times as many buckets as keys: with COUNT 100 this
+	// would take at least keys/100 round trips.
+	if limit := int(keys)/250 + 5; d.scans > limit {
+		t.Fatalf("Stats over %d keys took %d SCAN round trips, want at most %d", keys, d.scans, limit)
+	}
+	t.Logf("%d keys, %d SCAN round trips", keys, d.scans)
+}
+
+// TestRedisOddPrefix: a prefix with glob characters and bytes that are not
+// UTF-8 lists its own counters, and only those.
+func TestRedisOddPrefix(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		base := redistest.Prefix(t)
+		a := openRedis(t, tg.NoRetryClient(t, ""), base+"\xff[a]*?\\:", 0)
+		b := openRedis(t, tg.NoRetryClient(t, ""), base+"\xffa*?\\:", 0)   // matched by a's prefix as a glob
+		c := openRedis(t, tg.NoRetryClient(t, ""), base+"\xffab?\\\\:", 0) // and this one too, unescaped
+		d := openRedis(t, tg.NoRetryClient(t, ""), base+"\xfe[a]*?\\:", 0) // a's but for a byte that is not UTF-8
+		for _, s := range []struct {
+			r    *resource.Redis
+			name string
+		}{{a, "in-a"}, {b, "in-b"}, {c, "in-c"}, {d, "in-d"}} {
+			h := s.r.NewHolder(nil)
+			wantErr(t, "acquire "+s.name, h.Acquire(bg(), []byte(s.name), 1, 1), nil)
+			t.Cleanup(func() { h.ReleaseAll(bg()) })
+		}
+		for _, s := range []struct {
+			r    *resource.Redis
+			name string
+		}{{a, "in-a"}, {b, "in-b"}, {c, "in-c"}, {d, "in-d"}} {
+			d := redisDump(t, s.r)
+			if _, ok := d[s.name]; !ok || len(d) != 1 {
+				t.Fatalf("dump of the store of %s: %v", s.name, d)
+			}
+		}
+	})
+}
+
+// TestRedisBadNameInRedis: a counter whose hash holds a name that no
+// acquire could have written (too long, or empty) is left out of Dump and
+// Stats, without failing them; its Get fails.
+func TestRedisBadNameInRedis(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		r := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+		h := r.NewHolder(nil)
+		for _, n := range []string{"long", "empty", "fine"} {
+			wantErr(t, "acquire "+n, h.Acquire(bg(), []byte(n), 1, 1), nil)
+		}
+		for n, v := range map[string]string{"long": strings.Repeat("n", resource.MaxNameLen+1), "empty": ""} {
+			sum := sha256.Sum256([]byte(n))
+			key := prefix + "r:{" + hex.EncodeToString(sum[:16]) + "}"
+			if err := tg.Client.HSet(bg(), key, "n", v).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := redisDump(t, r); len(d) != 1 || d["fine"].Consumption != 1 {
+			var lens []int
+			for n := range d {
+				lens = append(lens, len(n))
+			}
+			t.Fatalf("dump lists names of %v bytes, want only fine", lens)
+		}
+		if s, err := r.Stats(bg()); err != nil || s.Objects != 1 {
+			t.Fatalf("Stats = %+v, %v", s, err)
+		}
+		if _, err := r.Get(bg(), []byte("long")); !errors.Is(err, resource.ErrStore) {
+			t.Fatalf("Get of a counter with a bad name: %v, want ErrStore", err)
+		}
+		h.ReleaseAll(bg())
+	})
+}
+
+// TestRedisCloseAtOnce: Close may be called many times, at once.
+func TestRedisCloseAtOnce(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), 0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Close()
+		}()
+	}
+	wg.Wait()
 }
