@@ -39,12 +39,20 @@ type Outbox interface {
 	Add(ctx context.Context, r Reply) error
 	// Take returns up to n replies of group to send, each with its ID,
 	// waiting up to wait for one; none and a nil error mean nothing to do.
+	// A wait ends early when ctx ends.
 	Take(ctx context.Context, group, n int, wait time.Duration) ([]Reply, error)
+	// Drain returns up to n replies of group that this instance is still
+	// to send while it shuts down, without waiting: those handed to it
+	// whose answer was lost, and those stored before its first Drain of
+	// group, never newer ones (the other instances send those). done
+	// reports that nothing is left to drain of group beyond what the
+	// senders hold; none and done false mean: call again shortly.
+	Drain(ctx context.Context, group, n int) (replies []Reply, done bool, err error)
 	// Done removes replies VK accepted or refused for good.
 	Done(ctx context.Context, group int, ids ...string) error
-	// Wake ends the Takes of group that are waiting for new replies, with
-	// an entry that is no reply; Done removes it by the id returned.
-	Wake(ctx context.Context, group int) (id string, err error)
+	// Release hands back the replies of group this instance took and did
+	// not finish with Done, for the other instances to send at once.
+	Release(ctx context.Context, group int) (int, error)
 }
 
 // A Recorder counts a message and stores its reply in one step: on a
@@ -77,8 +85,9 @@ type Activity interface {
 var ErrClosed = errors.New("bot: shutting down")
 
 // ErrNotDrained is wrapped by Close when its context ended before the
-// senders emptied the outbox: the replies left there stay for the next
-// start or another instance (unless Redis keeps nothing).
+// senders finished draining: the replies left are handed back to the
+// outbox, for another instance or the next start (unless Redis keeps
+// nothing).
 var ErrNotDrained = errors.New("bot: outbox not drained")
 
 // A Group is one community the bot serves.
@@ -103,7 +112,8 @@ type Options struct {
 	RatePerToken float64
 	// Poll is how long a sender waits for new replies in one Take (default
 	// 30s). A new reply ends the wait at once, so a long Poll costs no
-	// latency; it only sets how often an idle sender asks Redis again.
+	// latency, and so does Close; it only sets how often an idle sender
+	// asks Redis again.
 	Poll time.Duration
 	// RetryBase and RetryMax bound the exponential backoff of retried sends
 	// (defaults 200ms and 2s: replies resume within about RetryMax of VK
@@ -195,16 +205,19 @@ type Bot struct {
 	groups  map[int]bool
 
 	closeMu  sync.Mutex     // guards setting closing against inflight.Add
-	closing  atomic.Bool    // set by Close: no new messages; senders stop once the outbox is drained
+	closing  atomic.Bool    // set by Close: no new messages
 	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
+	// draining is set by Close once no message is being recorded (or at its
+	// deadline): the senders read no new replies, finish what this
+	// instance holds, and stop.
+	draining atomic.Bool
 
 	ctx    context.Context // the bot's lifetime: sends never inherit a request's context
 	cancel context.CancelFunc
-	// waitCtx bounds the senders' waits for new replies; Close ends it at
-	// once, so a sender waiting up to Poll turns to draining.
+	// waitCtx bounds the senders' waits for new replies; Close ends it
+	// when draining begins, so a sender waiting up to Poll turns to it.
 	waitCtx   context.Context
 	stopWaits context.CancelFunc
-	waiting   atomic.Int64 // senders in a Take that waits for new replies
 	workers   sync.WaitGroup
 
 	stats    counters
@@ -348,73 +361,108 @@ func (b *Bot) counted(m callback.Message, duplicate bool) {
 	}
 }
 
-// Close stops accepting messages, waits for those being recorded, and lets
-// the senders drain the outbox until it is empty or ctx ends; then the
-// error wraps ErrNotDrained. Replies not sent by then stay in the outbox
-// for the next start (with a persistent Redis).
+// Close stops accepting messages, waits for those being recorded (a
+// webhook that gave up while Redis was slow may still store a reply), then
+// lets the senders drain: they send what this instance holds, the replies
+// Redis handed it whose answer was lost, and the replies stored before the
+// drain began, but read none stored later (the other instances send those),
+// and stop. It returns nil once they are done.
+//
+// Close returns by ctx's deadline whatever happens. The last tenth of the
+// time left (at most handBackReserve) is kept for the end: sends still
+// under way are cancelled, and every reply this instance took and did not
+// finish is handed back to the outbox, for another instance or the next
+// start (with a persistent Redis); the error then wraps ErrNotDrained. No
+// send begins after Close returned; a Sender that ignores its context may
+// still finish one already under way. A ctx without a deadline drains
+// until ctx ends, then hands back within handBackReserve.
 func (b *Bot) Close(ctx context.Context) error {
 	b.closeMu.Lock()
 	b.closing.Store(true)
 	b.closeMu.Unlock()
-	b.stopWaits()
-	wakes := b.wakeSenders(ctx)
+	drainCtx, cancel := drainContext(ctx)
+	defer cancel()
+
 	recorded := make(chan struct{})
 	go func() { b.inflight.Wait(); close(recorded) }()
-	select {
-	case <-recorded:
-	case <-ctx.Done():
-	}
-	if b.opts.Activity != nil {
-		b.activity.stop() // writes what the last messages noted
-	}
+	wait(drainCtx, recorded)
+	activity := make(chan struct{})
+	go func() {
+		if b.opts.Activity != nil {
+			b.activity.stop() // writes what the last messages noted
+		}
+		close(activity)
+	}()
 
+	b.draining.Store(true)
+	b.stopWaits()
 	done := make(chan struct{})
 	go func() { b.workers.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("%w: %w", ErrNotDrained, ctx.Err())
-	}
-	b.cancel() // abort sends and backoffs still in progress
-	<-done
-	b.removeWakes(wakes)
-	return err
-}
-
-// wakeSenders ends the senders' waits for new replies (a Take blocked in
-// Redis cannot be cancelled from here), so that they turn to draining. It
-// adds nothing to an outbox no sender is waiting on. It returns the wake
-// entries' ids per community.
-func (b *Bot) wakeSenders(ctx context.Context) map[int]string {
-	if b.waiting.Load() == 0 {
+	if wait(drainCtx, done) {
+		b.cancel()
+		wait(ctx, activity)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	wakes := map[int]string{}
-	for g := range b.groups {
-		id, err := b.outbox.Wake(ctx, g)
-		if err != nil {
-			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot wake the senders; they drain once their wait ends")
-			continue
-		}
-		wakes[g] = id
+	b.cancel() // abort sends, backoffs and pauses still under way
+
+	left := handBackReserve
+	if deadline, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(deadline))
 	}
-	return wakes
+	end, cancelEnd := context.WithTimeout(context.WithoutCancel(ctx), left)
+	defer cancelEnd()
+	// The senders return at once unless a Redis call or a Sender hangs;
+	// wait for them up to half the time left, so that what they were
+	// sending is handed back after they let go of it.
+	half, cancelHalf := context.WithTimeout(end, left/2)
+	defer cancelHalf()
+	wait(half, done)
+	b.handBack(end)
+	wait(end, activity)
+	return fmt.Errorf("%w: %w", ErrNotDrained, drainCtx.Err())
 }
 
-// removeWakes removes the wake entries nobody read (the senders had
-// stopped waiting by then), so that the outbox holds replies only.
-func (b *Bot) removeWakes(wakes map[int]string) {
-	if len(wakes) == 0 {
-		return
+// handBackReserve is the most of Close's time kept for handing back what
+// was not sent; Close keeps a tenth of its time when that is less.
+const handBackReserve = time.Second
+
+// drainContext returns the context of Close's drain: ctx, ending
+// handBackReserve (or a tenth of the time left, if less) before its
+// deadline.
+func drainContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	for g, id := range wakes {
-		if err := b.outbox.Done(ctx, g, id); err != nil {
-			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot remove the wake entry; a sender deletes it when it reads it")
+	return context.WithDeadline(ctx, deadline.Add(-min(handBackReserve, time.Until(deadline)/10)))
+}
+
+// wait waits for done or for ctx to end, and reports whether done came.
+func wait(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// handBack gives the replies this instance still holds back to the
+// outbox (Outbox.Release), so that another instance sends them at once.
+func (b *Bot) handBack(ctx context.Context) {
+	for g := range b.groups {
+		n, err := b.outbox.Release(ctx, g)
+		if err != nil {
+			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot hand back the replies not sent; another instance takes them over after OUTBOX_CLAIM_AFTER")
+			continue
+		}
+		if n > 0 {
+			b.log.Info().Int("group_id", g).Int("replies", n).Msg("shutdown: replies not sent in time handed back to the outbox")
 		}
 	}
 }

@@ -60,6 +60,7 @@ func newOutbox(t *testing.T, opts outbox.Options) *outbox.Outbox {
 	t.Helper()
 	tg := redistest.Open(t, redistest.Mini)
 	o := outbox.New(tg.Client, opts)
+	t.Cleanup(func() { o.Close() }) // after the bot's Close, registered later
 	if err := o.Init(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}

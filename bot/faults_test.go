@@ -71,6 +71,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		}
 		defer via.Close()
 		senderSide := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "sender"})
+		defer senderSide.Close()
 		if err := senderSide.Init(ctx, 7); err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,9 @@ type tokenWorker struct {
 	// aside holds replies that met flood control, oldest first, each
 	// until its due time; they stay taken from the outbox meanwhile.
 	aside []asideReply
+	// drained is set once the bot drains and the outbox has nothing more
+	// for this worker: it sends what it holds, and stops.
+	drained bool
 }
 
 // An asideReply waits for its one last try after flood control.
@@ -37,25 +40,25 @@ func (w *tokenWorker) run() {
 	defer b.workers.Done()
 	backoff := b.opts.RetryBase
 	for b.ctx.Err() == nil {
-		closing := b.closing.Load()
+		draining := b.draining.Load()
 		batch, flooded := w.due()
-		if room := b.opts.MaxBatch - len(batch); room > 0 {
-			ctx, wait := b.ctx, w.wait(closing, len(batch) > 0)
-			if wait > 0 {
-				ctx = b.waitCtx
-			}
-			if wait > 0 {
-				b.waiting.Add(1)
-			}
-			taken, err := b.outbox.Take(ctx, w.group, room, wait)
-			if wait > 0 {
-				b.waiting.Add(-1)
+		if room := b.opts.MaxBatch - len(batch); room > 0 && !w.drained {
+			var taken []Reply
+			var err error
+			if draining {
+				taken, w.drained, err = b.outbox.Drain(b.ctx, w.group, room)
+			} else {
+				ctx, wait := b.ctx, w.wait(len(batch) > 0)
+				if wait > 0 {
+					ctx = b.waitCtx
+				}
+				taken, err = b.outbox.Take(ctx, w.group, room, wait)
 			}
 			if err != nil {
 				if b.ctx.Err() != nil {
 					break
 				}
-				if ctx.Err() != nil {
+				if !draining && b.draining.Load() {
 					continue // Close ended the wait: drain
 				}
 				w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
@@ -70,11 +73,13 @@ func (w *tokenWorker) run() {
 			}
 		}
 		if len(batch) == 0 {
-			if closing && len(w.aside) == 0 {
+			switch {
+			case w.drained && len(w.aside) == 0:
 				return
-			}
-			if closing {
-				w.sleep(time.Until(w.aside[0].due)) // draining: wait for the replies put aside
+			case w.drained:
+				w.sleep(time.Until(w.aside[0].due)) // wait for the replies put aside
+			case draining:
+				w.sleep(drainPause) // entries may be left that are too young to tell
 			}
 			continue
 		}
@@ -82,6 +87,10 @@ func (w *tokenWorker) run() {
 	}
 	b.stats.unsent.Add(int64(len(w.aside)))
 }
+
+// drainPause is how long a draining worker waits before asking the
+// outbox again when it had nothing to give yet.
+const drainPause = 10 * time.Millisecond
 
 // due removes the replies put aside whose time has come (at most MaxBatch)
 // and returns them, with the set of their IDs: each has met flood control once.
@@ -101,10 +110,10 @@ func (w *tokenWorker) due() ([]Reply, map[string]bool) {
 }
 
 // wait is how long a Take may wait for new replies: not at all when there
-// is something to send or the bot is draining, else Poll, cut short when a
-// reply put aside comes due sooner.
-func (w *tokenWorker) wait(closing, busy bool) time.Duration {
-	if closing || busy {
+// is something to send, else Poll, cut short when a reply put aside comes
+// due sooner.
+func (w *tokenWorker) wait(busy bool) time.Duration {
+	if busy {
 		return 0
 	}
 	wait := w.bot.opts.Poll

@@ -51,8 +51,9 @@ const (
 	// Options.DedupeTTL is zero: longer than VK keeps retrying an event.
 	DefaultDedupeTTL = time.Hour
 	// MaxDedupeKey is the longest dedupe key stored as it is, in bytes;
-	// a longer one is stored as its SHA-256, so no key is refused for its
-	// length (a refused event would be re-delivered forever).
+	// a longer one is stored as its SHA-256 (KeyPart, which the outbox's
+	// once-keys use too), so no key is refused for its length (a refused
+	// event would be re-delivered forever).
 	MaxDedupeKey = 128
 
 	// keyMargin is added to the window for the keys' TTL, so an entry never

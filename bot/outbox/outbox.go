@@ -5,12 +5,15 @@
 // a reply; Take hands out new entries to this instance's consumer and takes
 // over entries another consumer (a dead or stuck instance) has held longer
 // than ClaimAfter; Done acknowledges and deletes entries, so the stream only
-// ever holds replies not yet accepted by VK. A reply may be handed out twice
-// (after a crash between the send and Done); the reply's deterministic
-// random_id makes VK deliver it once.
+// ever holds replies not yet accepted by VK. While an instance shuts down,
+// Drain hands out only what it still has to finish, and Release gives back
+// what it could not, for the other instances to send at once. A reply may
+// be handed out twice (after a crash between the send and Done); the
+// reply's deterministic random_id makes VK deliver it once.
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -60,12 +63,32 @@ var pruneLua string
 //go:embed done.lua
 var doneLua string
 
+//go:embed recover.lua
+var recoverLua string
+
+//go:embed release.lua
+var releaseLua string
+
 var (
-	addScript   = redis.NewScript(addLua)
-	statsScript = redis.NewScript(readingLib + statsLua)
-	pruneScript = redis.NewScript(pruneLua)
-	doneScript  = redis.NewScript(readingLib + doneLua)
+	addScript     = redis.NewScript(addLua)
+	statsScript   = redis.NewScript(readingLib + statsLua)
+	pruneScript   = redis.NewScript(pruneLua)
+	doneScript    = redis.NewScript(readingLib + doneLua)
+	recoverScript = redis.NewScript(recoverLua)
+	releaseScript = redis.NewScript(releaseLua)
 )
+
+// errClosed is returned by a waiting Take after Close.
+var errClosed = errors.New("outbox: closed")
+
+// recoverMargin is added to the age of the oldest read under way when
+// recoverOwn picks the entries it hands out: an entry delivered to that
+// read is younger, even counting the time recoverOwn's own call takes to
+// reach Redis.
+const recoverMargin = time.Second
+
+// releaseBatch is the most pending entries Release looks at in one call.
+const releaseBatch = 1000
 
 // Options configure an Outbox. Zero fields mean the defaults.
 type Options struct {
@@ -96,11 +119,26 @@ type Outbox struct {
 	log      zerolog.Logger
 	redelivs atomic.Int64
 
-	mu        sync.Mutex          // guards lastClaim, held, lostRead and stats
-	lastClaim map[int]time.Time   // last periodic recovery and takeover per community
-	held      map[string]struct{} // ids handed out by Take and not yet Done
-	lostRead  map[int]bool        // a read of the community failed: its answer may be lost
-	stats     map[int]*reading    // the last reading of each community's length
+	mu        sync.Mutex                   // guards every field below
+	lastClaim map[int]time.Time            // last periodic recovery and takeover per community
+	claimFrom map[int]string               // where a takeover under way goes on (an XAUTOCLAIM cursor), per community
+	held      map[int]map[string]struct{}  // per community, the ids handed out and not yet Done or released
+	lostRead  map[int]bool                 // a read of the community failed: its answer may be lost
+	reads     map[int]map[uint64]time.Time // per community, when each read under way began (see beginRead)
+	readSeq   uint64                       // numbers the reads in reads
+	drains    map[int]*drain               // per community, the state of Drain
+	stats     map[int]*reading             // the last reading of each community's length
+	blockers  map[string][]*redis.Client   // idle connections for waiting reads, by server address
+	live      map[*redis.Client]struct{}   // every such connection open, idle or in use
+	hooks     []redis.Hook                 // added to every blocker (AddHook)
+	closed    bool                         // Close was called
+}
+
+// A drain is how far Drain has gone with one community.
+type drain struct {
+	began   bool   // the horizon is read
+	horizon string // the id of the newest entry when the drain began; "" if none
+	newDone bool   // no entry up to horizon is left unread by the group
 }
 
 // A reading is what Stats reports of one community, and when it was read.
@@ -135,8 +173,10 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	if opts.StatsEvery <= 0 {
 		opts.StatsEvery = 5 * time.Second
 	}
-	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{},
-		held: map[string]struct{}{}, lostRead: map[int]bool{}, stats: map[int]*reading{}}
+	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, claimFrom: map[int]string{},
+		held: map[int]map[string]struct{}{}, lostRead: map[int]bool{}, reads: map[int]map[uint64]time.Time{},
+		drains: map[int]*drain{}, stats: map[int]*reading{}, blockers: map[string][]*redis.Client{},
+		live: map[*redis.Client]struct{}{}}
 }
 
 // key is the stream of a community; the hash tag keeps it in one slot.
@@ -194,22 +234,9 @@ func (o *Outbox) Add(ctx context.Context, r bot.Reply) error {
 	return nil
 }
 
-// wakeField marks an entry Wake adds: no reply, deleted when read.
+// wakeField marks an entry earlier versions added to end waiting reads
+// at shutdown: no reply, deleted by whoever reads it.
 const wakeField = "wake"
-
-// Wake ends the reads of group's outbox that are waiting for new replies
-// (Take with a wait), in every instance, by adding an entry that is no
-// reply and is deleted by whoever reads it. A blocked read cannot be
-// cancelled from the client side; Close uses this so that a sender waiting
-// up to a long poll turns to draining at once. It returns the entry's id,
-// for Done to remove it should nobody have read it.
-func (o *Outbox) Wake(ctx context.Context, group int) (string, error) {
-	id, err := o.rdb.XAdd(ctx, &redis.XAddArgs{Stream: o.key(group), Values: []any{wakeField, "1"}}).Result()
-	if err != nil {
-		return "", fmt.Errorf("outbox: wake: %w", err)
-	}
-	return id, nil
-}
 
 // messageField is the entry field holding the reply's text.
 const messageField = "m"
@@ -248,26 +275,37 @@ func (rec *Recorder) Record(ctx context.Context, identity, dedupe string, r bot.
 }
 
 // onceKey is the key that remembers the reply to the message key of group;
-// it shares the stream's hash tag.
+// it shares the stream's hash tag. A key longer than freq.MaxDedupeKey (an
+// event_id may be of any length) is written as its hash, as the count's
+// dedupe keys are; shorter ones as they are, as before.
 func (o *Outbox) onceKey(group int, key string) string {
-	return o.key(group) + ":once:" + key
+	return o.key(group) + ":once:" + freq.KeyPart(key)
 }
 
 // Take returns up to n replies of group for this instance to send: first
 // entries other consumers held longer than ClaimAfter, then new entries,
 // waiting up to wait for new ones (0: do not wait). An empty result with a
 // nil error means there is nothing to send now.
+//
+// A wait ends when ctx does. Redis cannot cancel a read waiting for new
+// entries, so a waiting Take reads on a connection of its own (one per
+// waiting Take, kept for the next), which is closed to end the wait early.
 func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
 	out, err := o.take(ctx, group, n, wait)
 	o.noteTaken(ctx, group, len(out))
 	if err != nil {
-		// Redis may have handed entries to this consumer (a read, or a
-		// claim) with the answer lost on the way: look for them next time.
-		o.mu.Lock()
-		o.lostRead[group] = true
-		o.mu.Unlock()
+		o.noteFailed(group)
 	}
 	return out, err
+}
+
+// noteFailed notes that a read of group failed: Redis may have handed
+// entries to this consumer (a read, or a claim) with the answer lost on
+// the way, so the next read looks for them.
+func (o *Outbox) noteFailed(group int) {
+	o.mu.Lock()
+	o.lostRead[group] = true
+	o.mu.Unlock()
 }
 
 func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
@@ -275,33 +313,61 @@ func (o *Outbox) take(ctx context.Context, group, n int, wait time.Duration) ([]
 	periodic := time.Since(o.lastClaim[group]) >= o.opts.ClaimAfter
 	if periodic {
 		o.lastClaim[group] = time.Now()
+		if o.claimFrom[group] == "" {
+			o.claimFrom[group] = "0-0"
+		}
 	}
+	claiming := o.claimFrom[group] != ""
 	o.mu.Unlock()
-	if out, err := o.recoverOwn(ctx, group, n, periodic); len(out) > 0 || err != nil {
+	if out, _, err := o.recoverOwn(ctx, group, n, periodic); len(out) > 0 || err != nil {
 		return out, err
 	}
-	if periodic {
+	if claiming {
 		if out, err := o.reclaim(ctx, group, n); len(out) > 0 || err != nil {
 			return out, err
 		}
 	}
+	return o.readNew(ctx, group, n, wait)
+}
+
+// readNew reads up to n new entries of group, waiting up to wait for one.
+func (o *Outbox) readNew(ctx context.Context, group, n int, wait time.Duration) ([]bot.Reply, error) {
+	var c redis.Cmdable = o.rdb
 	args := &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
 		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: wait}
 	if wait <= 0 {
 		args.Block = -1 // no BLOCK argument
+	} else {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		bc, err := o.blocker(ctx, group)
+		if err != nil {
+			return nil, err
+		}
+		if bc != nil {
+			c = bc
+			cut := context.AfterFunc(ctx, func() { bc.Close() })
+			defer func() { o.putBlocker(bc, cut()) }()
+		}
 	}
-	streams, err := o.rdb.XReadGroup(ctx, args).Result()
+	_, end := o.beginRead(group)
+	defer end()
+	streams, err := c.XReadGroup(ctx, args).Result()
 	if redisconn.IsError(err, "NOGROUP") {
 		// The stream was lost (a Redis without persistence restarted): recreate it.
 		if err := o.createGroup(ctx, group); err != nil {
 			return nil, err
 		}
-		streams, err = o.rdb.XReadGroup(ctx, args).Result()
+		streams, err = c.XReadGroup(ctx, args).Result()
 	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err() // the wait was ended by closing its connection
+		}
 		return nil, fmt.Errorf("outbox: read: %w", err)
 	}
 	return o.decode(ctx, group, messages(streams)), nil
@@ -315,81 +381,182 @@ func messages(streams []redis.XStream) []redis.XMessage {
 	return msgs
 }
 
-// recoverOwn finds entries Redis handed to this consumer whose answer never
-// arrived: a connection cut mid-reply, or a read the Redis client retried
-// by itself after a failure, whose second answer hid the first. They are
-// pending under this consumer's name, so no other read returns them and
-// nobody else takes them before ClaimAfter. It reads the consumer's own
-// pending entries and hands out those it does not hold — at once after a
-// failed Take, and every ClaimAfter (periodic) for the failures nobody saw.
-func (o *Outbox) recoverOwn(ctx context.Context, group, n int, periodic bool) ([]bot.Reply, error) {
+// beginRead notes that a call which may hand entries of group to this
+// consumer (a read of new entries, a takeover, a recovery) begins now,
+// until end is called, once the entries it returned are marked held. It
+// returns how long an entry pending under this consumer must have been
+// idle for no read then under way to have been handed it: 0 when none is
+// under way, else the age of the oldest plus recoverMargin. recoverOwn
+// hands out only entries that old, so it never hands out an entry that
+// another read of this instance has just been given and is about to mark
+// held (the entry is then pending, but not yet held).
+func (o *Outbox) beginRead(group int) (minIdle time.Duration, end func()) {
 	o.mu.Lock()
-	lost, held := o.lostRead[group], len(o.held)
-	o.mu.Unlock()
-	if !lost && !periodic {
-		return nil, nil
+	defer o.mu.Unlock()
+	now := time.Now()
+	for _, began := range o.reads[group] {
+		minIdle = max(minIdle, now.Sub(began)+recoverMargin)
 	}
-	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
-		Streams: []string{o.key(group), "0"}, Count: int64(n + held), Block: -1}).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		if redisconn.IsError(err, "NOGROUP") {
-			return nil, nil // the read below recreates it
-		}
-		return nil, fmt.Errorf("outbox: read own pending: %w", err)
+	if o.reads[group] == nil {
+		o.reads[group] = map[uint64]time.Time{}
 	}
-	o.mu.Lock()
-	var found []redis.XMessage
-	for _, m := range messages(streams) {
-		if _, mine := o.held[m.ID]; !mine && len(found) < n {
-			found = append(found, m)
-		}
+	o.readSeq++
+	mark := o.readSeq
+	o.reads[group][mark] = now
+	return minIdle, func() {
+		o.mu.Lock()
+		delete(o.reads[group], mark)
+		o.mu.Unlock()
 	}
-	o.lostRead[group] = len(found) == n // more may be left
-	o.mu.Unlock()
-	if len(found) > 0 {
-		o.redelivs.Add(int64(len(found)))
-		o.log.Warn().Int("group_id", group).Int("entries", len(found)).Msg("outbox: recovered replies whose read was lost")
-	}
-	return o.decode(ctx, group, found), nil
 }
 
-// reclaim takes over entries idle longer than ClaimAfter (Take runs it
-// every ClaimAfter per community, so an idle outbox costs Redis next to
-// nothing). Entries this instance still holds (a
-// send being retried) are skipped, not handed out twice.
-func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error) {
-	msgs, _, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
-		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: "0-0", Count: int64(n)}).Result()
+// recoverOwn finds entries Redis handed to this consumer whose answer never
+// arrived: a connection cut mid-reply, a wait ended by closing its
+// connection, or a read the Redis client retried by itself after a
+// failure, whose second answer hid the first. They are pending under this
+// consumer's name, so no other read returns them and nobody else takes
+// them before ClaimAfter. It hands out those this instance does not hold
+// and no read under way may have been given (see beginRead) — at once after
+// a failed Take (or always, when force is set), and every ClaimAfter
+// (periodic) for the failures nobody saw. more reports that entries may be
+// left: too young to tell, or more than n.
+func (o *Outbox) recoverOwn(ctx context.Context, group, n int, force bool) (out []bot.Reply, more bool, err error) {
+	o.mu.Lock()
+	lost := o.lostRead[group]
+	o.mu.Unlock()
+	if !lost && !force {
+		return nil, false, nil
+	}
+	minIdle, end := o.beginRead(group)
+	defer end()
+	o.mu.Lock()
+	held := o.held[group]
+	args := make([]any, 0, 5+len(held))
+	args = append(args, ConsumerGroup, o.opts.Consumer, (minIdle + time.Millisecond - 1).Milliseconds(), n+len(held), n)
+	for id := range held {
+		args = append(args, id)
+	}
+	o.mu.Unlock()
+	v, err := recoverScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Slice()
 	if err != nil {
 		if redisconn.IsError(err, "NOGROUP") {
+			return nil, false, nil // the read of new entries recreates it
+		}
+		return nil, false, fmt.Errorf("outbox: recover own pending: %w", err)
+	}
+	more, msgs, err := recovered(v)
+	if err != nil {
+		return nil, false, fmt.Errorf("outbox: recover own pending: %w", err)
+	}
+	out = o.decode(ctx, group, msgs)
+	o.mu.Lock()
+	o.lostRead[group] = more
+	o.mu.Unlock()
+	if len(out) > 0 {
+		o.redelivs.Add(int64(len(out)))
+		o.log.Warn().Int("group_id", group).Int("entries", len(out)).Msg("outbox: recovered replies whose read was lost")
+	}
+	return out, more, nil
+}
+
+// recovered takes recover.lua's reply apart: whether entries may be left,
+// and the entries handed out.
+func recovered(v []any) (left bool, msgs []redis.XMessage, err error) {
+	if len(v) == 0 {
+		return false, nil, errors.New("empty reply")
+	}
+	flag, ok := v[0].(int64)
+	if !ok {
+		return false, nil, fmt.Errorf("left: %T", v[0])
+	}
+	for _, e := range v[1:] {
+		m, ok := entry(e)
+		if !ok {
+			continue // deleted meanwhile (Redis before 7 answers nil for it)
+		}
+		msgs = append(msgs, m)
+	}
+	return flag == 1, msgs, nil
+}
+
+// entry reads one stream entry from a script's reply, {id, {field, value, …}}.
+func entry(v any) (redis.XMessage, bool) {
+	e, ok := v.([]any)
+	if !ok || len(e) != 2 {
+		return redis.XMessage{}, false
+	}
+	id, ok := e[0].(string)
+	fields, ok2 := e[1].([]any)
+	if !ok || !ok2 || len(fields)%2 != 0 {
+		return redis.XMessage{}, false
+	}
+	m := redis.XMessage{ID: id, Values: make(map[string]any, len(fields)/2)}
+	for i := 0; i < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		m.Values[k] = fields[i+1]
+	}
+	return m, true
+}
+
+// reclaim takes over entries idle longer than ClaimAfter. Take starts it
+// every ClaimAfter per community (so an idle outbox costs Redis next to
+// nothing) and goes on with it in the following Takes, n entries at a
+// time, until it has looked at every pending entry. Entries this instance
+// still holds (a send being retried) are skipped, not handed out twice.
+func (o *Outbox) reclaim(ctx context.Context, group, n int) ([]bot.Reply, error) {
+	o.mu.Lock()
+	from := o.claimFrom[group]
+	o.mu.Unlock()
+	if from == "" {
+		return nil, nil // another Take finished it meanwhile
+	}
+	_, end := o.beginRead(group)
+	defer end()
+	msgs, next, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
+		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: from, Count: int64(n)}).Result()
+	if err != nil {
+		if redisconn.IsError(err, "NOGROUP") {
+			o.mu.Lock()
+			o.claimFrom[group] = ""
+			o.mu.Unlock()
 			return nil, nil // Take's read recreates it
 		}
 		return nil, fmt.Errorf("outbox: reclaim: %w", err)
 	}
+	if next == "0-0" {
+		next = "" // done: the next takeover starts again in ClaimAfter
+	}
 	o.mu.Lock()
-	fresh := msgs[:0]
-	for _, m := range msgs {
-		if _, mine := o.held[m.ID]; !mine {
-			fresh = append(fresh, m)
-		}
-	}
+	o.claimFrom[group] = next
 	o.mu.Unlock()
-	if len(fresh) > 0 {
-		o.redelivs.Add(int64(len(fresh)))
-		o.log.Warn().Int("group_id", group).Int("entries", len(fresh)).Msg("outbox: took over replies another sender held too long")
+	out := o.decode(ctx, group, msgs)
+	if len(out) > 0 {
+		o.redelivs.Add(int64(len(out)))
+		o.log.Warn().Int("group_id", group).Int("entries", len(out)).Msg("outbox: took over replies another sender held too long")
 	}
-	return o.decode(ctx, group, fresh), nil
+	return out, nil
 }
 
-// decode turns entries into replies and marks them held. An entry that does
-// not decode cannot ever be sent: it is logged and deleted.
+// decode turns entries into replies and marks them held, in one critical
+// section with the check that they are not held already: an entry two
+// calls of this instance were given (a recovery, and a read under way) is
+// handed out by one of them only. An entry that does not decode cannot
+// ever be sent: it is logged and deleted.
 func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) []bot.Reply {
 	out := make([]bot.Reply, 0, len(msgs))
 	var bad []string
 	o.mu.Lock()
+	held := o.held[group]
+	if held == nil {
+		held = map[string]struct{}{}
+		o.held[group] = held
+	}
 	for _, m := range msgs {
+		if _, ok := held[m.ID]; ok {
+			continue
+		}
 		if _, ok := m.Values[wakeField]; ok {
-			bad = append(bad, m.ID) // served its purpose: a blocked read returned
+			bad = append(bad, m.ID) // no reply: left by an earlier version's shutdown
 			continue
 		}
 		r, err := decodeReply(m)
@@ -398,7 +565,7 @@ func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) [
 			bad = append(bad, m.ID)
 			continue
 		}
-		o.held[m.ID] = struct{}{}
+		held[m.ID] = struct{}{}
 		out = append(out, r)
 	}
 	o.mu.Unlock()
@@ -438,7 +605,7 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	}
 	o.mu.Lock()
 	for _, id := range ids {
-		delete(o.held, id)
+		delete(o.held[group], id)
 	}
 	o.mu.Unlock()
 	args := make([]any, 0, 1+len(ids))
@@ -453,6 +620,256 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.reading(group).set(v)
+	return nil
+}
+
+// Drain returns up to n replies of group that this instance is still to
+// send while it shuts down, without waiting: first the entries Redis handed
+// to it whose answer was lost (see recoverOwn), then the new entries stored
+// before the first Drain of group, the horizon. Newer entries are left to
+// the other instances; any that a read returns past the horizon are handed
+// back at once (see Release). done reports that nothing is left for this
+// instance to drain of group beyond what it holds; none and done false
+// mean that entries may come due shortly: call again.
+func (o *Outbox) Drain(ctx context.Context, group, n int) (out []bot.Reply, done bool, err error) {
+	defer func() {
+		if err != nil {
+			o.noteFailed(group)
+		}
+	}()
+	d, err := o.drainOf(ctx, group)
+	if err != nil {
+		return nil, false, err
+	}
+	out, more, err := o.recoverOwn(ctx, group, n, true)
+	if len(out) > 0 || err != nil {
+		return out, false, err
+	}
+	o.mu.Lock()
+	newDone := d.newDone
+	o.mu.Unlock()
+	if newDone {
+		return nil, !more, nil
+	}
+	out, err = o.readUpTo(ctx, group, n, d)
+	return out, false, err
+}
+
+// drainOf returns group's drain, reading its horizon on the first call.
+func (o *Outbox) drainOf(ctx context.Context, group int) (*drain, error) {
+	o.mu.Lock()
+	d := o.drains[group]
+	if d == nil {
+		d = &drain{}
+		o.drains[group] = d
+	}
+	began := d.began
+	o.mu.Unlock()
+	if began {
+		return d, nil
+	}
+	last, err := o.rdb.XRevRangeN(ctx, o.key(group), "+", "-", 1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read the newest entry: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !d.began {
+		d.began = true
+		if len(last) > 0 {
+			d.horizon = last[0].ID
+		} else {
+			d.newDone = true
+		}
+	}
+	return d, nil
+}
+
+// readUpTo reads up to n new entries of group and hands out those up to
+// d's horizon; the others it hands back. Once the group has delivered an
+// entry past the horizon, or fewer than n, every entry up to it is read.
+func (o *Outbox) readUpTo(ctx context.Context, group, n int, d *drain) ([]bot.Reply, error) {
+	_, end := o.beginRead(group)
+	defer end()
+	streams, err := o.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
+		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: -1}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		if redisconn.IsError(err, "NOGROUP") {
+			err = nil // the stream was lost: nothing to drain
+		} else {
+			return nil, fmt.Errorf("outbox: read: %w", err)
+		}
+	}
+	msgs := messages(streams)
+	var mine []redis.XMessage
+	var past []string
+	for _, m := range msgs {
+		if compareIDs(m.ID, d.horizon) <= 0 {
+			mine = append(mine, m)
+		} else {
+			past = append(past, m.ID)
+		}
+	}
+	if len(past) > 0 || len(msgs) < n {
+		o.mu.Lock()
+		d.newDone = true
+		o.mu.Unlock()
+	}
+	if len(past) > 0 {
+		if _, _, err := o.release(ctx, group, past...); err != nil {
+			o.log.Warn().Err(err).Int("group_id", group).Int("entries", len(past)).
+				Msg("outbox: cannot hand back replies read past the drain; they are taken over after OUTBOX_CLAIM_AFTER")
+		}
+	}
+	return o.decode(ctx, group, mine), nil
+}
+
+// compareIDs compares two stream entry ids ("ms-seq") as Redis orders them.
+func compareIDs(a, b string) int {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	if am != bm {
+		return cmp.Compare(am, bm)
+	}
+	return cmp.Compare(as, bs)
+}
+
+func splitID(id string) (ms, seq uint64) {
+	m, s, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(m, 10, 64)
+	seq, _ = strconv.ParseUint(s, 10, 64)
+	return ms, seq
+}
+
+// Release hands back every entry of group this instance took and has not
+// finished with Done — those it holds and those whose read it lost — as
+// new entries, which any instance reads at once instead of taking them
+// over after ClaimAfter. A shutting-down instance calls it for what its
+// deadline left unsent; a send of one of them still under way may then be
+// repeated by another instance (VK delivers one message per random_id).
+// It returns how many entries were handed back.
+func (o *Outbox) Release(ctx context.Context, group int) (int, error) {
+	total := 0
+	for {
+		released, looked, err := o.release(ctx, group)
+		total += released
+		if err != nil {
+			return total, err
+		}
+		if looked < releaseBatch {
+			break
+		}
+	}
+	o.mu.Lock()
+	delete(o.held, group)
+	o.mu.Unlock()
+	if total > 0 {
+		o.log.Info().Int("group_id", group).Int("entries", total).Msg("outbox: handed back replies not sent, for the other instances")
+	}
+	return total, nil
+}
+
+// release runs release.lua for ids of group, or for every entry pending
+// under this consumer (up to releaseBatch) when there are none.
+func (o *Outbox) release(ctx context.Context, group int, ids ...string) (released, looked int, err error) {
+	args := make([]any, 0, 3+len(ids))
+	args = append(args, ConsumerGroup, o.opts.Consumer, releaseBatch)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := releaseScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Int64Slice()
+	if err != nil {
+		if redisconn.IsError(err, "NOGROUP") {
+			return 0, 0, nil // the stream was lost: nothing to hand back
+		}
+		return 0, 0, fmt.Errorf("outbox: release: %w", err)
+	}
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("outbox: release: reply %v", v)
+	}
+	return int(v[0]), int(v[1]), nil
+}
+
+// blocker returns a client of its own (one connection) for a read of group
+// that waits, or nil when the client given to New is neither a
+// *redis.Client nor a *redis.ClusterClient (that read then cannot be
+// ended early). Give it back with putBlocker.
+func (o *Outbox) blocker(ctx context.Context, group int) (*redis.Client, error) {
+	var server *redis.Client
+	switch c := o.rdb.(type) {
+	case *redis.Client:
+		server = c
+	case *redis.ClusterClient:
+		var err error
+		if server, err = c.MasterForKey(ctx, o.key(group)); err != nil {
+			return nil, fmt.Errorf("outbox: find the server of community %d: %w", group, err)
+		}
+	default:
+		return nil, nil
+	}
+	opt := *server.Options()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, errClosed
+	}
+	if free := o.blockers[opt.Addr]; len(free) > 0 {
+		bc := free[len(free)-1]
+		o.blockers[opt.Addr] = free[:len(free)-1]
+		return bc, nil
+	}
+	opt.PoolSize, opt.MaxActiveConns, opt.MinIdleConns, opt.MaxIdleConns = 1, 1, 0, 1
+	bc := redis.NewClient(&opt)
+	for _, h := range o.hooks {
+		bc.AddHook(h)
+	}
+	o.live[bc] = struct{}{}
+	return bc, nil
+}
+
+// putBlocker keeps bc for the next waiting read, or closes it when it is
+// not reusable (its wait was ended by closing it) or the outbox is closed.
+func (o *Outbox) putBlocker(bc *redis.Client, reusable bool) {
+	if reusable {
+		o.mu.Lock()
+		if !o.closed {
+			addr := bc.Options().Addr
+			o.blockers[addr] = append(o.blockers[addr], bc)
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+	}
+	o.mu.Lock()
+	delete(o.live, bc)
+	o.mu.Unlock()
+	bc.Close()
+}
+
+// AddHook adds h to the connections the outbox opens of its own, for
+// reads that wait (see Take), present and future. Hooks of the client
+// given to New see every other call.
+func (o *Outbox) AddHook(h redis.Hook) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hooks = append(o.hooks, h)
+	for bc := range o.live {
+		bc.AddHook(h)
+	}
+}
+
+// Close closes the connections the outbox opened of its own (see Take),
+// which ends the waits under way; the client given to New stays open. A
+// Take that waits fails after it.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	o.closed = true
+	live := o.live
+	o.blockers, o.live = map[string][]*redis.Client{}, map[*redis.Client]struct{}{}
+	o.mu.Unlock()
+	for bc := range live {
+		bc.Close()
+	}
 	return nil
 }
 

@@ -3,7 +3,9 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts
 	t.Helper()
 	opts.Prefix, opts.Consumer = prefix, consumer
 	o := outbox.New(tg.Client, opts)
+	t.Cleanup(func() { o.Close() })
 	if err := o.Init(context.Background(), group); err != nil {
 		t.Fatal(err)
 	}
@@ -357,31 +360,42 @@ func TestLostReadAnswerIsRecovered(t *testing.T) {
 	}, redistest.Mini, redistest.Real)
 }
 
-// TestWakeEndsAWaitingTake: Wake makes a Take waiting for new replies
-// return at once, with nothing to send, and its entry is gone.
-func TestWakeEndsAWaitingTake(t *testing.T) {
+// TestCancelEndsAWaitingTake: cancelling the context of a Take waiting
+// for new replies makes it return at once, with nothing to send, even
+// though Redis cannot cancel a blocked read; it adds nothing to the outbox,
+// and a reply added afterwards is not lost with the cancelled read.
+func TestCancelEndsAWaitingTake(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-		done := make(chan []bot.Reply, 1)
-		go func() {
-			got, _ := o.Take(ctx, group, 10, time.Minute)
-			done <- got
-		}()
-		time.Sleep(100 * time.Millisecond)
-		if _, err := o.Wake(ctx, group); err != nil {
-			t.Fatal(err)
+		type result struct {
+			got []bot.Reply
+			err error
 		}
+		wait, cancel := context.WithCancel(ctx)
+		done := make(chan result, 1)
+		go func() {
+			got, err := o.Take(wait, group, 10, time.Minute)
+			done <- result{got, err}
+		}()
+		time.Sleep(100 * time.Millisecond) // blocked in Redis by now; the assertion does not depend on it
+		cancel()
 		select {
-		case got := <-done:
-			if len(got) != 0 {
-				t.Errorf("Take returned %+v, want no reply", got)
+		case r := <-done:
+			if len(r.got) != 0 {
+				t.Errorf("Take returned %+v, want no reply", r.got)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("Wake did not end the waiting Take")
+		case <-time.After(2 * time.Second):
+			t.Fatal("cancelling the context did not end the waiting Take")
 		}
 		if n, _ := o.Len(ctx, group); n != 0 {
-			t.Errorf("%d entries left, want the wake entry deleted", n)
+			t.Errorf("%d entries in the outbox, want none", n)
+		}
+		if err := o.Add(ctx, reply(1)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := o.Take(ctx, group, 10, 0); err != nil || len(got) != 1 {
+			t.Errorf("Take after the cancelled one = %+v, %v; want the reply added since", got, err)
 		}
 	})
 }
@@ -407,6 +421,246 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take after ClaimAfter = %+v, %v; want the entry pending under this consumer", got, err)
+		}
+	})
+}
+
+// TestHeldIsPerCommunity: the streams of two communities can hold the same
+// entry id. Done for one community's entry does not make the outbox forget
+// that the other community's entry with that id is still being sent, so
+// no recovery hands it out a second time.
+func TestHeldIsPerCommunity(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "a", ClaimAfter: 50 * time.Millisecond})
+		if err := o.Init(ctx, 1, 2); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []int{1, 2} {
+			// The same id in both streams, as two Redis servers' (or one
+			// server's, within a millisecond) XADDs give.
+			if err := tg.Client.XAdd(ctx, &redis.XAddArgs{Stream: fmt.Sprintf("%so:{%d}", prefix, g), ID: "5-1",
+				Values: []any{"m", "0", "g", g, "p", 10, "r", 1, "q", 0}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		second, err := o.Take(ctx, 2, 10, 0) // community 2's sender holds 5-1
+		if err != nil || len(second) != 1 {
+			t.Fatalf("Take of community 2 = %+v, %v", second, err)
+		}
+		first, err := o.Take(ctx, 1, 10, 0)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("Take of community 1 = %+v, %v", first, err)
+		}
+		if err := o.Done(ctx, 1, first[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // past ClaimAfter: the periodic recovery is due
+		if again, err := o.Take(ctx, 2, 10, 0); err != nil || len(again) != 0 {
+			t.Errorf("Take of community 2 = %+v, %v; want nothing: its reply %s is still held", again, err, second[0].ID)
+		}
+	})
+}
+
+// TestConcurrentRecoveryHandsOutOnce: a read of two senders of one
+// community (two tokens) failed, and both look for the entries it may
+// have left pending at once; each entry goes to one of them.
+func TestConcurrentRecoveryHandsOutOnce(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		for round := range 300 {
+			prefix := redistest.Prefix(t)
+			o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+			for p := 1; p <= 5; p++ {
+				if err := o.Add(ctx, reply(p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What a lost answer leaves behind: the entries pending under "a".
+			if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
+				Streams: []string{prefix + "o:{42}", ">"}, Count: 10, Block: -1}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			failed, cancel := context.WithCancel(ctx)
+			cancel()
+			o.Take(failed, group, 25, 0) // fails: its answer may be lost
+			seen := map[string]int{}
+			for _, got := range together.Run(t, 4, func(int) ([]bot.Reply, error) { return o.Take(ctx, group, 25, 0) }) {
+				for _, r := range got {
+					seen[r.ID]++
+				}
+			}
+			for id, n := range seen {
+				if n > 1 {
+					t.Fatalf("round %d: entry %s handed out %d times", round, id, n)
+				}
+			}
+			if len(seen) != 5 {
+				t.Fatalf("round %d: %d entries recovered, want 5", round, len(seen))
+			}
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestTakeOverContinuesPastOneBatch: a dead consumer held more replies
+// than one Take returns; a live one takes them all over in consecutive
+// Takes, not one batch per ClaimAfter.
+func TestTakeOverContinuesPastOneBatch(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		opts := outbox.Options{ClaimAfter: 200 * time.Millisecond}
+		dead := newOutbox(t, tg, prefix, "dead", opts)
+		live := newOutbox(t, tg, prefix, "live", opts)
+		for p := 1; p <= 60; p++ {
+			if err := dead.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for taken := 0; taken < 60; {
+			got, err := dead.Take(ctx, group, 25, 0)
+			if err != nil || len(got) == 0 {
+				t.Fatalf("the dead consumer's Take = %v, %v after %d", got, err, taken)
+			}
+			taken += len(got)
+		}
+		live.Take(ctx, group, 25, 0) // its periodic takeover runs now, finding nothing idle yet
+		time.Sleep(300 * time.Millisecond)
+		seen := map[int]bool{}
+		for range 4 {
+			got, err := live.Take(ctx, group, 25, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range got {
+				seen[r.PeerID] = true
+			}
+		}
+		if len(seen) != 60 {
+			t.Errorf("%d of the dead consumer's 60 replies taken over in 4 Takes, want all", len(seen))
+		}
+	})
+}
+
+// TestLongReplyKeyIsHashed: a reply key longer than freq.MaxDedupeKey (an
+// event_id of any length names the message) is kept in its once-key as
+// its hash, so no key name grows with the request; a short one stays as it
+// is, so the once-keys written before an upgrade still match.
+func TestLongReplyKeyIsHashed(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		long := reply(1)
+		long.Key = "101:e" + strings.Repeat("x", 100000)
+		short := reply(2)
+		short.Key = "102:c7"
+		for _, r := range []bot.Reply{long, long, short, short} {
+			if err := o.Add(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := o.Len(ctx, group); n != 2 {
+			t.Errorf("outbox length %d, want 2: one reply per key", n)
+		}
+		var names []string
+		for _, k := range redistest.Keys(t, tg.Client, prefix) {
+			if len(k) > len(prefix)+200 {
+				t.Errorf("key of %d bytes: %.80s…", len(k), k)
+			}
+			names = append(names, k)
+		}
+		if !slices.Contains(names, prefix+"o:{42}:once:102:c7") {
+			t.Errorf("keys %q, want the short reply key's once-key unchanged", names)
+		}
+	})
+}
+
+// TestRecoveryLeavesEntriesOfAReadUnderWay: Redis has handed entries to a
+// read of this instance that has not marked them held yet (its answer is
+// on the way). A recovery running meanwhile leaves them to that read; once
+// the read ended without them (its answer lost), they are recovered.
+func TestRecoveryLeavesEntriesOfAReadUnderWay(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		for p := 1; p <= 2; p++ {
+			if err := o.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end := o.ReadUnderWay(group)
+		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
+			Streams: []string{prefix + "o:{42}", ">"}, Count: 10, Block: -1}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		failed, cancel := context.WithCancel(ctx)
+		cancel()
+		o.Take(failed, group, 10, 0) // another read failed: look for lost entries
+		if got, err := o.Take(ctx, group, 10, 0); err != nil || len(got) != 0 {
+			t.Fatalf("Take while the read is under way = %+v, %v; want nothing: the entries are that read's", got, err)
+		}
+		end()
+		if got, err := o.Take(ctx, group, 10, 0); err != nil || len(got) != 2 {
+			t.Errorf("Take once the read ended = %+v, %v; want its 2 entries, recovered", got, err)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestDrainStopsAtTheHorizon: a shutting-down instance drains the replies
+// stored before its first Drain, and no newer ones: those it reads by
+// the way go back to the outbox at once, where a live instance takes them.
+// Release then hands back what it still holds.
+func TestDrainStopsAtTheHorizon(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		closing := newOutbox(t, tg, prefix, "closing", outbox.Options{})
+		live := newOutbox(t, tg, prefix, "live", outbox.Options{})
+		live.Take(ctx, group, 10, 0) // its periodic checks, on an empty outbox
+		for p := 1; p <= 3; p++ {
+			if err := closing.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, done, err := closing.Drain(ctx, group, 2)
+		if err != nil || done || len(got) != 2 {
+			t.Fatalf("first Drain = %d replies, done %v, %v; want 2 and more to come", len(got), done, err)
+		}
+		for p := 4; p <= 5; p++ {
+			if err := live.Add(ctx, reply(p)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rest, _, err := closing.Drain(ctx, group, 10)
+		if err != nil || len(rest) != 1 || rest[0].PeerID != 3 {
+			t.Fatalf("second Drain = %+v, %v; want the third reply only", rest, err)
+		}
+		if more, done, err := closing.Drain(ctx, group, 10); err != nil || !done || len(more) != 0 {
+			t.Fatalf("third Drain = %+v, done %v, %v; want nothing, done", more, done, err)
+		}
+		var peers []int
+		newer, err := live.Take(ctx, group, 10, 0)
+		for _, r := range newer {
+			peers = append(peers, r.PeerID)
+		}
+		if err != nil || !slices.Equal(peers, []int{4, 5}) {
+			t.Fatalf("the live instance's Take = %v, %v; want the replies stored after the drain began", peers, err)
+		}
+		if err := closing.Done(ctx, group, got[0].ID); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := closing.Release(ctx, group); err != nil || n != 2 {
+			t.Fatalf("Release = %d, %v; want the 2 replies held and not done", n, err)
+		}
+		back, err := live.Take(ctx, group, 10, 0)
+		if err != nil || len(back) != 2 || back[0].PeerID != got[1].PeerID || back[1].PeerID != 3 {
+			t.Errorf("the live instance's Take after Release = %+v, %v; want the 2 replies handed back", back, err)
+		}
+		if n, _ := closing.Release(ctx, group); n != 0 {
+			t.Errorf("a second Release handed back %d, want 0", n)
 		}
 	})
 }

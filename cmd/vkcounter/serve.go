@@ -432,10 +432,11 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	})
 }
 
-// maxPoll bounds how long a sender waits in Redis for new replies. Close
-// wakes a waiting sender with an entry in the outbox, but with several
-// instances another instance's sender may take that entry: then this one
-// turns to draining when its wait ends, at most maxPoll later.
+// maxPoll bounds how long a sender waits in Redis for new replies, and so
+// how late its recovery of lost reads and its takeover of a dead
+// instance's replies (due every OUTBOX_CLAIM_AFTER) can start. Shutdown
+// does not wait for it: Close ends a waiting read at once by closing its
+// connection.
 const maxPoll = 15 * time.Second
 
 // routes returns the public handler (the webhook, the token-guarded
@@ -611,6 +612,9 @@ func (m *Main) close() error {
 		if err := m.bot.Close(ctx); err != nil {
 			errs = append(errs, m.leftInOutbox(err))
 		}
+	}
+	if m.outbox != nil {
+		m.outbox.Close()
 	}
 	if m.rdb != nil {
 		m.rdb.Close()

@@ -1,0 +1,261 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/vktest"
+)
+
+// startBot starts a bot serving community 7 on tg, under prefix, whose
+// outbox names this instance consumer; Close runs when the test ends.
+func startBot(t *testing.T, tg *redistest.Target, prefix, consumer string, c bot.Counter, opts bot.Options, senders ...bot.Sender) (*bot.Bot, *outbox.Outbox) {
+	t.Helper()
+	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: consumer})
+	t.Cleanup(func() { o.Close() })
+	if err := o.Init(context.Background(), 7); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bot.New(c, o, []bot.Group{{ID: 7, Senders: senders}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
+	return b, o
+}
+
+func vkSenders(vk *vktest.Server, tokens ...string) []bot.Sender {
+	var out []bot.Sender
+	for _, tok := range tokens {
+		out = append(out, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
+	}
+	return out
+}
+
+// pendingUnder returns how many entries of community 7 are pending under consumer.
+func pendingUnder(t *testing.T, tg *redistest.Target, prefix, consumer string) int {
+	t.Helper()
+	p, err := tg.Client.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: prefix + "o:{7}", Group: outbox.ConsumerGroup,
+		Start: "-", End: "+", Count: 1000, Consumer: consumer}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p)
+}
+
+// heldCounter is a Counter that answers only once release is closed.
+type heldCounter struct {
+	bot.Counter
+	release chan struct{}
+}
+
+func (h heldCounter) Count(ctx context.Context, identity, dedupe string) (int64, bool, error) {
+	<-h.release
+	return h.Counter.Count(ctx, identity, dedupe)
+}
+
+// TestCloseSendsReplyRecordedDuringClose: a webhook gave up while Redis was
+// slow, and its message is still being counted when shutdown begins. Close
+// waits for it and sends its reply before the senders stop: nothing is
+// left in the outbox, and Close reports success only then.
+func TestCloseSendsReplyRecordedDuringClose(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	c := heldCounter{Counter: newMemCounter(), release: make(chan struct{})}
+	b, o := newBotOutbox(t, c, vk, fastOptions(), "tok")
+	hctx, hcancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer hcancel()
+	if err := b.HandleMessage(hctx, msg(1, "late")); err == nil {
+		t.Fatal("HandleMessage answered before the count did")
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond) // Close is under way by now; the assertions do not depend on it
+		close(c.release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("Close = %v, want nil", err)
+	}
+	if n, err := o.Len(context.Background(), 7); err != nil || n != 0 {
+		t.Errorf("outbox holds %d replies (%v) after Close succeeded, want none", n, err)
+	}
+	if sends := vk.Sends(); len(sends) != 1 || sends[0].Message != "0" {
+		t.Errorf("sends %+v, want the late message's reply", sends)
+	}
+}
+
+// TestCloseEndsWaitingSendersAtOnce: two senders of one community (two
+// tokens) and a sender of another instance wait for new replies on the
+// same stream, with a long Poll. Close ends this instance's waits at once,
+// whoever else reads the stream, and returns long before Poll.
+func TestCloseEndsWaitingSendersAtOnce(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vk := vktest.NewServer()
+		defer vk.Close()
+		prefix := redistest.Prefix(t)
+		opts := fastOptions()
+		opts.Poll = 10 * time.Second
+		b, _ := startBot(t, tg, prefix, "closing", newMemCounter(), opts, vkSenders(vk, "t1", "t2")...)
+		other := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "other"})
+		defer other.Close()
+		otherWait, stopOther := context.WithCancel(context.Background())
+		defer stopOther()
+		go other.Take(otherWait, 7, 25, time.Minute)
+		time.Sleep(300 * time.Millisecond) // all three wait in Redis by now; the assertions do not depend on it
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Close = %v, want nil: nothing to send", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Close took %v with senders waiting (Poll %v)", took, opts.Poll)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestCloseKeepsItsDeadlineWhileASendHangs: a send does not return (a
+// Sender that ignores its context). Close still returns at its deadline,
+// hands the reply back so that another instance can send it at once, and
+// no send begins after Close returned.
+func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		prefix := redistest.Prefix(t)
+		release := make(chan struct{})
+		var calls atomic.Int64
+		var once sync.Once
+		hung := bot.SenderFunc(func(_ context.Context, rs []bot.Reply) []error {
+			calls.Add(1)
+			<-release
+			return make([]error, len(rs))
+		})
+		defer once.Do(func() { close(release) })
+		b, _ := startBot(t, tg, prefix, "closing", newMemCounter(), fastOptions(), hung)
+		if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, func() bool { return calls.Load() == 1 })
+
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := b.Close(ctx)
+		took := time.Since(start)
+		if !errors.Is(err, bot.ErrNotDrained) {
+			t.Errorf("Close = %v, want ErrNotDrained", err)
+		}
+		if took > 400*time.Millisecond {
+			t.Errorf("Close took %v with a deadline of 300ms", took)
+		}
+		next := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "next"})
+		defer next.Close()
+		if got, err := next.Take(context.Background(), 7, 25, 0); err != nil || len(got) != 1 {
+			t.Errorf("another instance's Take = %+v, %v; want the reply handed back", got, err)
+		}
+		once.Do(func() { close(release) })
+		time.Sleep(100 * time.Millisecond)
+		if n := calls.Load(); n != 1 {
+			t.Errorf("%d sends, want none after Close returned", n)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestClosingInstanceLeavesNewRepliesToOthers: another instance keeps
+// storing replies in the shared outbox while this one shuts down. The
+// closing instance sends what it holds and what was stored before it
+// began to drain, but takes no newer replies: Close returns at once, and
+// nothing is left pending under its name.
+func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vk := vktest.NewServer()
+		defer vk.Close()
+		vk.SetDelay(20 * time.Millisecond)
+		prefix := redistest.Prefix(t)
+		b, _ := startBot(t, tg, prefix, "closing", newMemCounter(), fastOptions(), vkSenders(vk, "t1")...)
+		live := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "live"})
+		defer live.Close()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { // the live instance's webhook
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				r := bot.Reply{GroupID: 7, PeerID: 1000 + i, Message: "1", RandomID: int32(i + 1), Key: fmt.Sprint(i), Queued: time.Now()}
+				if err := live.Add(context.Background(), r); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		defer wg.Wait()
+		defer close(stop)
+		time.Sleep(200 * time.Millisecond)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Close = %v, want nil", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Close took %v: the closing instance kept taking the live one's replies", took)
+		}
+		if n := pendingUnder(t, tg, prefix, "closing"); n != 0 {
+			t.Errorf("%d replies pending under the closed instance, want none", n)
+		}
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestCloseDeadlineHandsRepliesBack: VK refuses every send until Close's
+// deadline. The replies stay in the outbox, and not as held by the closed
+// instance: another instance takes them at once, not after ClaimAfter.
+func TestCloseDeadlineHandsRepliesBack(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vk := vktest.NewServer()
+		defer vk.Close()
+		vk.FailAlways(10)
+		prefix := redistest.Prefix(t)
+		b, o := startBot(t, tg, prefix, "closing", newMemCounter(), fastOptions(), vkSenders(vk, "t1", "t2")...)
+		for i := range 5 {
+			if err := b.HandleMessage(context.Background(), msg(i, "x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, func() bool { return vk.Calls("messages.send")+vk.Calls("execute") >= 2 })
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		if err := b.Close(ctx); !errors.Is(err, bot.ErrNotDrained) {
+			t.Fatalf("Close = %v, want ErrNotDrained", err)
+		}
+		if n, err := o.Len(context.Background(), 7); err != nil || n != 5 {
+			t.Errorf("outbox holds %d replies (%v), want all 5", n, err)
+		}
+		if n := pendingUnder(t, tg, prefix, "closing"); n != 0 {
+			t.Errorf("%d replies pending under the closed instance, want none", n)
+		}
+		next := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "next"})
+		defer next.Close()
+		if got, err := next.Take(context.Background(), 7, 25, 0); err != nil || len(got) != 5 {
+			t.Errorf("the next instance's Take = %d replies, %v; want all 5 at once", len(got), err)
+		}
+	}, redistest.Mini, redistest.Real)
+}

@@ -1,0 +1,8 @@
+package outbox
+
+// ReadUnderWay notes a read of group under way, as Take does around its
+// reads, until end is called.
+func (o *Outbox) ReadUnderWay(group int) (end func()) {
+	_, end = o.beginRead(group)
+	return end
+}
