@@ -372,7 +372,9 @@ func (b *Bot) counted(m callback.Message, duplicate bool) {
 // time left (at most handBackReserve) is kept for the end: sends still
 // under way are cancelled, and every reply this instance took and did not
 // finish is handed back to the outbox, for another instance or the next
-// start (with a persistent Redis); the error then wraps ErrNotDrained. No
+// start (with a persistent Redis); the error then wraps ErrNotDrained, as
+// it does when the senders finished but an entry reached this instance
+// after their last look and was handed back. No
 // send begins after Close returned; a Sender that ignores its context may
 // still finish one already under way. A ctx without a deadline drains
 // until ctx ends, then hands back within handBackReserve.
@@ -400,7 +402,14 @@ func (b *Bot) Close(ctx context.Context) error {
 	go func() { b.workers.Wait(); close(done) }()
 	if wait(drainCtx, done) {
 		b.cancel()
+		// An entry can still have reached this instance after its last
+		// look (a read Redis answered as its connection was closed): hand
+		// it back rather than leave it to OUTBOX_CLAIM_AFTER.
+		left := b.handBack(ctx)
 		wait(ctx, activity)
+		if left > 0 {
+			return fmt.Errorf("%w: %d replies handed back", ErrNotDrained, left)
+		}
 		return nil
 	}
 	b.cancel() // abort sends, backoffs and pauses still under way
@@ -454,17 +463,19 @@ func wait(ctx context.Context, done <-chan struct{}) bool {
 
 // handBack gives the replies this instance still holds back to the
 // outbox (Outbox.Release), so that another instance sends them at once.
-func (b *Bot) handBack(ctx context.Context) {
+func (b *Bot) handBack(ctx context.Context) (handedBack int) {
 	for g := range b.groups {
 		n, err := b.outbox.Release(ctx, g)
+		handedBack += n
 		if err != nil {
 			b.log.Warn().Err(err).Int("group_id", g).Msg("cannot hand back the replies not sent; another instance takes them over after OUTBOX_CLAIM_AFTER")
 			continue
 		}
 		if n > 0 {
-			b.log.Info().Int("group_id", g).Int("replies", n).Msg("shutdown: replies not sent in time handed back to the outbox")
+			b.log.Info().Int("group_id", g).Int("replies", n).Msg("shutdown: replies not sent handed back to the outbox")
 		}
 	}
+	return handedBack
 }
 
 // Ready reports an error while VK refuses one of the tokens.

@@ -119,19 +119,25 @@ type Outbox struct {
 	log      zerolog.Logger
 	redelivs atomic.Int64
 
-	mu        sync.Mutex                   // guards every field below
-	lastClaim map[int]time.Time            // last periodic recovery and takeover per community
-	claimFrom map[int]string               // where a takeover under way goes on (an XAUTOCLAIM cursor), per community
-	held      map[int]map[string]struct{}  // per community, the ids handed out and not yet Done or released
-	lostRead  map[int]bool                 // a read of the community failed: its answer may be lost
-	reads     map[int]map[uint64]time.Time // per community, when each read under way began (see beginRead)
-	readSeq   uint64                       // numbers the reads in reads
-	drains    map[int]*drain               // per community, the state of Drain
-	stats     map[int]*reading             // the last reading of each community's length
-	blockers  map[string][]*redis.Client   // idle connections for waiting reads, by server address
-	live      map[*redis.Client]struct{}   // every such connection open, idle or in use
-	hooks     []redis.Hook                 // added to every blocker (AddHook)
-	closed    bool                         // Close was called
+	mu        sync.Mutex                  // guards every field below
+	lastClaim map[int]time.Time           // last periodic recovery and takeover per community
+	claimFrom map[int]string              // where a takeover under way goes on (an XAUTOCLAIM cursor), per community
+	held      map[int]map[string]struct{} // per community, the ids handed out and not yet Done or released
+	// Per community, the recoveries under way (recoverOwn) and the ids
+	// finished by Done while one was: a recovery whose script ran before
+	// that Done's acknowledgement may return such an entry after it is no
+	// longer held, and must not hand it out again.
+	recovering map[int]int
+	doneDuring map[int]map[string]struct{}
+	lostRead   map[int]bool                 // a read of the community failed: its answer may be lost
+	reads      map[int]map[uint64]time.Time // per community, when each read under way began (see beginRead)
+	readSeq    uint64                       // numbers the reads in reads
+	drains     map[int]*drain               // per community, the state of Drain
+	stats      map[int]*reading             // the last reading of each community's length
+	blockers   map[string][]*redis.Client   // idle connections for waiting reads, by server address
+	live       map[*redis.Client]struct{}   // every such connection open, idle or in use
+	hooks      []redis.Hook                 // added to every blocker (AddHook)
+	closed     bool                         // Close was called
 }
 
 // A drain is how far Drain has gone with one community.
@@ -174,7 +180,7 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 		opts.StatsEvery = 5 * time.Second
 	}
 	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, lastClaim: map[int]time.Time{}, claimFrom: map[int]string{},
-		held: map[int]map[string]struct{}{}, lostRead: map[int]bool{}, reads: map[int]map[uint64]time.Time{},
+		held: map[int]map[string]struct{}{}, recovering: map[int]int{}, doneDuring: map[int]map[string]struct{}{}, lostRead: map[int]bool{}, reads: map[int]map[uint64]time.Time{},
 		drains: map[int]*drain{}, stats: map[int]*reading{}, blockers: map[string][]*redis.Client{},
 		live: map[*redis.Client]struct{}{}}
 }
@@ -430,6 +436,17 @@ func (o *Outbox) recoverOwn(ctx context.Context, group, n int, force bool) (out 
 	minIdle, end := o.beginRead(group)
 	defer end()
 	o.mu.Lock()
+	o.recovering[group]++
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		if o.recovering[group]--; o.recovering[group] == 0 {
+			delete(o.recovering, group)
+			delete(o.doneDuring, group)
+		}
+		o.mu.Unlock()
+	}()
+	o.mu.Lock()
 	held := o.held[group]
 	args := make([]any, 0, 5+len(held))
 	args = append(args, ConsumerGroup, o.opts.Consumer, (minIdle + time.Millisecond - 1).Milliseconds(), n+len(held), n)
@@ -555,6 +572,9 @@ func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) [
 		if _, ok := held[m.ID]; ok {
 			continue
 		}
+		if _, ok := o.doneDuring[group][m.ID]; ok {
+			continue // sent and finished by another sender of this instance
+		}
 		if _, ok := m.Values[wakeField]; ok {
 			bad = append(bad, m.ID) // no reply: left by an earlier version's shutdown
 			continue
@@ -603,22 +623,30 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	o.mu.Lock()
-	for _, id := range ids {
-		delete(o.held[group], id)
-	}
-	o.mu.Unlock()
 	args := make([]any, 0, 1+len(ids))
 	args = append(args, ConsumerGroup)
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	v, err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Slice()
+	// The entries stay held until the acknowledgement's outcome is known,
+	// so that a recovery meanwhile cannot hand them out. Acknowledged
+	// while a recovery is under way, they are remembered until it ends
+	// (see decode); not acknowledged, they are left to be recovered.
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, id := range ids {
+		delete(o.held[group], id)
+		if err == nil && o.recovering[group] > 0 {
+			if o.doneDuring[group] == nil {
+				o.doneDuring[group] = map[string]struct{}{}
+			}
+			o.doneDuring[group][id] = struct{}{}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("outbox: done: %w", err)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.reading(group).set(v)
 	return nil
 }
@@ -703,20 +731,35 @@ func (o *Outbox) readUpTo(ctx context.Context, group, n int, d *drain) ([]bot.Re
 	msgs := messages(streams)
 	var mine []redis.XMessage
 	var past []string
+	o.mu.Lock()
+	if o.held[group] == nil {
+		o.held[group] = map[string]struct{}{}
+	}
 	for _, m := range msgs {
-		if compareIDs(m.ID, d.horizon) <= 0 {
+		switch _, held := o.held[group][m.ID]; {
+		case compareIDs(m.ID, d.horizon) <= 0:
 			mine = append(mine, m)
-		} else {
+		case !held:
+			// Held while it is handed back, so that a recovery meanwhile
+			// cannot hand it out too.
+			o.held[group][m.ID] = struct{}{}
 			past = append(past, m.ID)
 		}
 	}
+	o.mu.Unlock()
 	if len(past) > 0 || len(msgs) < n {
 		o.mu.Lock()
 		d.newDone = true
 		o.mu.Unlock()
 	}
 	if len(past) > 0 {
-		if _, _, err := o.release(ctx, group, past...); err != nil {
+		_, _, err := o.release(ctx, group, past...)
+		o.mu.Lock()
+		for _, id := range past {
+			delete(o.held[group], id)
+		}
+		o.mu.Unlock()
+		if err != nil {
 			o.log.Warn().Err(err).Int("group_id", group).Int("entries", len(past)).
 				Msg("outbox: cannot hand back replies read past the drain; they are taken over after OUTBOX_CLAIM_AFTER")
 		}
@@ -819,6 +862,10 @@ func (o *Outbox) blocker(ctx context.Context, group int) (*redis.Client, error) 
 		return bc, nil
 	}
 	opt.PoolSize, opt.MaxActiveConns, opt.MinIdleConns, opt.MaxIdleConns = 1, 1, 0, 1
+	// Options() holds go-redis's normalised values: "no retries" (-1)
+	// reads 0 there, which NewClient would turn into 3 retries.
+	opt.MaxRetries = -1
+	opt.PushNotificationProcessor = nil // the new client's own, not server's
 	bc := redis.NewClient(&opt)
 	for _, h := range o.hooks {
 		bc.AddHook(h)
