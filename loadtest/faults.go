@@ -343,15 +343,6 @@ func joinInts(v []int) string {
 	return strings.Join(s, " ")
 }
 
-// scheduleEnd is when the last fault ends, from the run's start.
-func scheduleEnd(faults []Fault) time.Duration {
-	var end time.Duration
-	for _, f := range faults {
-		end = max(end, f.End())
-	}
-	return end
-}
-
 // startFaults starts the injector in a goroutine; the returned function
 // waits for the schedule to finish (or ctx to end) and returns the records.
 func startFaults(ctx context.Context, fi *faultInjector, start time.Time, faults []Fault) func() []FaultRecord {

@@ -137,3 +137,10 @@ func plural[N int | int64](n N, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
+
+// givenFlags returns the names of the flags set on fs's command line.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	return given
+}

@@ -105,8 +105,7 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "cnt", err)
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := givenFlags(fs)
 	var addrs []string
 	switch {
 	case *vnodes < 0:

@@ -182,8 +182,7 @@ func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) strin
 	// A flag given overrides its variable, which is then not even parsed:
 	// the flags are parsed first, and only the settings without one are
 	// set from the environment or the default.
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := givenFlags(fs)
 	for _, s := range list {
 		if given[flagName(s.env)] {
 			continue

@@ -182,7 +182,7 @@ func loadtestCallback(ctx context.Context, args []string, stdout, stderr io.Writ
 	if code, ok := parseLoadtestFlags(fs, args, callbackHelp, stdout, stderr); !ok {
 		return code
 	}
-	if out.spawn && !flagGiven(fs, "key-prefix") {
+	if out.spawn && !givenFlags(fs)["key-prefix"] {
 		*keyPrefix = spawnKeyPrefix
 	}
 	if err := checkCallbackFlags(&o); err != nil {
@@ -602,9 +602,3 @@ func firstError(errs ...error) error {
 // -key-prefix says otherwise: a run against a shared Redis leaves the keys of
 // the service that uses it alone.
 const spawnKeyPrefix = "vkc-loadtest:"
-
-// flagGiven reports whether the flag name was set on the command line.
-func flagGiven(fs *flag.FlagSet, name string) (given bool) {
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
-}
