@@ -563,11 +563,7 @@ func (o *Outbox) decode(ctx context.Context, group int, msgs []redis.XMessage) [
 	out := make([]bot.Reply, 0, len(msgs))
 	var bad []string
 	o.mu.Lock()
-	held := o.held[group]
-	if held == nil {
-		held = map[string]struct{}{}
-		o.held[group] = held
-	}
+	held := o.heldOf(group)
 	for _, m := range msgs {
 		if _, ok := held[m.ID]; ok {
 			continue
@@ -732,17 +728,15 @@ func (o *Outbox) readUpTo(ctx context.Context, group, n int, d *drain) ([]bot.Re
 	var mine []redis.XMessage
 	var past []string
 	o.mu.Lock()
-	if o.held[group] == nil {
-		o.held[group] = map[string]struct{}{}
-	}
+	held := o.heldOf(group)
 	for _, m := range msgs {
-		switch _, held := o.held[group][m.ID]; {
+		switch _, isHeld := held[m.ID]; {
 		case compareIDs(m.ID, d.horizon) <= 0:
 			mine = append(mine, m)
-		case !held:
+		case !isHeld:
 			// Held while it is handed back, so that a recovery meanwhile
 			// cannot hand it out too.
-			o.held[group][m.ID] = struct{}{}
+			held[m.ID] = struct{}{}
 			past = append(past, m.ID)
 		}
 	}
@@ -973,6 +967,17 @@ func (o *Outbox) noteTaken(ctx context.Context, group, n int) {
 	if due {
 		o.refreshStats(ctx, group)
 	}
+}
+
+// heldOf returns the ids of group this instance holds, creating the set.
+// o.mu must be held.
+func (o *Outbox) heldOf(group int) map[string]struct{} {
+	held := o.held[group]
+	if held == nil {
+		held = map[string]struct{}{}
+		o.held[group] = held
+	}
+	return held
 }
 
 // reading returns group's reading, creating it. o.mu must be held.
