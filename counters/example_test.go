@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -108,7 +106,7 @@ func ExampleClient_Hit() {
 }
 
 func ExampleHTTPHandler() {
-	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), zerolog.Nop())
+	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), counters.HTTPOptions{})
 	if err != nil {
 		panic(err)
 	}

@@ -68,19 +68,32 @@ type HTTPHandler struct {
 	log     zerolog.Logger
 	failLog *ratelog.Logger // store failures, at most one line per storeFailLogEvery
 	mux     *http.ServeMux
+	guarded http.Handler // the token check, then route
+}
+
+// HTTPOptions configure an HTTPHandler.
+type HTTPOptions struct {
+	// Token is the bearer token every request must carry. Empty, the
+	// handler answers loopback clients only: the API has no other
+	// protection. Every refusal is a 401 saying what to do.
+	Token string
+	// Logger receives store failures. The zero Logger logs nothing.
+	Logger zerolog.Logger
 }
 
 var _ http.Handler = (*HTTPHandler)(nil)
 
 // NewHTTPHandler returns a handler serving stores (every one given; pass
 // the Server's stores to serve the same counters), or an error if one is
-// missing. Store failures are logged to log.
-func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
+// missing. Requests are checked as opts.Token says.
+func NewHTTPHandler(stores Stores, opts HTTPOptions) (*HTTPHandler, error) {
 	stores, err := stores.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	log := opts.Logger
 	h := &HTTPHandler{stores: stores, log: log, failLog: ratelog.New(log, storeFailLogEvery), mux: http.NewServeMux()}
+	h.guarded = requireToken(opts.Token, http.HandlerFunc(h.route))
 	emptyName := func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name")
 	}
@@ -104,6 +117,11 @@ func NewHTTPHandler(stores Stores, log zerolog.Logger) (*HTTPHandler, error) {
 
 // ServeHTTP serves one request.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.guarded.ServeHTTP(w, r)
+}
+
+// route serves a request the token check let through.
+func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
 	// An empty path segment (an empty counter name, as in
 	// /counters/participants//visit) is refused here: the mux would
 	// redirect it to the path without it, a different route.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
@@ -37,18 +36,26 @@ type httpCall struct {
 func newHTTP(t testing.TB, clock *fakeClock) (*counters.HTTPHandler, counters.Stores) {
 	t.Helper()
 	stores := counters.MemoryStores(clock.Now)
-	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h, stores
 }
 
+// loopbackRequest is httptest.NewRequest from a loopback client, which a
+// handler without a token serves.
+func loopbackRequest(method, target string, body io.Reader) *http.Request {
+	r := httptest.NewRequest(method, target, body)
+	r.RemoteAddr = "127.0.0.1:1234"
+	return r
+}
+
 // do runs c against h and checks the status, the content type and the body.
 func (c httpCall) do(t *testing.T, h http.Handler) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)))
+	h.ServeHTTP(rec, loopbackRequest(c.method, c.path, strings.NewReader(c.body)))
 	if rec.Code != c.code {
 		t.Fatalf("%s %s %s: status %d %s, want %d", c.method, c.path, c.body, rec.Code, rec.Body, c.code)
 	}
@@ -187,7 +194,7 @@ func TestHTTPAllowHeader(t *testing.T) {
 
 func TestHTTPStoreFailure(t *testing.T) {
 	broken := errors.New("redis: dial tcp 10.0.0.7:6379: connection refused")
-	h, err := counters.NewHTTPHandler(fakeStores(func(context.Context, string) error { return broken }), zerolog.Nop())
+	h, err := counters.NewHTTPHandler(fakeStores(func(context.Context, string) error { return broken }), counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +217,7 @@ func TestHTTPSlowStoreTimesOut(t *testing.T) {
 	b := newBlocker()
 	stores := fakeStores(b.call)
 	stores.Timeout = 20 * time.Millisecond
-	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +245,7 @@ func TestHTTPAndPortShareStores(t *testing.T) {
 func TestNewHTTPHandlerRejectsNegativeTimeout(t *testing.T) {
 	stores := counters.MemoryStores(nil)
 	stores.Timeout = -time.Second
-	if _, err := counters.NewHTTPHandler(stores, zerolog.Nop()); err == nil {
+	if _, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{}); err == nil {
 		t.Fatal("accepted a negative store timeout")
 	}
 }
@@ -258,7 +265,7 @@ func TestMissingStoreIsAnError(t *testing.T) {
 	} {
 		stores := counters.MemoryStores(nil)
 		tc.drop(&stores)
-		if _, err := counters.NewHTTPHandler(stores, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
+		if _, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
 			t.Errorf("HTTP handler without %s: %v", tc.name, err)
 		}
 		if _, err := counters.NewServer(counters.ServerOptions{Stores: stores}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
@@ -300,7 +307,7 @@ func TestHTTPUniqueAddBodyLimit(t *testing.T) {
 		c.do(t, h)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/counters/uniques/visitors", nil))
+	h.ServeHTTP(rec, loopbackRequest("GET", "/counters/uniques/visitors", nil))
 	var got struct{ Estimate int64 }
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Estimate < 980 || got.Estimate > 1020 {
 		t.Fatalf("estimate after 1000 UUIDs: %s (%v)", rec.Body, err)
@@ -342,7 +349,7 @@ func TestCorruptCountFilesAreAnInternalError(t *testing.T) {
 	}
 	stores := counters.MemoryStores(nil)
 	stores.Access = f
-	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +386,7 @@ func TestWindowClockOutOfRangeIsInvalid(t *testing.T) {
 	}
 	stores := counters.MemoryStores(nil)
 	stores.Windows = r.WithClock(func() time.Time { return time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) })
-	h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

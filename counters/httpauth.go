@@ -8,13 +8,13 @@ import (
 	"strings"
 )
 
-// RequireToken guards next, the counters HTTP API. With a token, a request
+// requireToken guards next, the counters HTTP API. With a token, a request
 // must carry "Authorization: Bearer <token>" (the scheme in any case, as RFC
 // 7235 allows; the token compared in constant time). Without one, only
 // clients connecting from a loopback address are let through, since the API
 // has no other protection. Every refusal is a 401 with a JSON error saying
 // what to do.
-func RequireToken(token string, next http.Handler) http.Handler {
+func requireToken(token string, next http.Handler) http.Handler {
 	if token == "" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !FromLoopback(r) {

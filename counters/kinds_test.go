@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
@@ -118,7 +116,7 @@ func TestKindsStats(t *testing.T) {
 
 func TestKindsHTTP(t *testing.T) {
 	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
-		h, err := counters.NewHTTPHandler(stores, zerolog.Nop())
+		h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +158,7 @@ func TestKindsHTTP(t *testing.T) {
 }
 
 func TestAccessListHTTP(t *testing.T) {
-	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), zerolog.Nop())
+	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +188,7 @@ func TestAccessListHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err = counters.NewHTTPHandler(memoryStoresWith(func(s *counters.Stores) { s.Access = file }), zerolog.Nop())
+	h, err = counters.NewHTTPHandler(memoryStoresWith(func(s *counters.Stores) { s.Access = file }), counters.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -453,7 +453,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := counters.NewHTTPHandler(m.stores, m.log)
+	api, err := counters.NewHTTPHandler(m.stores, counters.HTTPOptions{Token: m.cfg.CountersHTTPToken, Logger: m.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -462,7 +462,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if m.cfg.VKMode == ModeCallback {
 		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
 	}
-	pub.Handle(counters.HTTPPrefix, m.metrics.CountersHTTP(counters.RequireToken(m.cfg.CountersHTTPToken, api)))
+	pub.Handle(counters.HTTPPrefix, m.metrics.CountersHTTP(api))
 	pub.HandleFunc("GET /healthz", healthz)
 	adm := http.NewServeMux()
 	adm.Handle("GET /metrics", m.metrics.Handler())
