@@ -66,6 +66,7 @@ var statuses = []struct {
 	{resource.ErrNoMemory, wire.StatusOutOfMemory},
 	{resource.ErrStore, wire.StatusStoreFailure},
 	{access.ErrInvalidName, wire.StatusInvalid},
+	{access.ErrNoMemory, wire.StatusOutOfMemory},
 	{access.ErrInvalidDelta, wire.StatusInvalid},
 	{access.ErrInvalidLimit, wire.StatusInvalid},
 	{access.ErrNotFound, wire.StatusNotFound},
@@ -76,14 +77,17 @@ var statuses = []struct {
 	// them: not a store failure a retry may get past.
 	{access.ErrCorrupt, wire.StatusInternalError},
 	{participant.ErrInvalidName, wire.StatusInvalid},
+	{participant.ErrNoMemory, wire.StatusOutOfMemory},
 	{participant.ErrInvalidKey, wire.StatusInvalid},
 	{participant.ErrInvalidTimeout, wire.StatusInvalid},
 	{window.ErrInvalidName, wire.StatusInvalid},
+	{window.ErrNoMemory, wire.StatusOutOfMemory},
 	{window.ErrInvalidWindow, wire.StatusInvalid},
 	// freq's own argument check, which window's checks leave only a
 	// WithClock time outside 1970 to 9999 to fail.
 	{freq.ErrInvalid, wire.StatusInvalid},
 	{unique.ErrInvalidName, wire.StatusInvalid},
+	{unique.ErrNoMemory, wire.StatusOutOfMemory},
 	{unique.ErrInvalidKey, wire.StatusInvalid},
 	{unique.ErrInvalidCount, wire.StatusInvalid},
 	{unique.ErrNotFound, wire.StatusNotFound},

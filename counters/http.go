@@ -33,6 +33,7 @@ var httpCodes = map[wire.Status]int{
 	wire.StatusNotFound:      http.StatusNotFound,
 	wire.StatusNotAvailable:  http.StatusConflict,
 	wire.StatusStoreFailure:  http.StatusServiceUnavailable,
+	wire.StatusOutOfMemory:   http.StatusInsufficientStorage,
 	wire.StatusInternalError: http.StatusInternalServerError,
 }
 

@@ -66,6 +66,10 @@ var (
 	ErrNotFound = errors.New("access: counter not found")
 	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
 	ErrInvalidName = errors.New("access: invalid counter name")
+	// ErrNoMemory is returned when creating a new counter name would pass
+	// the store's cap (names or bytes in memory, or the headroom a shared
+	// Redis keeps for the bot); names that exist keep working.
+	ErrNoMemory = errors.New("access: out of memory for new counter names")
 	// ErrInvalidDelta is returned by Add for an n below 1.
 	ErrInvalidDelta = errors.New("access: invalid increment")
 	// ErrOverflow is returned by Hit and Add when the total would pass

@@ -79,6 +79,10 @@ type Store interface {
 var (
 	// ErrInvalidName is returned for an empty name or one longer than MaxNameLen.
 	ErrInvalidName = errors.New("participant: invalid name")
+	// ErrNoMemory is returned when creating a new counter name would pass
+	// the store's cap (names or bytes in memory, or the headroom a shared
+	// Redis keeps for the bot); names that exist keep working.
+	ErrNoMemory = errors.New("participant: out of memory for new counter names")
 	// ErrInvalidKey is returned for an empty key, one longer than
 	// MaxKeyLen, (File store) one containing a comma or a line break, and
 	// for a VisitMany batch of no keys or more than MaxBatch.

@@ -45,8 +45,12 @@ type Store interface {
 
 // Errors returned by the stores; test for them with errors.Is.
 var (
-	ErrNotFound     = errors.New("unique: counter not found")
-	ErrInvalidName  = errors.New("unique: invalid counter name")
+	ErrNotFound    = errors.New("unique: counter not found")
+	ErrInvalidName = errors.New("unique: invalid counter name")
+	// ErrNoMemory is returned when creating a new counter name would pass
+	// the store's cap (names or bytes in memory, or the headroom a shared
+	// Redis keeps for the bot); names that exist keep working.
+	ErrNoMemory     = errors.New("unique: out of memory for new counter names")
 	ErrInvalidKey   = errors.New("unique: invalid key")
 	ErrInvalidCount = errors.New("unique: invalid number of keys or names")
 )

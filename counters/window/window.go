@@ -50,6 +50,10 @@ var (
 	// ErrInvalidName is returned for an empty name or one longer than
 	// MaxNameLen.
 	ErrInvalidName = errors.New("window: invalid counter name")
+	// ErrNoMemory is returned when creating a new counter name would pass
+	// the store's cap (names or bytes in memory, or the headroom a shared
+	// Redis keeps for the bot); names that exist keep working.
+	ErrNoMemory = errors.New("window: out of memory for new counter names")
 	// ErrInvalidWindow is returned for a window that is not whole seconds
 	// from 1 s to MaxWindow.
 	ErrInvalidWindow = errors.New("window: invalid window")
