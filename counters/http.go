@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -54,8 +56,13 @@ var httpCodes = map[wire.Status]int{
 //
 // A timeout is in whole seconds; 0 or none means the store's default. The
 // name is one path segment (escape a "/" in it as %2F); an empty one is a
-// 400. Every error is a JSON object {"error": "…"}: 400 for a bad name, key,
-// timeout, window, limit, cursor or body, 404 for a counter never hit (or
+// 400, and so is a name or query parameter that is not valid UTF-8 (a
+// listing shows such a name, created over the port, with U+FFFD for its bad
+// bytes and its exact bytes in "name_base64"). A body must be one JSON
+// object of valid UTF-8 whose field names are exactly the request's (they
+// are case-sensitive) and whose values are not null. Every error is a JSON
+// object {"error": "…"}: 400 for a bad name, key, timeout, window, limit,
+// cursor or body, 404 for a counter never hit (or
 // never added to) or an unknown path, 405 for a wrong method, 409 when a
 // total would pass 2^63-1, 413 for a body over 16 KiB (over about 1.5 MiB
 // for a unique add, which may carry 1000 keys), 500 for an access counter
@@ -129,6 +136,20 @@ func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.EscapedPath(); strings.HasPrefix(p, HTTPPrefix) && strings.Contains(p[len(HTTPPrefix)-1:], "//") {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name (an empty path segment)")
 		return
+	}
+	// JSON cannot carry a name that is not UTF-8: the listing would show
+	// it with U+FFFD, a name that addresses another counter or none.
+	if !utf8.ValidString(r.URL.Path) {
+		writeJSONError(w, http.StatusBadRequest, "counter name is not valid UTF-8 (the HTTP API takes UTF-8 names only; use the counter port for other bytes)")
+		return
+	}
+	for k, vs := range r.URL.Query() {
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("query parameter %s is not valid UTF-8", k))
+				return
+			}
+		}
 	}
 	h.mux.ServeHTTP(w, r)
 }
@@ -365,23 +386,91 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool, limit 
 		writeJSONError(w, http.StatusBadRequest, "cannot read the body: "+err.Error())
 		return false
 	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return true
+		}
+		writeJSONError(w, http.StatusBadRequest, `empty body: want a JSON object like {"key":"…"}`)
+		return false
+	}
+	if err := checkStrict(body, v); err != nil {
+		writeJSONError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
+		return false
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err = dec.Decode(v)
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
 		err = errors.New("data after the JSON object")
 	}
-	switch {
-	case errors.Is(err, io.EOF) && optional:
-		return true
-	case errors.Is(err, io.EOF):
-		writeJSONError(w, http.StatusBadRequest, `empty body: want a JSON object like {"key":"…"}`)
-		return false
-	case err != nil:
+	if err != nil {
 		writeJSONError(w, http.StatusBadRequest, "bad JSON body: "+err.Error())
 		return false
 	}
 	return true
+}
+
+// checkStrict refuses what encoding/json would let through into v (a
+// pointer to a struct): a body that is not valid UTF-8 (the decoder would
+// turn its bad bytes into U+FFFD), a top-level value that is not an object
+// (null would leave v as it is), a field name that is not exactly one of
+// v's json names (the decoder matches them case-insensitively), and null
+// anywhere (which would leave a field or an element at its zero value).
+// Syntax errors are left to the decoder, which reports them better.
+func checkStrict(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return errors.New("not valid UTF-8")
+	}
+	fields := jsonFields(reflect.TypeOf(v).Elem())
+	dec := json.NewDecoder(bytes.NewReader(body))
+	// open holds the containers the token is in, innermost last; wantKey
+	// whether the next token in the innermost object is a field name.
+	var open []json.Delim
+	wantKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or a syntax error for the decoder to report
+		}
+		if len(open) == 0 && tok != json.Delim('{') {
+			if tok == nil {
+				return errors.New(`null: want a JSON object like {"key":"…"}`)
+			}
+			return errors.New(`want a JSON object like {"key":"…"}`)
+		}
+		if name, ok := tok.(string); ok && wantKey {
+			if len(open) == 1 && !slices.Contains(fields, name) {
+				return fmt.Errorf("unknown field %q (field names are case-sensitive: want %s)", name, strings.Join(fields, ", "))
+			}
+			wantKey = false
+			continue
+		}
+		switch tok {
+		case nil:
+			return errors.New("null is no value of any field")
+		case json.Delim('{'), json.Delim('['):
+			open = append(open, tok.(json.Delim))
+			wantKey = tok == json.Delim('{')
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			open = open[:len(open)-1]
+		}
+		// A value ended: in an object, a field name comes next.
+		wantKey = len(open) > 0 && open[len(open)-1] == '{'
+	}
+}
+
+// jsonFields returns the json field names of the struct type t.
+func jsonFields(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

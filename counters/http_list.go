@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/vkcounter/vkcounter/counters/access"
 )
@@ -15,12 +16,23 @@ const defaultListLimit = 100
 
 // listReply is the answer of a listing of access counters.
 type listReply struct {
-	Prefix   string         `json:"prefix"`
-	Counters []access.Entry `json:"counters"`
+	Prefix   string      `json:"prefix"`
+	Counters []listEntry `json:"counters"`
 	// Sum is the sum of this page's totals (at most math.MaxInt64).
 	Sum int64 `json:"sum"`
 	// Cursor asks for the next page; "" on the last one.
 	Cursor string `json:"cursor"`
+}
+
+// listEntry is one counter of a listing.
+type listEntry struct {
+	// Name is the counter's name; JSON shows each byte of a name that is
+	// not valid UTF-8 (one created over the port) as U+FFFD.
+	Name string `json:"name"`
+	// NameBase64 is the exact bytes of a name that is not valid UTF-8,
+	// standard base64; absent for the others.
+	NameBase64 string `json:"name_base64,omitempty"`
+	Total      int64  `json:"total"`
 }
 
 // list answers GET /counters/access?prefix=P&limit=N&cursor=C: a page of
@@ -55,11 +67,13 @@ func (h *HTTPHandler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	rep := listReply{Prefix: prefix, Counters: entries}
-	if rep.Counters == nil {
-		rep.Counters = []access.Entry{}
-	}
+	rep := listReply{Prefix: prefix, Counters: make([]listEntry, 0, len(entries))}
 	for _, e := range entries {
+		le := listEntry{Name: e.Name, Total: e.Total}
+		if !utf8.ValidString(e.Name) {
+			le.NameBase64 = base64.StdEncoding.EncodeToString([]byte(e.Name))
+		}
+		rep.Counters = append(rep.Counters, le)
 		rep.Sum += min(e.Total, math.MaxInt64-rep.Sum)
 	}
 	if more && len(entries) > 0 {

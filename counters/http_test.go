@@ -400,3 +400,89 @@ func TestWindowClockOutOfRangeIsInvalid(t *testing.T) {
 	got := exchange(t, c, wire.AppendWindowHit(nil, 1, 60, "w"), 29)
 	equalBytes(t, "whit", got, "91 40 04 00 00000011 00000001 "+hexInvalid)
 }
+
+// TestHTTPStrictNamesAndBodies checks what encoding/json and the path
+// decoding would let through: names that are not UTF-8, field names in
+// another case, null bodies and null values. None may change a counter.
+func TestHTTPStrictNamesAndBodies(t *testing.T) {
+	h, stores := newHTTP(t, newFakeClock(day))
+	visit := "/counters/participants/p/visit"
+	for _, c := range []httpCall{
+		{"POST", "/counters/access/a%FFb", "", 400, "not valid UTF-8"},
+		{"POST", "/counters/access/a%FEb", `{"delta":2}`, 400, "not valid UTF-8"},
+		{"GET", "/counters/access/a%FFb", "", 400, "not valid UTF-8"},
+		{"POST", "/counters/participants/a%C3/visit", `{"key":"k"}`, 400, "not valid UTF-8"},
+		{"GET", "/counters/participants/a%C3", "", 400, "not valid UTF-8"},
+		{"POST", "/counters/windows/%80", `{"window":60}`, 400, "not valid UTF-8"},
+		{"POST", "/counters/uniques/%ED%A0%80", `{"keys":["k"]}`, 400, "not valid UTF-8"}, // a UTF-16 surrogate
+		{"GET", "/counters/uniques?names=x,a%FFb", "", 400, "names is not valid UTF-8"},
+		{"GET", "/counters/access?prefix=a%FF", "", 400, "prefix is not valid UTF-8"},
+		{"POST", "/counters/access/x", `{"Delta":2}`, 400, `unknown field "Delta"`},
+		{"POST", "/counters/access/x", `{"DELTA":2}`, 400, "case-sensitive"},
+		{"POST", "/counters/access/x", `null`, 400, "null"},
+		{"POST", "/counters/access/x", ` null `, 400, "null"},
+		{"POST", "/counters/access/x", `{"delta":null}`, 400, "null"},
+		{"POST", "/counters/access/x", `2`, 400, "want a JSON object"},
+		{"POST", "/counters/access/x", `"x"`, 400, "want a JSON object"},
+		{"POST", visit, `null`, 400, "null"},
+		{"POST", visit, `{"Key":"k"}`, 400, `unknown field "Key"`},
+		{"POST", visit, `{"key":"k","Timeout":5}`, 400, `unknown field "Timeout"`},
+		{"POST", visit, `{"key":null}`, 400, "null"},
+		{"POST", visit, `{"key":"k","timeout":null}`, 400, "null"},
+		{"POST", visit, "{\"key\":\"a\xffb\"}", 400, "not valid UTF-8"},
+		{"POST", "/counters/participants/p/leave", `{"KEY":"k"}`, 400, "unknown field"},
+		{"POST", "/counters/windows/w", `{"Window":60}`, 400, "unknown field"},
+		{"POST", "/counters/windows/w", `{"window":null}`, 400, "null"},
+		{"POST", "/counters/uniques/u", `{"Keys":["k"]}`, 400, "unknown field"},
+		{"POST", "/counters/uniques/u", `{"keys":null}`, 400, "null"},
+		{"POST", "/counters/uniques/u", `{"keys":["k",null]}`, 400, "null"},
+		{"POST", "/counters/uniques/u", `null`, 400, "null"},
+	} {
+		c.do(t, h)
+	}
+	cx := ctx(t)
+	for _, name := range []string{"x", "a\xffb", "a\xfeb"} {
+		if _, err := stores.Access.Total(cx, name); !errors.Is(err, access.ErrNotFound) {
+			t.Errorf("access counter %q exists after bad requests: %v", name, err)
+		}
+	}
+	if n, err := stores.Participants.Active(cx, "p", participant.MaxTimeout); n != 0 || err != nil {
+		t.Errorf("participants of p after bad requests: %d, %v", n, err)
+	}
+	if _, err := stores.Uniques.Count(cx, "u"); err == nil {
+		t.Error("unique counter u exists after bad requests")
+	}
+	if n, err := stores.Windows.Count(cx, "w", time.Hour); n != 0 || err != nil {
+		t.Errorf("window w after bad requests: %d, %v", n, err)
+	}
+	// Exact names still work, nested values included.
+	for _, c := range []httpCall{
+		{"POST", "/counters/access/x", ` {"delta":2} `, 200, `{"name":"x","total":2}`},
+		{"POST", "/counters/uniques/u", `{"keys":["k","l"]}`, 200, `{"name":"u","changed":true}`},
+		{"POST", "/counters/access/%C3%A9t%C3%A9", "", 200, `{"name":"été","total":1}`},
+	} {
+		c.do(t, h)
+	}
+}
+
+// TestHTTPListsNamesThatAreNotUTF8 checks that a name created over the port
+// with bytes that are not UTF-8 is listed with its exact bytes, and that
+// two such names stay apart.
+func TestHTTPListsNamesThatAreNotUTF8(t *testing.T) {
+	h, stores := newHTTP(t, newFakeClock(day))
+	cx := ctx(t)
+	for name, n := range map[string]int64{"a\xffb": 3, "a\xfeb": 4, "ab": 5} {
+		if _, err := stores.Access.Add(cx, name, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpCall{"GET", "/counters/access?prefix=a", "", 200,
+		`{"prefix":"a","counters":[{"name":"ab","total":5},` +
+			`{"name":"a\ufffdb","name_base64":"Yf5i","total":4},` +
+			`{"name":"a\ufffdb","name_base64":"Yf9i","total":3}],"sum":12,"cursor":""}`}.do(t, h)
+	httpCall{"GET", "/counters/access?prefix=a&limit=2", "", 200,
+		`{"prefix":"a","counters":[{"name":"ab","total":5},` +
+			`{"name":"a\ufffdb","name_base64":"Yf5i","total":4}],"sum":9,"cursor":"Yf5i"}`}.do(t, h)
+	httpCall{"GET", "/counters/access?prefix=a&limit=2&cursor=Yf5i", "", 200,
+		`{"prefix":"a","counters":[{"name":"a\ufffdb","name_base64":"Yf9i","total":3}],"sum":3,"cursor":""}`}.do(t, h)
+}
