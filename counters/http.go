@@ -105,22 +105,62 @@ func NewHTTPHandler(stores Stores, opts HTTPOptions) (*HTTPHandler, error) {
 	emptyName := func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name")
 	}
-	h.mux.Handle(HTTPPrefix+"access/{$}", http.HandlerFunc(emptyName))
-	h.mux.Handle(HTTPPrefix+"access/{name}", methods{http.MethodGet: h.total, http.MethodPost: h.hit})
-	h.mux.Handle(HTTPPrefix+"access", methods{http.MethodGet: h.list})
-	h.mux.Handle(HTTPPrefix+"participants/{$}", http.HandlerFunc(emptyName))
-	h.mux.Handle(HTTPPrefix+"participants/{name}", methods{http.MethodGet: h.active})
-	h.mux.Handle(HTTPPrefix+"participants/{name}/visit", methods{http.MethodPost: h.visit})
-	h.mux.Handle(HTTPPrefix+"participants/{name}/leave", methods{http.MethodPost: h.leave})
-	h.mux.Handle(HTTPPrefix+"windows/{$}", http.HandlerFunc(emptyName))
-	h.mux.Handle(HTTPPrefix+"windows/{name}", methods{http.MethodGet: h.windowCount, http.MethodPost: h.windowHit})
-	h.mux.Handle(HTTPPrefix+"uniques/{$}", http.HandlerFunc(emptyName))
-	h.mux.Handle(HTTPPrefix+"uniques/{name}", methods{http.MethodGet: h.uniqueCount, http.MethodPost: h.uniqueAdd})
-	h.mux.Handle(HTTPPrefix+"uniques", methods{http.MethodGet: h.uniqueUnion})
+	for _, kind := range []string{"access", "participants", "windows", "uniques"} {
+		h.mux.Handle(HTTPPrefix+kind+"/{$}", http.HandlerFunc(emptyName))
+	}
+	byPattern := map[string]methods{}
+	for _, r := range h.routes() {
+		if byPattern[r.Pattern] == nil {
+			byPattern[r.Pattern] = methods{}
+			h.mux.Handle(r.Pattern, byPattern[r.Pattern])
+		}
+		byPattern[r.Pattern][r.Method] = r.serve
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no such counter route: "+r.URL.Path)
 	})
 	return h, nil
+}
+
+// An HTTPRoute is one route of the API: a method and the pattern it is
+// served at, which is what http.Request.Pattern holds for its requests.
+type HTTPRoute struct {
+	Method, Pattern string
+}
+
+// HTTPRoutes returns the API's routes, the table HTTPHandler serves
+// (besides them: 400 for an empty name, 404 for any other path).
+func HTTPRoutes() []HTTPRoute {
+	var h HTTPHandler // its handlers are only named, never called
+	var out []HTTPRoute
+	for _, r := range h.routes() {
+		out = append(out, r.HTTPRoute)
+	}
+	return out
+}
+
+// A servedRoute is a route with its handler.
+type servedRoute struct {
+	HTTPRoute
+	serve http.HandlerFunc
+}
+
+// routes is the route table with each route's handler.
+func (h *HTTPHandler) routes() []servedRoute {
+	get, post := http.MethodGet, http.MethodPost
+	return []servedRoute{
+		{HTTPRoute{get, HTTPPrefix + "access/{name}"}, h.total},
+		{HTTPRoute{post, HTTPPrefix + "access/{name}"}, h.hit},
+		{HTTPRoute{get, HTTPPrefix + "access"}, h.list},
+		{HTTPRoute{get, HTTPPrefix + "participants/{name}"}, h.active},
+		{HTTPRoute{post, HTTPPrefix + "participants/{name}/visit"}, h.visit},
+		{HTTPRoute{post, HTTPPrefix + "participants/{name}/leave"}, h.leave},
+		{HTTPRoute{get, HTTPPrefix + "windows/{name}"}, h.windowCount},
+		{HTTPRoute{post, HTTPPrefix + "windows/{name}"}, h.windowHit},
+		{HTTPRoute{get, HTTPPrefix + "uniques/{name}"}, h.uniqueCount},
+		{HTTPRoute{post, HTTPPrefix + "uniques/{name}"}, h.uniqueAdd},
+		{HTTPRoute{get, HTTPPrefix + "uniques"}, h.uniqueUnion},
+	}
 }
 
 // ServeHTTP serves one request.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -485,4 +486,43 @@ func TestHTTPListsNamesThatAreNotUTF8(t *testing.T) {
 			`{"name":"a\ufffdb","name_base64":"Yf5i","total":4}],"sum":9,"cursor":"Yf5i"}`}.do(t, h)
 	httpCall{"GET", "/counters/access?prefix=a&limit=2&cursor=Yf5i", "", 200,
 		`{"prefix":"a","counters":[{"name":"a\ufffdb","name_base64":"Yf9i","total":3}],"sum":3,"cursor":""}`}.do(t, h)
+}
+
+// TestHTTPRoutesAreServed: every route of the exported table (the labels
+// of the metrics) is served, at that method and pattern, and the table
+// lists every route the handler serves: each pattern's other methods get a
+// 405 naming exactly the table's methods.
+func TestHTTPRoutesAreServed(t *testing.T) {
+	h, _ := newHTTP(t, newFakeClock(1_700_000_000))
+	allowed := map[string][]string{}
+	for _, r := range counters.HTTPRoutes() {
+		allowed[r.Pattern] = append(allowed[r.Pattern], r.Method)
+	}
+	if len(allowed) == 0 {
+		t.Fatal("no routes")
+	}
+	for pattern, methods := range allowed {
+		path := strings.ReplaceAll(pattern, "{name}", "route-test")
+		var seen []string
+		for _, m := range methods {
+			seen = append(seen, m)
+			rec := httptest.NewRecorder()
+			req := loopbackRequest(m, path, strings.NewReader("{}"))
+			h.ServeHTTP(rec, req)
+			if rec.Code == http.StatusNotFound && strings.Contains(rec.Body.String(), "no such counter route") || rec.Code == http.StatusMethodNotAllowed {
+				t.Errorf("%s %s: %d %s; the table says it is served", m, path, rec.Code, rec.Body)
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, loopbackRequest(http.MethodPut, path, nil))
+		if rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("PUT %s: %d, want 405", path, rec.Code)
+			continue
+		}
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if strings.Contains(rec.Header().Get("Allow"), m) != slices.Contains(seen, m) {
+				t.Errorf("%s: Allow %q, the table has %v", pattern, rec.Header().Get("Allow"), seen)
+			}
+		}
+	}
 }

@@ -26,9 +26,9 @@ import (
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
-	"github.com/vkcounter/vkcounter/internal/metrics"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
+	"github.com/vkcounter/vkcounter/metrics"
 )
 
 // Main is the whole `vkcounter serve` process: Run opens everything and
@@ -105,7 +105,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.bot, err = m.newBot(communities); err != nil {
 		return err
 	}
-	m.registerOutboxMetrics()
+	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err
@@ -494,27 +494,6 @@ func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ready")
-}
-
-func (m *Main) registerOutboxMetrics() {
-	read := func(f func(outbox.Stats) float64) func() float64 {
-		return func() float64 { return f(m.outbox.Total(m.groups...)) }
-	}
-	m.metrics.GaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK, as last read (see outbox_reading_age_seconds).",
-		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
-	m.metrics.GaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox, as last read.",
-		read(func(s outbox.Stats) float64 { return s.Oldest.Seconds() }))
-	m.metrics.GaugeFunc("outbox_reading_age_seconds", "How long ago the outbox gauges were read from Redis (-1: never); it grows while Redis is unreachable, or while the outbox stays empty and idle.",
-		read(func(s outbox.Stats) float64 {
-			if s.Age < 0 {
-				return -1
-			}
-			return s.Age.Seconds()
-		}))
-	m.metrics.CounterFunc("outbox_redeliveries_total", "Replies this instance took over from a sender that held them too long.",
-		func() float64 { return float64(m.outbox.Redeliveries()) })
-	m.metrics.GaugeFunc("vk_consecutive_failures", "VK API calls in a row that got no answer (0 while VK answers).",
-		func() float64 { return float64(m.bot.ConsecutiveVKFailures()) })
 }
 
 // statsDocument is /stats: each section is its owner's report.

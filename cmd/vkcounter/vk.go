@@ -74,26 +74,6 @@ func (m *Main) startPollers(communities []Community) error {
 	if m.pollers, err = longpoll.Start(opts); err != nil {
 		return err
 	}
-	m.registerPollerMetrics()
+	m.metrics.ObservePollers(m.pollers.Total)
 	return nil
-}
-
-// registerPollerMetrics exports the pollers' totals, summed over the
-// communities.
-func (m *Main) registerPollerMetrics() {
-	sum := func(f func(longpoll.Stats, int) int64) func() float64 {
-		return func() float64 { return float64(f(m.pollers.Total())) }
-	}
-	m.metrics.CounterFunc("longpoll_events_total", "Events received from the Bots Long Poll API, received again after a retry included.",
-		sum(func(s longpoll.Stats, _ int) int64 { return s.Events }))
-	m.metrics.CounterFunc("longpoll_messages_total", "Messages from the Bots Long Poll API handled (counted, reply stored).",
-		sum(func(s longpoll.Stats, _ int) int64 { return s.Messages }))
-	m.metrics.CounterFunc("longpoll_skipped_total", "Malformed or foreign Bots Long Poll events skipped.",
-		sum(func(s longpoll.Stats, _ int) int64 { return s.Skipped }))
-	m.metrics.CounterFunc("longpoll_retries_total", "Failed Bots Long Poll requests and messages, retried with the same ts.",
-		sum(func(s longpoll.Stats, _ int) int64 { return s.Retries }))
-	m.metrics.CounterFunc("longpoll_failed_total", "Bots Long Poll answers with failed 1, 2 or 3.",
-		sum(func(s longpoll.Stats, _ int) int64 { return s.Failed1 + s.Failed2 + s.Failed3 }))
-	m.metrics.GaugeFunc("longpoll_polling", "Communities this instance polls (holds the lease of).",
-		sum(func(_ longpoll.Stats, polling int) int64 { return int64(polling) }))
 }

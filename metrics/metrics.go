@@ -1,8 +1,11 @@
-// Package metrics exposes vkcounter's Prometheus metrics. A Metrics owns its
-// own registry (nothing is registered globally); its methods are the hooks
-// the other packages accept: an HTTP middleware for the webhook, a timing
-// wrapper for the counting script, and callbacks for the bot's VK calls and
-// replies and the counter server's requests and connections.
+// Package metrics exposes vkcounter's Prometheus metrics: it is the one
+// place their names, help and labels are written. A Metrics owns its own
+// registry (nothing is registered globally); its methods are the hooks the
+// other packages accept, which know nothing of Prometheus: an HTTP
+// middleware for the webhook and the counters API, a timing wrapper for the
+// counting script, callbacks for the bot's VK calls and replies and the
+// counter server's requests and connections, and readers of the outbox's
+// and the long-poll pollers' totals.
 package metrics
 
 import (
@@ -16,7 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/longpoll"
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
@@ -33,15 +39,6 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 var (
 	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.Logged}
 	vkMethods    = []string{"messages.send", "execute"}
-	// countersRoutes are the routes of the /counters/ HTTP API (the
-	// patterns of counters.HTTPHandler) with their methods.
-	countersRoutes = [][2]string{
-		{"GET", "/counters/access/{name}"}, {"POST", "/counters/access/{name}"}, {"GET", "/counters/access"},
-		{"GET", "/counters/participants/{name}"},
-		{"POST", "/counters/participants/{name}/visit"}, {"POST", "/counters/participants/{name}/leave"},
-		{"GET", "/counters/windows/{name}"}, {"POST", "/counters/windows/{name}"},
-		{"GET", "/counters/uniques/{name}"}, {"POST", "/counters/uniques/{name}"}, {"GET", "/counters/uniques"},
-	}
 )
 
 // Metrics holds every collector. Its methods are safe for concurrent use.
@@ -120,9 +117,9 @@ func (m *Metrics) initLabels() {
 	for _, op := range wire.Opcodes() {
 		m.counterRequests.WithLabelValues(op.String(), wire.StatusOK.Label())
 	}
-	for _, r := range countersRoutes {
-		m.httpRequests.WithLabelValues(r[0], r[1], "200")
-		m.httpDuration.WithLabelValues(r[1])
+	for _, r := range counters.HTTPRoutes() {
+		m.httpRequests.WithLabelValues(r.Method, r.Pattern, "200")
+		m.httpDuration.WithLabelValues(r.Pattern)
 	}
 }
 
@@ -131,15 +128,62 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// GaugeFunc registers a gauge whose value is read from f at each scrape,
+// gaugeFunc registers a gauge whose value is read from f at each scrape,
 // e.g. the outbox length.
-func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
+func (m *Metrics) gaugeFunc(name, help string, f func() float64) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, f))
 }
 
-// CounterFunc registers a counter whose value is read from f at each scrape.
-func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+// counterFunc registers a counter whose value is read from f at each scrape.
+func (m *Metrics) counterFunc(name, help string, f func() float64) {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, f))
+}
+
+// ObserveOutbox registers the outbox gauges and the VK failure gauge,
+// read at each scrape: total is the outbox's reading over the communities
+// served, redeliveries the replies taken over from a stalled sender
+// (outbox.Outbox.Redeliveries), vkFailures the VK calls in a row that got
+// no answer (bot.Bot.ConsecutiveVKFailures). Call it once.
+func (m *Metrics) ObserveOutbox(total func() outbox.Stats, redeliveries, vkFailures func() int64) {
+	read := func(f func(outbox.Stats) float64) func() float64 {
+		return func() float64 { return f(total()) }
+	}
+	m.gaugeFunc("outbox_length", "Replies in the outbox, not yet accepted by VK, as last read (see outbox_reading_age_seconds).",
+		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
+	m.gaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox, as last read.",
+		read(func(s outbox.Stats) float64 { return s.Oldest.Seconds() }))
+	m.gaugeFunc("outbox_reading_age_seconds", "How long ago the outbox gauges were read from Redis (-1: never); it grows while Redis is unreachable, or while the outbox stays empty and idle.",
+		read(func(s outbox.Stats) float64 {
+			if s.Age < 0 {
+				return -1
+			}
+			return s.Age.Seconds()
+		}))
+	m.counterFunc("outbox_redeliveries_total", "Replies this instance took over from a sender that held them too long.",
+		func() float64 { return float64(redeliveries()) })
+	m.gaugeFunc("vk_consecutive_failures", "VK API calls in a row that got no answer (0 while VK answers).",
+		func() float64 { return float64(vkFailures()) })
+}
+
+// ObservePollers registers the long-poll pollers' totals, summed over the
+// communities and read at each scrape from total (longpoll.Group.Total).
+// Call it once.
+func (m *Metrics) ObservePollers(total func() (sum longpoll.Stats, polling int)) {
+	sum := func(f func(longpoll.Stats, int) int64) func() float64 {
+		return func() float64 { return float64(f(total())) }
+	}
+	m.counterFunc("longpoll_events_total", "Events received from the Bots Long Poll API, received again after a retry included.",
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Events }))
+	m.counterFunc("longpoll_messages_total", "Messages from the Bots Long Poll API handled (counted, reply stored).",
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Messages }))
+	m.counterFunc("longpoll_skipped_total", "Malformed or foreign Bots Long Poll events skipped.",
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Skipped }))
+	m.counterFunc("longpoll_retries_total", "Failed Bots Long Poll requests and messages, retried with the same ts.",
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Retries }))
+	m.counterFunc("longpoll_failed_total", "Bots Long Poll answers with failed 1, 2 or 3.",
+		sum(func(s longpoll.Stats, _ int) int64 { return s.Failed1 + s.Failed2 + s.Failed3 }))
+	m.gaugeFunc("longpoll_polling", "Communities this instance polls (holds the lease of).",
+		sum(func(_ longpoll.Stats, polling int) int64 { return int64(polling) }))
 }
 
 // CountersHTTP wraps the /counters/ HTTP API (its token check included),
