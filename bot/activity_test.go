@@ -297,7 +297,7 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
 	a := &fakeActivity{}
-	o := &failingOutbox{Outbox: newOutbox(t, outbox.Options{}), fail: true}
+	o := &failingOutbox{Outbox: bot.StoredOutbox(newOutbox(t, outbox.Options{})), fail: true}
 	opts := fastOptions()
 	opts.Activity = a
 	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{
@@ -365,7 +365,7 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 func TestActivityReportKeys(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	b, err := bot.New(newMemCounter(), newOutbox(t, outbox.Options{}), []bot.Group{{ID: 7, Senders: []bot.Sender{
+	b, err := bot.New(newMemCounter(), bot.StoredOutbox(newOutbox(t, outbox.Options{})), []bot.Group{{ID: 7, Senders: []bot.Sender{
 		bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL()})}}}, fastOptions())
 	if err != nil {
 		t.Fatal(err)

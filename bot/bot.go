@@ -33,7 +33,7 @@ type Counter interface {
 }
 
 // An Outbox holds replies durably from before the webhook answers "ok"
-// until VK accepted them. It is met by *outbox.Outbox.
+// until VK accepted them. StoredOutbox adapts *outbox.Outbox to it.
 type Outbox interface {
 	// Add stores r (r.ID is ignored).
 	Add(ctx context.Context, r Reply) error
@@ -58,8 +58,8 @@ type Outbox interface {
 // A Recorder counts a message and stores its reply in one step: on a
 // single Redis server, one script run instead of Counter.Count and
 // Outbox.Add. The reply's text is the count's answer; it is stored once
-// per dedupe key. It answers as Counter.Count. It is met by
-// *outbox.Recorder.
+// per dedupe key. It answers as Counter.Count. StoredRecorder adapts
+// *outbox.Recorder to it.
 type Recorder interface {
 	Record(ctx context.Context, identity, dedupe string, r Reply) (previous int64, duplicate bool, err error)
 }

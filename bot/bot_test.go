@@ -80,7 +80,7 @@ func newBotOutbox(t *testing.T, c bot.Counter, vk *vktest.Server, opts bot.Optio
 		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
 	o := newOutbox(t, outbox.Options{})
-	b, err := bot.New(c, o, []bot.Group{g}, opts)
+	b, err := bot.New(c, bot.StoredOutbox(o), []bot.Group{g}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestOutboxFull(t *testing.T) {
 		return make([]error, len(rs))
 	})
 	o := newOutbox(t, outbox.Options{MaxLen: 2})
-	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, fastOptions())
+	b, err := bot.New(newMemCounter(), bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, fastOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func startBot(t *testing.T, tg *redistest.Target, prefix, consumer string, c bot
 	if err := o.Init(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(c, o, []bot.Group{{ID: 7, Senders: senders}}, opts)
+	b, err := bot.New(c, bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: senders}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
 					return
 				case <-time.After(2 * time.Millisecond):
 				}
-				r := bot.Reply{GroupID: 7, PeerID: 1000 + i, Message: "1", RandomID: int32(i + 1), Key: fmt.Sprint(i), Queued: time.Now()}
+				r := outbox.Entry{GroupID: 7, PeerID: 1000 + i, Message: "1", RandomID: int32(i + 1), Key: fmt.Sprint(i), Queued: time.Now()}
 				if err := live.Add(context.Background(), r); err != nil {
 					t.Error(err)
 					return

@@ -27,7 +27,7 @@ func TestDryRunIsNotSent(t *testing.T) {
 		mu.Unlock()
 	}
 	o := newOutbox(t, outbox.Options{})
-	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(zerolog.SyncWriter(&log)))}}}, opts)
+	b, err := bot.New(newMemCounter(), bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(zerolog.SyncWriter(&log)))}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		defer vk.Close()
 		opts := fastOptions()
 		opts.Poll = 500 * time.Millisecond
-		b, err := bot.New(newMemCounter(), senderSide, []bot.Group{{ID: 7, Senders: []bot.Sender{
+		b, err := bot.New(newMemCounter(), bot.StoredOutbox(senderSide), []bot.Group{{ID: 7, Senders: []bot.Sender{
 			bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}}}, opts)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		defer b.Close(ctx)
 		add := func(from, to int) {
 			for p := from; p < to; p++ {
-				r := bot.Reply{GroupID: 7, PeerID: p, Message: fmt.Sprint(p), RandomID: int32(p), Key: fmt.Sprint(p), Queued: time.Now()}
+				r := outbox.Entry{GroupID: 7, PeerID: p, Message: fmt.Sprint(p), RandomID: int32(p), Key: fmt.Sprint(p), Queued: time.Now()}
 				if err := writer.Add(ctx, r); err != nil {
 					t.Fatal(err)
 				}

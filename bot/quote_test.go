@@ -166,7 +166,7 @@ func TestRefusedQuoteKeepsTheRate(t *testing.T) {
 		}})
 	opts := fastOptions()
 	opts.RatePerToken, opts.MaxBatch = 2, 1
-	b, err := bot.New(newMemCounter(), newOutbox(t, outbox.Options{}), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
+	b, err := bot.New(newMemCounter(), bot.StoredOutbox(newOutbox(t, outbox.Options{})), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ import (
 // APIVersion is the VK API version the bot speaks (vksdk defaults to 5.131).
 const APIVersion = vkapi.Version
 
-// A Reply is one answer waiting to be sent.
+// A Reply is one answer waiting to be sent. It has the fields of
+// outbox.Entry, in the same order, so StoredOutbox converts one into the
+// other.
 type Reply struct {
 	// ID identifies the reply in the Outbox; empty until it is stored.
 	ID       string

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
@@ -30,8 +29,8 @@ func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts
 	return o
 }
 
-func reply(peer int) bot.Reply {
-	return bot.Reply{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123),
+func reply(peer int) outbox.Entry {
+	return outbox.Entry{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123),
 		QuoteCMID: 40 + peer, ReplyTo: 70 + peer}
 }
 
@@ -274,7 +273,7 @@ func TestAddOncePerMessage(t *testing.T) {
 		other := reply(1)
 		other.Key = "1:c6"
 		noKey := reply(1)
-		for _, x := range []bot.Reply{other, noKey, noKey} {
+		for _, x := range []outbox.Entry{other, noKey, noKey} {
 			if err := o.Add(ctx, x); err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +368,7 @@ func TestCancelEndsAWaitingTake(t *testing.T) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
 		type result struct {
-			got []bot.Reply
+			got []outbox.Entry
 			err error
 		}
 		wait, cancel := context.WithCancel(ctx)
@@ -486,7 +485,7 @@ func TestConcurrentRecoveryHandsOutOnce(t *testing.T) {
 			cancel()
 			o.Take(failed, group, 25, 0) // fails: its answer may be lost
 			seen := map[string]int{}
-			for _, got := range together.Run(t, 4, func(int) ([]bot.Reply, error) { return o.Take(ctx, group, 25, 0) }) {
+			for _, got := range together.Run(t, 4, func(int) ([]outbox.Entry, error) { return o.Take(ctx, group, 25, 0) }) {
 				for _, r := range got {
 					seen[r.ID]++
 				}
@@ -556,7 +555,7 @@ func TestLongReplyKeyIsHashed(t *testing.T) {
 		long.Key = "101:e" + strings.Repeat("x", 100000)
 		short := reply(2)
 		short.Key = "102:c7"
-		for _, r := range []bot.Reply{long, long, short, short} {
+		for _, r := range []outbox.Entry{long, long, short, short} {
 			if err := o.Add(ctx, r); err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -45,8 +44,8 @@ func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func testReply(peer int) bot.Reply {
-	return bot.Reply{GroupID: 42, PeerID: peer, Message: "1", RandomID: int32(1000 + peer), Queued: time.Now()}
+func testReply(peer int) Entry {
+	return Entry{GroupID: 42, PeerID: peer, Message: "1", RandomID: int32(1000 + peer), Queued: time.Now()}
 }
 
 // TestRecoveryLeavesWhatADrainHandsBack: a recovery that began before a
@@ -79,7 +78,7 @@ func TestRecoveryLeavesWhatADrainHandsBack(t *testing.T) {
 	tg.Client.AddHook(hb)
 
 	type res struct {
-		out []bot.Reply
+		out []Entry
 		err error
 	}
 	aDone, bDone := make(chan res, 1), make(chan res, 1)
@@ -126,12 +125,12 @@ func TestRecoveryLeavesWhatASiblingFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	recoverScript.Load(ctx, tg.Client)
-	o.noteFailed(42) // a read failed earlier: the next Takes recover
+	o.community(42).handouts.noteLost(true) // a read failed earlier: the next Takes recover
 	h := &gateHook{key: "A", sha: recoverScript.Hash(), src: recoverLua,
 		beforeReached: make(chan struct{}), beforeGo: make(chan struct{}),
 		afterReached: make(chan struct{}), afterGo: make(chan struct{})}
 	tg.Client.AddHook(h)
-	aDone := make(chan []bot.Reply, 1)
+	aDone := make(chan []Entry, 1)
 	go func() {
 		out, err := o.Take(context.WithValue(ctx, ctxKey("A"), 1), 42, 10, 0)
 		if err != nil {

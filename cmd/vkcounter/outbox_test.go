@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
@@ -307,7 +306,7 @@ func drainBacklog(tb testing.TB, tg *redistest.Target, n int) time.Duration {
 		tb.Fatal(err)
 	}
 	for i := range n {
-		r := bot.Reply{GroupID: testGroup, PeerID: 1 + i, Message: "0", RandomID: int32(1 + i), Queued: time.Now()}
+		r := outbox.Entry{GroupID: testGroup, PeerID: 1 + i, Message: "0", RandomID: int32(1 + i), Queued: time.Now()}
 		if err := o.Add(ctx, r); err != nil {
 			tb.Fatal(err)
 		}

@@ -415,9 +415,9 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	if m.cfg.RedisCluster == "" {
 		// One server holds both the count's keys and the outbox: one script
 		// call per message. A cluster keeps them in different slots.
-		recorder = m.metrics.Recorder(m.outbox.Recorder(m.store))
+		recorder = m.metrics.Recorder(bot.StoredRecorder(m.outbox.Recorder(m.store)))
 	}
-	return bot.New(m.metrics.Counter(m.store), m.outbox, groups, bot.Options{
+	return bot.New(m.metrics.Counter(m.store), bot.StoredOutbox(m.outbox), groups, bot.Options{
 		Recorder:        recorder,
 		Poll:            min(m.cfg.ClaimAfter, maxPoll),
 		Normalize:       m.cfg.Normalize,

@@ -1,0 +1,29 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+)
+
+// Done acknowledges and deletes entries of group: VK accepted or refused
+// them for good. The same call reads group's outbox afresh for Stats.
+func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, ConsumerGroup)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Slice()
+	c := o.community(group)
+	c.handouts.finished(ids, err == nil)
+	if err != nil {
+		return fmt.Errorf("outbox: done: %w", err)
+	}
+	c.mu.Lock()
+	c.reading.set(v)
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,36 @@
+package outbox
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The outbox's Lua scripts, one per file, each describing its keys,
+// arguments and reply; docs/ARCHITECTURE.md tells why each is safe to
+// repeat.
+var (
+	//go:embed add.lua
+	addLua string
+	//go:embed reading.lua
+	readingLib string // the library stats.lua and done.lua share
+	//go:embed stats.lua
+	statsLua string
+	//go:embed prune.lua
+	pruneLua string
+	//go:embed done.lua
+	doneLua string
+	//go:embed recover.lua
+	recoverLua string
+	//go:embed release.lua
+	releaseLua string
+)
+
+var (
+	addScript     = redis.NewScript(addLua)
+	statsScript   = redis.NewScript(readingLib + statsLua)
+	pruneScript   = redis.NewScript(pruneLua)
+	doneScript    = redis.NewScript(readingLib + doneLua)
+	recoverScript = redis.NewScript(recoverLua)
+	releaseScript = redis.NewScript(releaseLua)
+)

@@ -1,0 +1,141 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vkcounter/vkcounter/internal/age"
+)
+
+// A reading is what Stats reports of one community, and when it was read;
+// community.mu guards it.
+type reading struct {
+	length  int64
+	oldest  time.Time // when the oldest entry was added; zero if none
+	at      time.Time // when this was read; zero if never
+	busy    bool      // entries were handed out since: read again when due
+	reading bool      // a refresh is under way
+}
+
+// Stats describes one community's outbox as last read.
+type Stats struct {
+	Length int64         // replies not yet accepted by VK
+	Oldest time.Duration // age of the oldest of them, now
+	// Age is how long ago Length and Oldest were read from Redis; -1 if
+	// they never were.
+	Age time.Duration
+}
+
+// Stats returns the last reading of group's outbox: its length and the age
+// of its oldest entry. It makes no Redis call, so it answers at once
+// whether Redis is up or not. Done reads it afresh with every batch of
+// sent replies; Take reads it at most every StatsEvery while entries wait
+// (VK down, say), and not at all while the outbox stays empty and idle.
+func (o *Outbox) Stats(group int) Stats {
+	c := o.community(group)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rd := &c.reading
+	if rd.at.IsZero() {
+		return Stats{Age: -1}
+	}
+	s := Stats{Length: rd.length, Age: time.Since(rd.at)}
+	if !rd.oldest.IsZero() {
+		s.Oldest = max(0, time.Since(rd.oldest))
+	}
+	return s
+}
+
+// Len reads from Redis how many replies group's outbox holds now.
+func (o *Outbox) Len(ctx context.Context, group int) (int64, error) {
+	n, err := o.rdb.XLen(ctx, o.key(group)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("outbox: length: %w", err)
+	}
+	return n, nil
+}
+
+// noteTaken marks group as busy after a Take that handed out n entries and
+// refreshes its reading when it is due.
+func (o *Outbox) noteTaken(ctx context.Context, c *community, group, n int) {
+	c.mu.Lock()
+	rd := &c.reading
+	if n > 0 {
+		rd.busy = true
+	}
+	due := !rd.reading && (rd.busy || rd.length > 0) && time.Since(rd.at) >= o.opts.StatsEvery
+	if due {
+		rd.reading = true
+	}
+	c.mu.Unlock()
+	if due {
+		o.refreshStats(ctx, group)
+	}
+}
+
+// refreshStats reads group's length and oldest entry. A failure keeps the
+// old reading, whose age then tells how stale it is.
+func (o *Outbox) refreshStats(ctx context.Context, group int) {
+	v, err := statsScript.Run(ctx, o.rdb, []string{o.key(group)}).Slice()
+	c := o.community(group)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading.reading = false
+	if err == nil {
+		c.reading.set(v)
+	}
+}
+
+// set takes the reply of reading.lua, {length, oldest id}, as read now; a
+// malformed reply changes nothing.
+func (rd *reading) set(v []any) {
+	if len(v) != 2 {
+		return
+	}
+	n, _ := v[0].(int64)
+	oldest, _ := v[1].(string)
+	rd.length, rd.oldest, rd.at, rd.busy = n, time.Time{}, time.Now(), false
+	if ms, err := strconv.ParseInt(strings.SplitN(oldest, "-", 2)[0], 10, 64); err == nil && oldest != "" {
+		rd.oldest = time.UnixMilli(ms)
+	}
+}
+
+// Redeliveries is how many entries this instance took over from others or
+// recovered from lost reads.
+func (o *Outbox) Redeliveries() int64 { return o.redelivs.Load() }
+
+// Total sums the last readings of groups' outboxes (Stats of each): the
+// total length, the oldest entry's age, and the age of the stalest reading
+// (-1 if one was never read). It makes no Redis call.
+func (o *Outbox) Total(groups ...int) Stats {
+	var sum Stats
+	for _, g := range groups {
+		s := o.Stats(g)
+		sum.Length += s.Length
+		sum.Oldest = max(sum.Oldest, s.Oldest)
+		if s.Age < 0 || sum.Age < 0 {
+			sum.Age = -1
+		} else {
+			sum.Age = max(sum.Age, s.Age)
+		}
+	}
+	return sum
+}
+
+// A Report is the outbox of some communities as /stats shows it: their
+// last readings summed (see Total) and this instance's redeliveries.
+type Report struct {
+	Length        int64       `json:"length"`         // replies not yet accepted by VK
+	OldestSeconds float64     `json:"oldest_seconds"` // age of the oldest of them
+	Age           age.Seconds `json:"age_seconds"`    // how long ago they were read
+	Redeliveries  int64       `json:"redeliveries"`   // see Redeliveries
+}
+
+// Report returns the Report of groups. It makes no Redis call.
+func (o *Outbox) Report(groups ...int) Report {
+	t := o.Total(groups...)
+	return Report{Length: t.Length, OldestSeconds: t.Oldest.Seconds(), Age: age.Seconds(t.Age), Redeliveries: o.Redeliveries()}
+}

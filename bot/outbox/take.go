@@ -1,0 +1,131 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
+)
+
+// Take returns up to n entries of group for this instance to send: first
+// entries other consumers held longer than ClaimAfter, then new entries,
+// waiting up to wait for new ones (0: do not wait). An empty result with a
+// nil error means there is nothing to send now.
+//
+// A wait ends when ctx does. Redis cannot cancel a read waiting for new
+// entries, so a waiting Take reads on a connection of its own (one per
+// waiting Take, kept for the next), which is closed to end the wait early.
+func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]Entry, error) {
+	c := o.community(group)
+	out, err := o.take(ctx, c, group, n, wait)
+	o.noteTaken(ctx, c, group, len(out))
+	if err != nil {
+		c.handouts.noteLost(true)
+	}
+	return out, err
+}
+
+func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
+	c.mu.Lock()
+	periodic := time.Since(c.lastClaim) >= o.opts.ClaimAfter
+	if periodic {
+		c.lastClaim = time.Now()
+		if c.claimFrom == "" {
+			c.claimFrom = "0-0"
+		}
+	}
+	claiming := c.claimFrom != ""
+	c.mu.Unlock()
+	if out, _, err := o.recoverOwn(ctx, c, group, n, periodic); len(out) > 0 || err != nil {
+		return out, err
+	}
+	if claiming {
+		if out, err := o.reclaim(ctx, c, group, n); len(out) > 0 || err != nil {
+			return out, err
+		}
+	}
+	return o.readNew(ctx, c, group, n, wait)
+}
+
+// readNew reads up to n new entries of group, waiting up to wait for one.
+func (o *Outbox) readNew(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
+	var rc redis.Cmdable = o.rdb
+	args := &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
+		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: wait}
+	if wait <= 0 {
+		args.Block = -1 // no BLOCK argument
+	} else {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		bc, err := o.blocker(ctx, group)
+		if err != nil {
+			return nil, err
+		}
+		if bc != nil {
+			rc = bc
+			cut := context.AfterFunc(ctx, func() { bc.Close() })
+			defer func() { o.blockers.put(bc, cut()) }()
+		}
+	}
+	_, end := c.handouts.beginRead()
+	defer end()
+	streams, err := rc.XReadGroup(ctx, args).Result()
+	if redisconn.IsError(err, "NOGROUP") {
+		// The stream was lost (a Redis without persistence restarted): recreate it.
+		if err := o.createGroup(ctx, group); err != nil {
+			return nil, err
+		}
+		streams, err = rc.XReadGroup(ctx, args).Result()
+	}
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err() // the wait was ended by closing its connection
+		}
+		return nil, fmt.Errorf("outbox: read: %w", err)
+	}
+	return o.decode(ctx, c, group, messages(streams)), nil
+}
+
+func messages(streams []redis.XStream) []redis.XMessage {
+	var msgs []redis.XMessage
+	for _, s := range streams {
+		msgs = append(msgs, s.Messages...)
+	}
+	return msgs
+}
+
+// decode turns stream entries into Entries and hands them out (see
+// handouts.handOut): an entry two calls of this instance were given (a
+// recovery, and a read under way) is handed out by one of them only. An
+// entry that does not decode cannot ever be sent: it is logged and
+// deleted.
+func (o *Outbox) decode(ctx context.Context, c *community, group int, msgs []redis.XMessage) []Entry {
+	out := make([]Entry, 0, len(msgs))
+	var bad []string
+	c.handouts.handOut(msgs, func(m redis.XMessage) bool {
+		if _, ok := m.Values[wakeField]; ok {
+			bad = append(bad, m.ID) // no reply: left by an earlier version's shutdown
+			return false
+		}
+		e, err := decodeEntry(m)
+		if err != nil {
+			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry deleted")
+			bad = append(bad, m.ID)
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	if len(bad) > 0 {
+		o.Done(ctx, group, bad...)
+	}
+	return out
+}
