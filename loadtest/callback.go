@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -135,56 +134,71 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
-// validate checks o after setDefaults: each bad field is named in an
-// error of its own.
-func (o *CallbackOptions) validate() error {
+// Validate checks o's values, each bad one in an error of its own (they
+// are joined), named by its flag as `vkcounter loadtest callback` takes it.
+// It is the one check of the options: the command runs it on its flags
+// before anything starts, and RunCallback on o once the zero fields have
+// their defaults; so 0 is refused where it means nothing of its own (the
+// command's flags have their defaults already). Targets outside the
+// loopback are refused unless AllowRemote.
+func (o *CallbackOptions) Validate() error {
+	errs := []error{
+		atLeast("group", o.GroupID, 1),
+		atLeast("texts", o.Texts, 1),
+		atLeast("per-text", o.PerText, 1),
+		atLeast("peers", o.Peers, 0), // 0: one per event
+		atLeast("concurrency", o.Concurrency, 1),
+		firstError(finite("rate", o.Rate), atLeast("rate", o.Rate, 0)), // 0: as fast as possible
+		atLeast("duration", o.Duration, 0),                             // 0: until every event is posted
+		fraction("retry-fraction", o.RetryFraction),
+		fraction("no-event-id", o.NoEventID),
+		atLeast("expired", o.Expired, 0),                                             // 0: none
+		firstError(atLeast("window", o.Window, 0), wholeSeconds("window", o.Window)), // 0: ask the bot
+		atLeast("wait", o.Wait, 0),                                                   // 0: the bot must answer at once
+		positive("timeout", o.Timeout),
+		positive("reply-timeout", o.ReplyTimeout),
+		atLeast("attempts", o.MaxAttempts, 1),
+	}
+	if n := int64(o.Texts) * int64(o.PerText); n > MaxEvents {
+		errs = append(errs, fmt.Errorf("-texts %d × -per-text %d = %d events: at most %d in a run", o.Texts, o.PerText, n, MaxEvents))
+	}
+	if o.URL != "" {
+		errs = append(errs, checkURL("url", o.URL, o.AllowRemote))
+	}
+	if o.Window == 0 && o.StatsURL != "" { // the window is asked there
+		errs = append(errs, checkURL("stats-url", o.StatsURL, o.AllowRemote))
+	}
+	return errors.Join(errs...)
+}
+
+// wholeSeconds refuses a duration of the flag name that is not whole
+// seconds.
+func wholeSeconds(name string, d time.Duration) error {
+	if d%time.Second != 0 {
+		return fmt.Errorf("-%s %v: must be whole seconds", name, d)
+	}
+	return nil
+}
+
+// wired checks what RunCallback needs besides valid values: the fake VK
+// API, the webhook (unless LongPoll), a prefill for Expired, and a proxy
+// for the Redis faults.
+func (o *CallbackOptions) wired() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if o.VK == nil {
-		bad("no fake VK API")
+		errs = append(errs, errors.New("no fake VK API"))
 	}
-	if o.GroupID < 0 {
-		bad("group id %d: must be positive", o.GroupID)
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"texts", o.Texts}, {"per text", o.PerText}, {"peers", o.Peers}, {"concurrency", o.Concurrency}, {"max attempts", o.MaxAttempts}, {"expired", o.Expired}} {
-		if f.v < 0 {
-			bad("%s %d: must not be negative", f.name, f.v)
-		}
-	}
-	if int64(o.Texts)*int64(o.PerText) > MaxEvents {
-		bad("%d × %d events: at most %d per run", o.Texts, o.PerText, MaxEvents)
-	}
-	if !(o.Rate >= 0) || math.IsInf(o.Rate, 1) { // NaN too
-		bad("rate %g: must be a number of events per second, 0 or more", o.Rate)
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"duration", o.Duration}, {"wait", o.Wait}, {"timeout", o.Timeout}, {"reply timeout", o.ReplyTimeout}} {
-		if f.v < 0 {
-			bad("%s %v: must not be negative", f.name, f.v)
-		}
-	}
-	if !(o.RetryFraction >= 0 && o.RetryFraction <= 1) {
-		bad("retry fraction %g: must be between 0 and 1", o.RetryFraction)
-	}
-	if !(o.NoEventID >= 0 && o.NoEventID <= 1) {
-		bad("share without event_id %g: must be between 0 and 1", o.NoEventID)
-	}
-	if o.Window < 0 || o.Window%time.Second != 0 {
-		bad("window %v: must be whole seconds", o.Window)
+	if o.URL == "" && !o.LongPoll {
+		errs = append(errs, errors.New("no webhook URL"))
 	}
 	if o.Expired > 0 && o.Prefill == nil {
-		bad("expired occurrences need a prefill into the bot's Redis")
+		errs = append(errs, errors.New("expired occurrences need a prefill into the bot's Redis"))
 	}
 	for _, f := range o.Faults {
 		if _, ok := faultSpecs[f.Kind]; !ok {
-			bad("fault %s: unknown kind", f)
+			errs = append(errs, fmt.Errorf("fault %s: unknown kind", f))
 		} else if f.Redis() && o.RedisProxy == nil {
-			bad("fault %s: Redis faults need a proxy in front of the bot's Redis", f)
+			errs = append(errs, fmt.Errorf("fault %s: Redis faults need a proxy in front of the bot's Redis", f))
 		}
 	}
 	return errors.Join(errs...)
@@ -264,7 +278,7 @@ type callbackRun struct {
 // does not answer) are errors; wrong answers are in the Report.
 func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	o.setDefaults()
-	if err := o.validate(); err != nil {
+	if err := errors.Join(o.Validate(), o.wired()); err != nil {
 		return nil, err
 	}
 	r := &callbackRun{
@@ -281,7 +295,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	if r.window == 0 {
 		stats := o.StatsURL
 		if stats == "" && !o.LongPoll {
-			u, _ := url.Parse(o.URL) // checked by waitReady
+			u, _ := url.Parse(o.URL) // checked by Validate
 			stats = u.Scheme + "://" + u.Host + "/stats"
 		}
 		r.window = r.askWindow(ctx, stats)
@@ -416,9 +430,6 @@ func (r *callbackRun) describe() string {
 func (r *callbackRun) waitReady(ctx context.Context) error {
 	if r.o.LongPoll {
 		return r.waitPolling(ctx)
-	}
-	if _, err := checkURL(r.o.URL, r.o.AllowRemote); err != nil {
-		return err
 	}
 	body, _ := json.Marshal(map[string]any{
 		"type": "message_typing_state", "group_id": r.o.GroupID, "event_id": "loadtest-probe", "v": vkapi.Version, "secret": r.o.Secret,

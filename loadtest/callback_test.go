@@ -455,7 +455,7 @@ func TestRefusesRemoteAndBadOptions(t *testing.T) {
 	}{
 		{"remote", func(o *loadtest.CallbackOptions) { o.URL = "http://192.0.2.1/callback" }, "loopback"},
 		{"named host", func(o *loadtest.CallbackOptions) { o.URL = "http://example.com/callback" }, "loopback"},
-		{"retry fraction", func(o *loadtest.CallbackOptions) { o.RetryFraction = 1.5 }, "retry fraction"},
+		{"retry fraction", func(o *loadtest.CallbackOptions) { o.RetryFraction = 1.5 }, "-retry-fraction 1.5: must be between 0 and 1"},
 		{"expired without redis", func(o *loadtest.CallbackOptions) { o.Expired = 1 }, "Redis"},
 		{"no fake VK", func(o *loadtest.CallbackOptions) { o.VK = nil }, "fake VK"},
 	}
@@ -517,11 +517,11 @@ func TestCallbackRefusalsNameTheOption(t *testing.T) {
 		edit func(*loadtest.CallbackOptions)
 		want []string
 	}{
-		{func(o *loadtest.CallbackOptions) { o.Texts, o.Peers = -5, -1 }, []string{"texts -5: must not be negative", "peers -1: must not be negative"}},
-		{func(o *loadtest.CallbackOptions) { o.Concurrency = -1 }, []string{"concurrency -1: must not be negative"}},
-		{func(o *loadtest.CallbackOptions) { o.Rate = math.NaN() }, []string{"rate NaN"}},
-		{func(o *loadtest.CallbackOptions) { o.ReplyTimeout = -time.Second }, []string{"reply timeout -1s: must not be negative"}},
-		{func(o *loadtest.CallbackOptions) { o.NoEventID = math.NaN() }, []string{"share without event_id NaN: must be between 0 and 1"}},
+		{func(o *loadtest.CallbackOptions) { o.Texts, o.Peers = -5, -1 }, []string{"-texts -5: must be at least 1", "-peers -1: must not be negative"}},
+		{func(o *loadtest.CallbackOptions) { o.Concurrency = -1 }, []string{"-concurrency -1: must be at least 1"}},
+		{func(o *loadtest.CallbackOptions) { o.Rate = math.NaN() }, []string{"-rate NaN: want a number"}},
+		{func(o *loadtest.CallbackOptions) { o.ReplyTimeout = -time.Second }, []string{"-reply-timeout -1s: must be more than 0"}},
+		{func(o *loadtest.CallbackOptions) { o.NoEventID = math.NaN() }, []string{"-no-event-id NaN: must be between 0 and 1"}},
 	} {
 		o := options("http://127.0.0.1:1/callback", vk)
 		tc.edit(&o)

@@ -120,38 +120,33 @@ func (o *CountersOptions) setDefaults() {
 	setDefault(&o.Timeout, DefaultCounterTimeout)
 }
 
-// validate checks o after setDefaults.
-func (o *CountersOptions) validate() error {
-	var errs []error
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{{"connections", int64(o.Conns)}, {"depth", int64(o.Depth)}, {"names", int64(o.Names)}, {"requests", o.Requests}} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("%s %d: must not be negative", f.name, f.v))
-		}
+// Validate checks o's values, each bad one in an error of its own (they
+// are joined), named by its flag as `vkcounter loadtest counters` takes
+// it: the one check of the options, as CallbackOptions.Validate is.
+func (o *CountersOptions) Validate() error {
+	errs := []error{
+		firstError(atLeast("conns", o.Conns, 1), atMost("conns", o.Conns, MaxConns)),
+		firstError(atLeast("depth", o.Depth, 1), atMost("depth", o.Depth, MaxDepth)),
+		atLeast("names", o.Names, 1),
+		atLeast("requests", o.Requests, 0), // 0: until -duration ends
+		atLeast("duration", o.Duration, 0), // 0: until -requests are sent
+		positive("timeout", o.Timeout),
 	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"duration", o.Duration}, {"timeout", o.Timeout}} {
-		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("%s %v: must not be negative", f.name, f.v))
-		}
-	}
-	if o.Conns > MaxConns {
-		errs = append(errs, fmt.Errorf("%d connections: at most %d", o.Conns, MaxConns))
-	}
-	if o.Depth > MaxDepth {
-		errs = append(errs, fmt.Errorf("depth %d: at most %d", o.Depth, MaxDepth))
+	if o.Requests == 0 && o.Duration == 0 {
+		errs = append(errs, errors.New("-requests 0 runs until -duration: give -duration too"))
 	}
 	for _, op := range o.Ops {
 		if _, err := ParseOps(string(op)); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("-op: %w", err))
 		}
 	}
 	if o.Maximum > 0 && (len(o.Ops) != 1 || o.Ops[0] != OpAcquire) {
-		errs = append(errs, errors.New("a shared maximum needs the acquire workload alone"))
+		errs = append(errs, errors.New("-max checks the acquire workload: give -op acquire alone"))
+	}
+	if o.Addr != "" {
+		for _, a := range o.addrs() {
+			errs = append(errs, checkAddr("addr", a, o.AllowRemote))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -195,8 +190,8 @@ func u64(v uint64) (b body) {
 	return b
 }
 
-// flag is the body of UAdd.
-func flag(v bool) (b body) {
+// flagBody is the body of UAdd.
+func flagBody(v bool) (b body) {
 	if v {
 		b.b[0] = 1
 	}
@@ -267,13 +262,11 @@ func (r *countersRun) scenario(servers int) string {
 // that cannot be reached) are errors; wrong answers are in the Report.
 func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	o.setDefaults()
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	for _, a := range o.addrs() {
-		if err := checkAddr(a, o.AllowRemote); err != nil {
-			return nil, err
-		}
+	if o.Addr == "" {
+		return nil, errors.New("no counter server address")
 	}
 	runID, err := newRunID()
 	if err != nil {
@@ -479,7 +472,7 @@ func (c *counterConn) next(dst []byte, exps []expect) ([]byte, []expect, bool) {
 	case OpUniqueAdd:
 		name, key := c.own, "u"+strconv.Itoa(c.uadds/2)
 		// The first key changes the empty counter, a repeat never does.
-		dst = wire.AppendUniqueAdd(dst, add(wire.OpUniqueAdd, name, flag(c.uadds == 0)), name, []string{key})
+		dst = wire.AppendUniqueAdd(dst, add(wire.OpUniqueAdd, name, flagBody(c.uadds == 0)), name, []string{key})
 		exps[len(exps)-1].anyFlag = c.uadds > 0 && c.uadds%2 == 0
 		done()
 		c.uadds++

@@ -314,10 +314,10 @@ func TestCountersRefusalsNameTheOption(t *testing.T) {
 		o    loadtest.CountersOptions
 		want string
 	}{
-		{loadtest.CountersOptions{Conns: -3}, "connections -3: must not be negative"},
-		{loadtest.CountersOptions{Depth: loadtest.MaxDepth + 1}, "depth 100001: at most 100000"},
-		{loadtest.CountersOptions{Duration: -time.Second}, "duration -1s: must not be negative"},
-		{loadtest.CountersOptions{Addr: "192.0.2.1:11215"}, "target 192.0.2.1: not on this machine's loopback"},
+		{loadtest.CountersOptions{Conns: -3}, "-conns -3: must be at least 1"},
+		{loadtest.CountersOptions{Depth: loadtest.MaxDepth + 1}, "-depth 100001: must be at most 100000"},
+		{loadtest.CountersOptions{Duration: -time.Second}, "-duration -1s: must not be negative"},
+		{loadtest.CountersOptions{Addr: "192.0.2.1:11215"}, "-addr: 192.0.2.1 is not on this machine's loopback"},
 	} {
 		_, err := loadtest.RunCounters(context.Background(), tc.o)
 		if err == nil || strings.Contains(err.Error(), "loadtest:") || !strings.Contains(err.Error(), tc.want) {

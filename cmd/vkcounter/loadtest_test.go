@@ -16,6 +16,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/loadtest"
 )
 
 // loadReport is the part of `loadtest … -json` the tests read.
@@ -279,8 +280,8 @@ func TestLoadtestSpawnKeepsOffServiceKeys(t *testing.T) {
 		t.Fatal("the run stored nothing")
 	}
 	for _, k := range keys {
-		if !strings.HasPrefix(k, spawnKeyPrefix) {
-			t.Errorf("key %q is outside %q", k, spawnKeyPrefix)
+		if !strings.HasPrefix(k, loadtest.SpawnKeyPrefix) {
+			t.Errorf("key %q is outside %q", k, loadtest.SpawnKeyPrefix)
 		}
 	}
 }
