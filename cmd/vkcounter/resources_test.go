@@ -48,8 +48,16 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 			return c
 		}
 		holder, other := dial(addrs[0]), dial(addrs[1])
-		if _, err := holder.Acquire(ctx, "jobs", 3, 4); err != nil {
-			t.Fatal(err)
+		// A new store grants nothing for its first lease.
+		for {
+			_, err := holder.Acquire(ctx, "jobs", 3, 4)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, wire.StatusNotAvailable) {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling, not ordering
 		}
 		procs[0].cmd.Process.Signal(syscall.SIGKILL)
 		<-procs[0].done

@@ -55,10 +55,12 @@ func Start(t testing.TB, opts counters.ServerOptions) string {
 // rdb (a client that never retries) under prefix, with the given lease (0
 // for the default) and the default statistics interval, and returns its
 // address. Servers started with the same Redis and prefix share their
-// counters. The server closes before its store at the end of the test.
+// counters. The prefix must be the test's own, since the store grants at
+// once (resource.RedisOptions.AssumeNoHolders). The server closes before
+// its store at the end of the test.
 func StartRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.Duration) string {
 	t.Helper()
-	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{Prefix: prefix, Lease: lease})
+	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{Prefix: prefix, Lease: lease, AssumeNoHolders: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,21 @@
 -- acquire.lua: Acquire for one holder.
--- ARGV: holder, resources, maximum, interval s, lease ms, name.
+-- KEYS[3] (B): the birth of the store's data in this slot (see birth.lua).
+-- ARGV: holder, resources, maximum, interval s, lease ms, name, backdate
+-- ms (see birth.lua).
 -- Reply: {status, created, before}: status 1 acquired, 0 not available,
 -- -1 the holder's earlier holding of this counter had expired (its lease
--- was lost; nothing acquired); created 1 when this call created the
--- counter; before what the holder held of it before the call (0 when its
--- holding had expired, whichever script dropped it), so that the instance
--- can tell when Redis holds less for the holder than it believes.
+-- was lost; nothing acquired), -2 not available because the store's data
+-- in this slot is younger than one lease (Redis lost it: see birth.lua);
+-- created 1 when this call created the counter; before what the holder
+-- held of it before the call (0 when its holding had expired, whichever
+-- script dropped it), so that the instance can tell when Redis holds less
+-- for the holder than it believes.
 local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+if born(KEYS[3], tonumber(ARGV[7])) > now_ms - lease then
+  -- Checked before anything else, so that a refusal writes no counter.
+  return {-2, 0, num('h:' .. holder)}
+end
 local created = 0
 if redis.call('EXISTS', K) == 0 then
   redis.call('DEL', L)

@@ -68,3 +68,15 @@ local function expire(I)
   end
   redis.call('EXPIREAT', K, at)
 end
+
+-- born returns the birth of the store's data in the slot of the birth key
+-- B (see birth.lua), writing it, backdate ms in the past, if missing.
+local function born(B, backdate)
+  local b = redis.call('GET', B)
+  if b then
+    return tonumber(b)
+  end
+  b = now_ms - backdate
+  redis.call('SET', B, string.format('%d', b))
+  return b
+end

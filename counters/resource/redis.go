@@ -39,7 +39,7 @@ var (
 	renewScript   = redis.NewScript(commonLua + renewLua)
 	peekScript    = redis.NewScript(commonLua + peekLua)
 
-	scripts = []*redis.Script{acquireScript, releaseScript, dropScript, renewScript, peekScript}
+	scripts = []*redis.Script{acquireScript, releaseScript, dropScript, renewScript, peekScript, birthScript}
 )
 
 // Defaults and limits of RedisOptions.
@@ -78,6 +78,12 @@ type RedisOptions struct {
 	Lease time.Duration
 	// Logger receives renewal failures and lost leases.
 	Logger zerolog.Logger
+	// AssumeNoHolders lets a store whose data was just born (see
+	// birth.lua) grant at once instead of one lease later. Only for a
+	// prefix under which no instance can hold anything, such as a test's
+	// own: on a prefix in use it gives up the guarantee when Redis loses
+	// its data. The service never sets it.
+	AssumeNoHolders bool
 }
 
 // Redis keeps the resource counters in Redis, so that every instance using
@@ -102,6 +108,12 @@ type Redis struct {
 	lease    time.Duration
 	log      zerolog.Logger
 	instance string // random, names this instance's holders
+	cluster  bool   // a birth key per slot (see birth.go)
+
+	assumeNoHolders bool
+	// youngUntil is the Unix millisecond until which refusals for a young
+	// store are not logged again.
+	youngUntil atomic.Int64
 
 	holders atomic.Uint64
 	created atomic.Uint64
@@ -167,6 +179,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		lease:    opts.Lease,
 		log:      opts.Logger,
 		instance: hex.EncodeToString(id[:]),
+		cluster:  isCluster(rdb),
+
+		assumeNoHolders: opts.AssumeNoHolders,
 		names:    map[string]map[*RedisHolder]*lease{},
 		calls:    make(chan call, maxBatch),
 		stop:     make(chan struct{}),
@@ -174,6 +189,16 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 	for _, s := range scripts {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
 			return nil, fmt.Errorf("resource: load scripts: %w", err)
+		}
+	}
+	if !r.assumeNoHolders {
+		age, err := r.bear(ctx)
+		switch {
+		case err != nil:
+			r.log.Warn().Err(err).Msg("resource store: births not all written; the first acquire of each slot writes its own")
+		case age < r.lease:
+			r.log.Info().Stringer("age", age).Stringer("lease", r.lease).
+				Msg("resource store born less than a lease ago (a first start, or Redis lost its data): acquires are refused until a lease after its birth")
 		}
 	}
 	r.wg.Add(2 + batchers)
@@ -184,6 +209,12 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		go r.batch()
 	}
 	return r, nil
+}
+
+// isCluster reports whether rdb is a cluster client.
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }
 
 // checkNoRetries refuses a client that would resend a command on its own.
@@ -212,11 +243,24 @@ func (r *Redis) Lease() time.Duration { return r.lease }
 // Interval returns the statistics interval.
 func (r *Redis) Interval() time.Duration { return time.Duration(r.interval) * time.Second }
 
+// tag returns the hash tag of a counter name's keys.
+func tag(name []byte) string {
+	sum := sha256.Sum256(name)
+	return hex.EncodeToString(sum[:16])
+}
+
 // keys returns the two keys of a counter name: its hash and its lease set.
 func (r *Redis) keys(name []byte) []string {
-	sum := sha256.Sum256(name)
-	k := r.prefix + "{" + hex.EncodeToString(sum[:16]) + "}"
+	k := r.prefix + "{" + tag(name) + "}"
 	return []string{k, k + ":l"}
+}
+
+// acquireKeys returns the keys of an acquire of a counter name: its two
+// keys and the birth key of its slot.
+func (r *Redis) acquireKeys(name []byte) []string {
+	t := tag(name)
+	k := r.prefix + "{" + t + "}"
+	return []string{k, k + ":l", r.birthKey(t)}
 }
 
 // Close stops the lease loop. It does not release the holdings of open
@@ -332,24 +376,25 @@ func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 		r.forget(name, h)
 	}
 	h.held = map[string]uint32{}
-	err := runEach(ctx, r.rdb, len(names), func(i int) (*redis.Script, []string, []any) {
+	failed, err := runEach(ctx, r.rdb, len(names), func(i int) (*redis.Script, []string, []any) {
 		return dropScript, r.keys([]byte(names[i])), []any{h.id, r.interval}
 	}, nil)
 	if err != nil {
-		r.log.Warn().Err(err).Int("counters", len(names)).Stringer("lease", r.lease).
-			Msg("resource holdings not released in Redis; they expire with their lease")
+		r.log.Warn().Err(err).Int("counters", len(names)).Int("not_released", failed).Stringer("lease", r.lease).
+			Msg("some resource holdings of a closed connection were not released in Redis; they expire with their lease")
 	}
 }
 
 // runEach runs n scripts in one pipeline, the i-th being the script, keys
 // and arguments args(i) gives, and passes each reply (or its error) to
 // reply. A script missing from the server's script cache did not run; it
-// is run again with EVAL, which loads it. It returns the pipeline's first
-// error.
+// is run again with EVAL, which loads it. It returns the first error of
+// the final replies (after those runs again; a nil reply, redis.Nil, is
+// not an error) and how many replies failed.
 func runEach(ctx context.Context, rdb redis.UniversalClient, n int,
-	args func(i int) (*redis.Script, []string, []any), reply func(i int, cmd *redis.Cmd)) error {
+	args func(i int) (*redis.Script, []string, []any), reply func(i int, cmd *redis.Cmd)) (failed int, err error) {
 	cmds := make([]*redis.Cmd, n)
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
 			script, keys, a := args(i)
 			cmds[i] = script.EvalSha(ctx, p, keys, a...)
@@ -363,11 +408,17 @@ func runEach(ctx context.Context, rdb redis.UniversalClient, n int,
 			script, keys, a := args(i)
 			cmd = script.Eval(ctx, rdb, keys, a...)
 		}
+		if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
+			failed++
+			if err == nil {
+				err = e
+			}
+		}
 		if reply != nil {
 			reply(i, cmd)
 		}
 	}
-	return err
+	return failed, err
 }
 
 // every calls fn every d until Close.
@@ -410,7 +461,7 @@ func (r *Redis) renew() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
 	defer cancel()
 	lost := map[*RedisHolder]bool{}
-	err := runEach(ctx, r.rdb, len(round), func(i int) (*redis.Script, []string, []any) {
+	failed, err := runEach(ctx, r.rdb, len(round), func(i int) (*redis.Script, []string, []any) {
 		a := []any{r.lease.Milliseconds(), r.interval}
 		for _, h := range round[i].holders {
 			a = append(a, h.id)
@@ -461,7 +512,7 @@ func (r *Redis) renew() {
 		}
 	})
 	if err != nil {
-		r.log.Warn().Err(err).Int("counters", len(round)).Msg("resource leases not renewed")
+		r.log.Warn().Err(err).Int("counters", len(round)).Int("not_renewed", failed).Msg("resource leases not renewed")
 	}
 	for h := range lost {
 		r.log.Warn().Str("holder", h.id).Msg("resource holding expired in Redis: closing its connection")
@@ -545,7 +596,7 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 	return r.scan(ctx, func(keys []string) error {
 		var es []Entry
 		var perr error
-		err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+		_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
 			return peekScript, []string{keys[i], keys[i] + ":l"}, []any{r.interval}
 		}, func(i int, cmd *redis.Cmd) {
 			e, err := parsePeek(cmd)
@@ -558,7 +609,7 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 				perr = err
 			}
 		})
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err != nil {
 			return fmt.Errorf("%w: dump: %v", ErrStore, err)
 		}
 		if perr != nil {

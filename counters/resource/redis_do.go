@@ -60,8 +60,8 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		case h.gone.Load():
 			res[i].Err = errLost
 		case op.Kind == OpAcquire:
-			batch = append(batch, sent{i, acquireScript, r.keys(op.Name),
-				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name}})
+			batch = append(batch, sent{i, acquireScript, r.acquireKeys(op.Name),
+				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate()}})
 		case op.Kind == OpRelease:
 			batch = append(batch, sent{i, releaseScript, r.keys(op.Name), []any{h.id, op.Resources, r.interval}})
 		default:
@@ -168,6 +168,9 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	case 1:
 	case 0:
 		return ErrNotAvailable
+	case -2:
+		r.refusedYoung()
+		return ErrNotAvailable
 	default:
 		return fmt.Errorf("%w: acquire: reply %v", ErrStore, v)
 	}
@@ -229,4 +232,16 @@ func (h *RedisHolder) released(op Op, cmd *redis.Cmd) error {
 		}
 	}
 	return nil
+}
+
+// refusedYoung logs, at most once a lease, that acquires are refused
+// because the store's data is younger than one lease.
+func (r *Redis) refusedYoung() {
+	now := time.Now()
+	until := r.youngUntil.Load()
+	if now.UnixMilli() < until || !r.youngUntil.CompareAndSwap(until, now.Add(r.lease).UnixMilli()) {
+		return
+	}
+	r.log.Warn().Stringer("lease", r.lease).
+		Msg("resource acquires refused: the store's data in Redis is younger than one lease (a first start, or Redis lost its data: a restart without persistence, a failover, a flush)")
 }

@@ -35,7 +35,7 @@ func openRedis(t testing.TB, rdb redis.UniversalClient, prefix string, lease tim
 func openRedisInterval(t testing.TB, rdb redis.UniversalClient, prefix string, lease, interval time.Duration) *resource.Redis {
 	t.Helper()
 	r, err := resource.NewRedis(context.Background(), rdb, resource.RedisOptions{
-		Prefix: prefix, Interval: interval, Lease: lease, Logger: zerolog.Nop(),
+		Prefix: prefix, Interval: interval, Lease: lease, Logger: zerolog.Nop(), AssumeNoHolders: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestRedisIntervals(t *testing.T) {
 		t.Fatalf("max after the first release in an interval = %d, want 10", got)
 	}
 	// Released to 0: listed until the next boundary, then gone by expiry.
-	keys := redistest.Keys(t, tg.Client, "")
+	keys := redistest.Keys(t, tg.Client, "*r:{")
 	ttl := tg.Mini.TTL(keys[0])
 	if ttl <= 0 || ttl > redisInterval {
 		t.Fatalf("TTL of a counter at 0 = %v, want up to the next boundary", ttl)
@@ -327,30 +327,47 @@ func TestRedisIntervals(t *testing.T) {
 	}
 }
 
-// TestRedisOneSlotPerName: both keys of a counter share a hash slot.
+// TestRedisOneSlotPerName: both keys of a counter share a hash slot, and
+// the birth key its acquire reads (see birth.lua) is in that slot too.
 func TestRedisOneSlotPerName(t *testing.T) {
 	tg := redistest.Open(t, redistest.Cluster)
 	prefix := redistest.Prefix(t)
 	r := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
 	h := r.NewHolder(nil)
-	for _, n := range []string{"a", "{b}", "c}{", strings.Repeat("x", 1000)} {
+	names := []string{"a", "{b}", "c}{", strings.Repeat("x", 1000)}
+	for _, n := range names {
 		wantErr(t, n, h.Acquire(bg(), []byte(n), 1, 1), nil)
 	}
-	keys := redistest.Keys(t, tg.Client, prefix)
-	if len(keys) != 8 {
-		t.Fatalf("keys %v", keys)
-	}
-	slots := map[string]int64{}
-	for _, k := range keys {
-		slot, err := tg.Client.ClusterKeySlot(bg(), k).Result()
+	slot := func(k string) int64 {
+		s, err := tg.Client.ClusterKeySlot(bg(), k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		slots[strings.TrimSuffix(k, ":l")] = slot
+		return s
 	}
-	for _, k := range keys {
-		if s, _ := tg.Client.ClusterKeySlot(bg(), k).Result(); s != slots[strings.TrimSuffix(k, ":l")] {
+	var counters []string
+	births := map[int64]bool{}
+	for _, k := range redistest.Keys(t, tg.Client, prefix) {
+		if strings.HasPrefix(k, prefix+"r:b{") {
+			births[slot(k)] = true
+		} else {
+			counters = append(counters, k)
+		}
+	}
+	if len(counters) != 2*len(names) {
+		t.Fatalf("keys %v", counters)
+	}
+	slots := map[string]int64{}
+	for _, k := range counters {
+		slots[strings.TrimSuffix(k, ":l")] = slot(k)
+	}
+	for _, k := range counters {
+		s := slot(k)
+		if s != slots[strings.TrimSuffix(k, ":l")] {
 			t.Fatalf("%s in slot %d, its counter in %d", k, s, slots[strings.TrimSuffix(k, ":l")])
+		}
+		if !births[s] {
+			t.Fatalf("no birth key in slot %d of %s: births in %v", s, k, births)
 		}
 	}
 	h.ReleaseAll(bg())

@@ -29,6 +29,42 @@ func StartServer(t testing.TB, args ...string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
+	startOn(t, addr, args...)
+	return addr
+}
+
+// RestartServer stops the server StartServer started on addr at once
+// (SHUTDOWN NOSAVE: it keeps nothing) and starts a new, empty one on the
+// same address with args, as a Redis without persistence comes back after
+// a crash.
+func RestartServer(t testing.TB, addr string, args ...string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("SHUTDOWN NOSAVE\r\n"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.Copy(io.Discard, c) // until the server closes the connection
+	c.Close()
+	for i := 0; ; i++ { // until it stopped listening
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i == 250 {
+			t.Fatalf("redis-server on %s did not stop", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	startOn(t, addr, args...)
+}
+
+// startOn starts a redis-server on addr and waits until it accepts
+// connections; it is killed when t ends.
+func startOn(t testing.TB, addr string, args ...string) {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
@@ -40,10 +76,9 @@ func StartServer(t testing.TB, args ...string) string {
 	for range 250 {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return addr
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("redis-server on %s did not start", addr)
-	return ""
 }

@@ -1,0 +1,107 @@
+package resource
+
+import (
+	"context"
+	_ "embed"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The birth of the store's data (see birth.lua): acquire grants nothing
+// from data younger than one lease, so that a Redis that lost its data
+// (a restart without persistence, a failover to an empty replica,
+// FLUSHALL) cannot grant the units of a holding whose connection its
+// instance has not closed yet.
+//
+// A script may touch only keys of its own cluster slot, and a cluster loses
+// data per master, that is per set of slots: so in a cluster each slot has
+// a birth key of its own, tagged with a hash tag of that slot. A single
+// server loses its data all at once, and has one birth key.
+
+var (
+	//go:embed birth.lua
+	birthLua    string
+	birthScript = redis.NewScript(commonLua + birthLua)
+)
+
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// birthKey returns the birth key of the slot of a counter whose hash tag
+// is tag.
+func (r *Redis) birthKey(tag string) string {
+	if !r.cluster {
+		return r.prefix + "b"
+	}
+	return r.prefix + "b{" + slotTags()[crc16(tag)%clusterSlots] + "}"
+}
+
+// slotTags returns, for each cluster slot, a hash tag in that slot: the
+// smallest decimal number that hashes to it.
+var slotTags = sync.OnceValue(func() []string {
+	tags := make([]string, clusterSlots)
+	for i, left := 0, clusterSlots; left > 0; i++ {
+		s := strconv.Itoa(i)
+		if slot := crc16(s) % clusterSlots; tags[slot] == "" {
+			tags[slot] = s
+			left--
+		}
+	}
+	return tags
+})
+
+// crc16 is the CRC-16/XMODEM of s, which Redis Cluster hashes keys with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// backdate is how far in the past a missing birth is written: 0, or a
+// lease with RedisOptions.AssumeNoHolders.
+func (r *Redis) backdate() int64 {
+	if r.assumeNoHolders {
+		return r.lease.Milliseconds()
+	}
+	return 0
+}
+
+// bear writes the birth of every slot that has none (one key on a single
+// server), so that a new store (a first start, a new prefix) is refused
+// for one lease from its first start rather than one lease from the first
+// acquire in each slot. It returns how old the youngest birth is, by
+// Redis's clock. Births it fails to write are written by the first acquire
+// of their slot.
+func (r *Redis) bear(ctx context.Context) (time.Duration, error) {
+	var keys []string
+	if r.cluster {
+		keys = make([]string, 0, clusterSlots)
+		for _, tag := range slotTags() {
+			keys = append(keys, r.prefix+"b{"+tag+"}")
+		}
+	} else {
+		keys = []string{r.birthKey("")}
+	}
+	age := time.Duration(math.MaxInt64)
+	_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+		return birthScript, keys[i : i+1], []any{r.backdate()}
+	}, func(_ int, cmd *redis.Cmd) {
+		if v, err := cmd.Int64Slice(); err == nil && len(v) == 2 {
+			age = min(age, time.Duration(v[1]-v[0])*time.Millisecond)
+		}
+	})
+	return age, err
+}

@@ -1,0 +1,15 @@
+-- birth.lua: make sure the store's data in this slot has a birth.
+-- KEYS[1]: the birth key. ARGV: backdate ms.
+-- Reply: {the birth, now}, in Redis TIME milliseconds.
+--
+-- The birth key holds the Redis TIME (ms) at which the store's data in
+-- its slot began: the first script that found it missing wrote it. It has
+-- no expiry, so it goes only with the rest of the data: a restart without
+-- persistence, a failover to a replica that lacks it, FLUSHALL. acquire
+-- grants nothing while the birth is younger than one lease: any holding
+-- that was lost with the data was renewed before the loss, so its instance
+-- closes its connection within three quarters of a lease of that renewal,
+-- before anyone can be granted its units again. backdate (0 in service)
+-- moves a new birth into the past, for a store no one can have held
+-- anything in (RedisOptions.AssumeNoHolders).
+return {born(KEYS[1], tonumber(ARGV[1])), now_ms}
