@@ -182,9 +182,9 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		cluster:  isCluster(rdb),
 
 		assumeNoHolders: opts.AssumeNoHolders,
-		names:    map[string]map[*RedisHolder]*lease{},
-		calls:    make(chan call, maxBatch),
-		stop:     make(chan struct{}),
+		names:           map[string]map[*RedisHolder]*lease{},
+		calls:           make(chan call, maxBatch),
+		stop:            make(chan struct{}),
 	}
 	for _, s := range scripts {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
