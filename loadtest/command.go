@@ -313,6 +313,9 @@ func (c *CallbackCommand) env(vk *vktest.Server, botRedis string, window time.Du
 	if c.Spawn {
 		env["WINDOW"] = window.String()
 		env["VK_GROUPS"], env["HTTP_ADDR"], env["COUNTER_ADDR"] = "", "127.0.0.1:0", "off"
+		// A spawned bot may use its embedded Redis even where the image's
+		// deployment settings are set.
+		env["REQUIRE_REDIS"] = "false"
 	}
 	return env
 }
@@ -370,7 +373,7 @@ func (c *CountersCommand) Run(ctx context.Context, stderr io.Writer) (*Report, e
 	o.Progress = stderr
 	svc, err := c.start(ctx, map[string]string{
 		"HTTP_ADDR": "127.0.0.1:0", "COUNTER_ADDR": "127.0.0.1:0", "REDIS_URL": "", "REDIS_CLUSTER": "",
-		"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_GROUPS": "", "VK_SECRET": "",
+		"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_GROUPS": "", "VK_SECRET": "", "REQUIRE_REDIS": "false", "REQUIRE_VK_TOKEN": "false",
 	})
 	if err != nil {
 		return nil, err

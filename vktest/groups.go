@@ -44,6 +44,9 @@ type groupsAPI struct {
 	confirmations map[int]string
 }
 
+// tokenMask is what groups.getTokenPermissions answers: messages and manage.
+const tokenMask = 4096 | 262144
+
 // getByIDListedUntil is the last API version whose groups.getById answers a
 // bare list; later ones answer {"groups": [...], "profiles": [...]}.
 const getByIDListedUntil = "5.193"
@@ -121,8 +124,14 @@ func (g *groupsAPI) find(group, id int) *CallbackServer {
 // serveGroups answers the groups.* methods other than getLongPollServer;
 // ok is false for a method it does not know.
 func (s *Server) serveGroups(method string, form url.Values) (answer map[string]any, ok bool) {
-	if method == "groups.getById" {
+	switch method {
+	case "groups.getById":
 		return s.getByID(form), true
+	case "groups.getTokenPermissions":
+		// Every token of the fake is a community token with the messages
+		// and manage rights (FailAlways makes VK refuse it instead).
+		return response(map[string]any{"mask": tokenMask, "permissions": []map[string]any{
+			{"name": "messages", "setting": 4096}, {"name": "manage", "setting": 262144}}}), true
 	}
 	group, err := strconv.Atoi(form.Get("group_id"))
 	if err != nil || group <= 0 {

@@ -1,15 +1,16 @@
 // Package vktest provides a fake VK API server for tests and load tests.
 //
 // It answers the API methods the bot calls (messages.send, execute with
-// messages.send sub-calls, groups.getById, groups.getLongPollServer and the
-// Callback server setup methods) on a loopback address in the shape the
-// real API uses for the version requested, serves the Bots Long Poll
-// events tests queue (QueueEvents, FailLongPoll), records every accepted
-// messages.send, and can be told to fail with given VK error codes (for
-// every call, the next calls, or one peer's sends), to be slow, to enforce
-// VK's per-token rate limit, and to go down as a whole (see Outage). Like
-// VK, it delivers one message per (peer_id, random_id): a repeated send is
-// accepted but not delivered again. Point vksdk's MethodURL (the bot's
+// messages.send sub-calls, groups.getById, groups.getTokenPermissions,
+// groups.getLongPollServer and the Callback server setup methods) on a
+// loopback address in the shape the real API uses for the version
+// requested, serves the Bots Long Poll events tests queue (QueueEvents,
+// FailLongPoll), records every accepted messages.send, and can be told
+// to fail with given VK error codes (for every call, the next calls, or
+// one peer's sends), to be slow, to enforce VK's per-token rate limit,
+// and to go down as a whole (see Outage). Like VK, it delivers one message
+// per (peer_id, random_id): a repeated send is accepted but not delivered
+// again. Point vksdk's MethodURL (the bot's
 // VK_API_URL) at Server.MethodURL.
 //
 // A Server is safe for concurrent use.

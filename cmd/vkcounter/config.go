@@ -6,11 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/access"
@@ -25,11 +28,13 @@ type Config struct {
 	CallbackPath string
 	RedisURL     string
 	RedisCluster string
+	RequireRedis bool
 	KeyPrefix    string
 	Window       time.Duration
 	Normalize    bool
 
 	VKToken        string
+	RequireVKToken bool
 	VKGroupID      int
 	VKSecret       string
 	VKConfirmation string
@@ -103,17 +108,22 @@ func settings(c *Config) []setting {
 	num := func(p *int) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, n, h string) { fs.IntVar(p, n, 0, h) }
 	}
+	boolVar := func(p *bool) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, n, h string) { fs.BoolVar(p, n, false, h) }
+	}
 	return []setting{
 		{"HTTP_ADDR", ":8080", "address of the public HTTP server: the webhook, /counters/ and /healthz", str(&c.HTTPAddr)},
 		{"ADMIN_ADDR", "127.0.0.1:9090", "address of the admin HTTP server: /metrics, /stats, /readyz and /healthz; keep it private", str(&c.AdminAddr)},
 		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
+		{"REQUIRE_REDIS", "false", "refuse to start without REDIS_URL or REDIS_CLUSTER, instead of starting the embedded Redis (the Docker image sets true: a deployment must not count on its own)", boolVar(&c.RequireRedis)},
 		{"REDIS_TIMEOUT", "30s", "longest wait for one Redis command; longer than a stall (a failover, a slow fork), so a late answer is still used", dur(&c.RedisTimeout)},
 		{"KEY_PREFIX", "vkc:", "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
 		{"WINDOW", "24h", "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
-		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", func(fs *flag.FlagSet, n, h string) { fs.BoolVar(&c.Normalize, n, false, h) }},
+		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", boolVar(&c.Normalize)},
 		{"VK_TOKEN", "", "community token(s), comma-separated; empty = dry-run (replies are logged, not sent)", str(&c.VKToken)},
+		{"REQUIRE_VK_TOKEN", "false", "refuse to start without a token for every community (no dry-run), and keep /readyz failing until VK accepts each token with the messages right (the Docker image sets true)", boolVar(&c.RequireVKToken)},
 		{"VK_GROUP_ID", "", "community id; may be empty in dry-run, which then serves a demo community 1", num(&c.VKGroupID)},
 		{"VK_SECRET", "", "Callback API secret key of the community", str(&c.VKSecret)},
 		{"VK_CONFIRMATION", "", "string the confirmation event must return", str(&c.VKConfirmation)},
@@ -233,9 +243,7 @@ func (c *Config) validate() error {
 	if !strings.HasPrefix(c.CallbackPath, "/") {
 		errs = append(errs, fmt.Errorf("CALLBACK_PATH %q: must start with /", c.CallbackPath))
 	}
-	if c.RedisURL != "" && c.RedisCluster != "" {
-		errs = append(errs, errors.New("REDIS_URL and REDIS_CLUSTER: give one, not both"))
-	}
+	errs = append(errs, c.validateRedis()...)
 	if u, err := url.Parse(c.VKAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasSuffix(u.Path, "/") {
 		errs = append(errs, fmt.Errorf("VK_API_URL %q: must be an http(s) URL ending in /", c.VKAPIURL))
 	}
@@ -305,10 +313,92 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("RESOURCE_LEASE %v: minimum is 1s", c.ResourceLease))
 	}
 	errs = append(errs, c.validateCounters()...)
-	if _, err := c.Communities(); err != nil {
+	if cs, err := c.Communities(); err != nil {
 		errs = append(errs, err)
+	} else if c.RequireVKToken {
+		for _, g := range cs {
+			if len(g.Tokens()) == 0 {
+				errs = append(errs, fmt.Errorf("REQUIRE_VK_TOKEN=true: community %d has no token (set VK_GROUP_ID and VK_TOKEN, or a token for each community in VK_GROUPS); dry-run is refused", g.GroupID))
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// redisURLForm is the shape of a REDIS_URL, shown when one is malformed.
+const redisURLForm = "redis://host:6379/0 (redis://:password@host:6379/0 with a password, rediss:// for TLS)"
+
+// validateRedis checks REDIS_URL, REDIS_CLUSTER and REQUIRE_REDIS. A
+// malformed value is a usage error naming the variable and the expected
+// form; the URL itself is not repeated, as it may hold a password.
+func (c *Config) validateRedis() []error {
+	var errs []error
+	if c.RedisURL != "" && c.RedisCluster != "" {
+		errs = append(errs, errors.New("REDIS_URL and REDIS_CLUSTER: give one, not both"))
+	}
+	if c.RequireRedis && c.RedisURL == "" && c.RedisCluster == "" {
+		errs = append(errs, errors.New("REQUIRE_REDIS=true: REDIS_URL or REDIS_CLUSTER is required (the embedded Redis would keep the counts in this process alone, and lose them when it stops)"))
+	}
+	if c.RedisURL != "" {
+		if err := checkRedisURL(c.RedisURL); err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_URL: %v", err))
+		}
+	}
+	if c.RedisCluster != "" {
+		if err := checkClusterSeeds(c.RedisCluster); err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_CLUSTER: %v", err))
+		}
+	}
+	return errs
+}
+
+// checkRedisURL tells what is wrong with a Redis URL, if anything.
+func checkRedisURL(v string) error {
+	if isHostPort(v) {
+		return fmt.Errorf("%q is an address, not a URL: write redis://%s/0", v, v)
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err // url.Error repeats the URL
+		}
+		return fmt.Errorf("not a URL (%v); want %s", err, redisURLForm)
+	}
+	switch u.Scheme {
+	case "redis", "rediss", "unix":
+	case "":
+		return fmt.Errorf("no scheme: want %s", redisURLForm)
+	default:
+		return fmt.Errorf("scheme %q: want %s", u.Scheme, redisURLForm)
+	}
+	if _, err := redis.ParseURL(v); err != nil {
+		return fmt.Errorf("%v; want %s", strings.TrimPrefix(err.Error(), "redis: "), redisURLForm)
+	}
+	return nil
+}
+
+// checkClusterSeeds tells what is wrong with a comma-separated list of
+// Redis Cluster seed addresses, if anything.
+func checkClusterSeeds(v string) error {
+	for _, seed := range strings.Split(v, ",") {
+		switch {
+		case strings.Contains(seed, "://"):
+			return fmt.Errorf("%q: seeds are host:port addresses, not URLs: host1:6379,host2:6379", seed)
+		case !isHostPort(seed):
+			return fmt.Errorf("%q: want comma-separated host:port seed addresses, such as host1:6379,host2:6379", seed)
+		}
+	}
+	return nil
+}
+
+// isHostPort reports whether v is a host:port with a port number.
+func isHostPort(v string) bool {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil || host == "" || strings.ContainsAny(host, "/@") {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
 
 // validateCounters checks the COUNTERS_* settings.

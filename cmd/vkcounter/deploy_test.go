@@ -6,6 +6,7 @@ import (
 	"fmt"
 	goversion "go/version"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -160,6 +162,146 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 	}
 }
 
+// imageEnv returns the ENV of the Dockerfile's final stage.
+func imageEnv(t *testing.T) map[string]string {
+	t.Helper()
+	_, text := parseDockerfile(t)
+	final := text[strings.LastIndex(text, "\nFROM "):]
+	env := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^ENV (.+)$`).FindAllStringSubmatch(final, -1) {
+		for _, kv := range strings.Fields(m[1]) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				t.Fatalf("Dockerfile: ENV %q: want KEY=VALUE pairs", m[1])
+			}
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// deployEnv is what a machine deployed with the image and fly.toml gets
+// before any secret is set: the image's ENV, then fly.toml's [env].
+func deployEnv(t *testing.T) map[string]string {
+	t.Helper()
+	var fly struct {
+		Env map[string]string `toml:"env"`
+	}
+	if _, err := toml.DecodeFile("../../fly.toml", &fly); err != nil {
+		t.Fatal(err)
+	}
+	env := imageEnv(t)
+	maps.Copy(env, fly.Env)
+	return env
+}
+
+// TestDeployRefusesWhatWouldLookHealthy: the image with fly.toml's [env]
+// and no secrets (a first `fly deploy` before `fly secrets set`), a
+// misspelt REDIS_URL, no token, or a Redis that does not answer: the
+// machine does not start, so the deploy stops there instead of running on
+// an embedded Redis in dry-run.
+func TestDeployRefusesWhatWouldLookHealthy(t *testing.T) {
+	bin := staticBinary(t)
+	closed := freePort(t) // nothing listens there once freePort returns
+	for _, tc := range []struct {
+		name  string
+		extra map[string]string
+		code  int
+		want  []string
+	}{
+		{"no secrets", nil, exitUsage, []string{"REQUIRE_REDIS=true: REDIS_URL or REDIS_CLUSTER is required", "REQUIRE_VK_TOKEN=true: community 1 has no token"}},
+		{"REDIS_URL without redis://", map[string]string{"REDIS_URL": "127.0.0.1:6390", "VK_GROUP_ID": "7", "VK_TOKEN": "t"}, exitUsage,
+			[]string{`REDIS_URL: "127.0.0.1:6390" is an address, not a URL: write redis://127.0.0.1:6390/0`}},
+		{"no token", map[string]string{"REDIS_URL": "redis://" + closed + "/0", "VK_GROUP_ID": "7"}, exitUsage, []string{"REQUIRE_VK_TOKEN=true: community 7 has no token"}},
+		{"Redis does not answer", map[string]string{"REDIS_URL": "redis://" + closed + "/0", "VK_GROUP_ID": "7", "VK_TOKEN": "t"}, exitFailure, []string{`"cannot start"`, closed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := deployEnv(t)
+			env["HTTP_ADDR"], env["ADMIN_ADDR"], env["COUNTER_ADDR"] = "127.0.0.1:0", "127.0.0.1:0", "off"
+			maps.Copy(env, tc.extra)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			for k, v := range env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			out, err := cmd.CombinedOutput()
+			code := cmd.ProcessState.ExitCode()
+			if err == nil || code != tc.code {
+				t.Fatalf("exit %d (%v), want %d; output:\n%s", code, err, tc.code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not say %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestDeployNotReadyUntilVKAcceptsTheToken: deployed with a Redis and a
+// token, the service starts, but /readyz fails with the reason while VK
+// cannot be asked about the token or refuses it, and passes once VK
+// accepts it.
+func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	readyz := func(t *testing.T, vkURL string) func() (int, string) {
+		env := deployEnv(t)
+		env["ADMIN_ADDR"], env["COUNTER_ADDR"] = "127.0.0.1:0", "off"
+		maps.Copy(env, map[string]string{"REDIS_URL": tg.URL, "KEY_PREFIX": redistest.Prefix(t),
+			"VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "tok", "VK_SECRET": testSecret, "VK_CONFIRMATION": "c", "VK_API_URL": vkURL})
+		delete(env, "HTTP_ADDR") // startBinary's
+		p := startBinary(t, env)
+		m := regexp.MustCompile(`"admin":"([^"]+)"`).FindStringSubmatch(p.log.String())
+		if m == nil {
+			t.Fatalf("no admin address in the start-up line:\n%s", p.log.String())
+		}
+		return func() (int, string) {
+			resp, err := http.Get("http://" + m[1] + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+	}
+	waitReadyz := func(t *testing.T, get func() (int, string), code int, says string) {
+		t.Helper()
+		var got string
+		var status int
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if status, got = get(); status == code && strings.Contains(got, says) {
+				return
+			}
+		}
+		t.Fatalf("/readyz %d %q, want %d saying %q", status, got, code, says)
+	}
+
+	t.Run("VK unreachable", func(t *testing.T) {
+		get := readyz(t, "http://"+freePort(t)+"/method/")
+		waitReadyz(t, get, 503, "not ready: vk: cannot check the token of community")
+	})
+	t.Run("token refused", func(t *testing.T) {
+		vk := vktest.NewServer()
+		defer vk.Close()
+		vk.FailAlways(5)
+		get := readyz(t, vk.MethodURL())
+		waitReadyz(t, get, 503, "not ready: vk: community "+strconv.Itoa(testGroup)+", token 1 of 1: VK refuses the token")
+		time.Sleep(200 * time.Millisecond)
+		waitReadyz(t, get, 503, "VK refuses the token") // for good: it is not asked again
+	})
+	t.Run("token accepted", func(t *testing.T) {
+		vk := vktest.NewServer()
+		defer vk.Close()
+		get := readyz(t, vk.MethodURL())
+		waitReadyz(t, get, 200, "ready")
+		if n := vk.Calls("groups.getTokenPermissions"); n != 1 {
+			t.Errorf("groups.getTokenPermissions called %d times, want 1", n)
+		}
+	})
+}
+
 // dockerBuild is the `go build` of the Dockerfile, parsed.
 type dockerBuild struct {
 	mounts []string // --mount=… of the RUN line
@@ -219,10 +361,26 @@ func TestDockerfile(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(text); m == nil || strings.HasPrefix(m[1], "root") || strings.HasPrefix(m[1], "0") {
 		t.Errorf("the final image must run as a non-root user, got %v", m)
 	}
+	// The image is a deployment: no embedded Redis, no dry-run.
+	image := imageEnv(t)
+	for _, env := range []string{"REQUIRE_REDIS", "REQUIRE_VK_TOKEN"} {
+		if image[env] != "true" {
+			t.Errorf("the image sets %s=%q, want true", env, image[env])
+		}
+	}
+	// Every port it EXPOSEs is one the image listens on, on the
+	// container's addresses (a loopback one would be exposed in vain).
 	def := defaults()
 	for _, env := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
-		if p := strconv.Itoa(portOf(t, def[env])); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
+		addr := def[env]
+		if v, ok := image[env]; ok {
+			addr = v
+		}
+		if p := strconv.Itoa(portOf(t, addr)); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
 			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
+		}
+		if host, _, _ := net.SplitHostPort(addr); host != "" && net.ParseIP(host).IsLoopback() || host == "localhost" {
+			t.Errorf("the image's %s %q is loopback: its EXPOSE reaches nothing", env, addr)
 		}
 	}
 

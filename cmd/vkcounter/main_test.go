@@ -418,6 +418,17 @@ func TestConfigErrors(t *testing.T) {
 		{"fractional window", map[string]string{"WINDOW": "1500ms"}, "WINDOW"},
 		{"token without group", map[string]string{"VK_TOKEN": "t"}, "VK_GROUP_ID"},
 		{"both redis", map[string]string{"REDIS_URL": "redis://x", "REDIS_CLUSTER": "a:1"}, "REDIS_CLUSTER"},
+		{"redis address", map[string]string{"REDIS_URL": "127.0.0.1:6390"}, `REDIS_URL: "127.0.0.1:6390" is an address, not a URL: write redis://127.0.0.1:6390/0`},
+		{"redis garbage", map[string]string{"REDIS_URL": "garbage"}, "REDIS_URL: no scheme: want redis://host:6379/0"},
+		{"redis scheme", map[string]string{"REDIS_URL": "http://h:6379"}, `REDIS_URL: scheme "http": want redis://host:6379/0`},
+		{"redis port", map[string]string{"REDIS_URL": "redis://h:port/0"}, "REDIS_URL: not a URL"},
+		{"redis db", map[string]string{"REDIS_URL": "redis://h:6379/zero"}, "REDIS_URL: invalid database number"},
+		{"cluster URL", map[string]string{"REDIS_CLUSTER": "redis://a:1"}, `REDIS_CLUSTER: "redis://a:1": seeds are host:port addresses, not URLs`},
+		{"cluster seed", map[string]string{"REDIS_CLUSTER": "a:1,b"}, `REDIS_CLUSTER: "b": want comma-separated host:port seed addresses`},
+		{"cluster empty seed", map[string]string{"REDIS_CLUSTER": "a:1,"}, `REDIS_CLUSTER: "": want comma-separated host:port`},
+		{"require redis", map[string]string{"REQUIRE_REDIS": "true"}, "REQUIRE_REDIS=true: REDIS_URL or REDIS_CLUSTER is required"},
+		{"require token", map[string]string{"REQUIRE_VK_TOKEN": "true"}, "REQUIRE_VK_TOKEN=true: community 1 has no token"},
+		{"require tokens", map[string]string{"REQUIRE_VK_TOKEN": "true", "VK_GROUPS": `[{"group_id":5,"token":"t"},{"group_id":6}]`}, "REQUIRE_VK_TOKEN=true: community 6 has no token"},
 		{"bad groups JSON", map[string]string{"VK_GROUPS": "[{"}, "VK_GROUPS"},
 		{"duplicate group", map[string]string{"VK_GROUPS": `[{"group_id":1},{"group_id":1}]`}, "twice"},
 		{"groups and group id", map[string]string{"VK_GROUPS": `[{"group_id":1}]`, "VK_GROUP_ID": "2"}, "VK_GROUPS"},
@@ -434,6 +445,25 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("error %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+	// A malformed Redis setting is a usage error (exit 2) that does not
+	// repeat a password the URL may hold.
+	var stderr bytes.Buffer
+	code := run(context.Background(), nil, func(k string) string {
+		return map[string]string{"REDIS_URL": "redis://:s3cret@h:port/0"}[k]
+	}, io.Discard, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "REDIS_URL") || strings.Contains(stderr.String(), "s3cret") {
+		t.Errorf("exit %d, stderr %q: want 2 naming REDIS_URL without its password", code, stderr.String())
+	}
+	// The settings that would do are accepted.
+	for _, env := range []map[string]string{
+		{"REDIS_URL": "redis://127.0.0.1:6379/0"}, {"REDIS_URL": "rediss://:pw@h.example:6380"}, {"REDIS_URL": "redis://h"},
+		{"REDIS_CLUSTER": "a:1,b:2,[::1]:3"}, {"REQUIRE_REDIS": "true", "REDIS_CLUSTER": "a:1"},
+		{"REQUIRE_VK_TOKEN": "true", "VK_GROUP_ID": "5", "VK_TOKEN": "t"},
+	} {
+		if _, err := parseConfig(nil, func(k string) string { return env[k] }, io.Discard); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
 	}
 }
 

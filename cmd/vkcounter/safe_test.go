@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"strconv"
@@ -129,7 +130,7 @@ func TestAdminEndpointsNotPublic(t *testing.T) {
 func TestStartupWarnings(t *testing.T) {
 	var safe lockedBuffer
 	startAppLog(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"}, &safe)
-	for _, risk := range []string{"secret", "not loopback", "maxmemory"} {
+	for _, risk := range []string{"secret", "public address", "maxmemory"} {
 		if strings.Contains(safe.String(), risk) {
 			t.Errorf("safe configuration warned about %q:\n%s", risk, safe.String())
 		}
@@ -140,14 +141,64 @@ func TestStartupWarnings(t *testing.T) {
 		"COUNTER_ADDR": "0.0.0.0:0", "LOG_LEVEL": "info"}, &risky)
 	for _, want := range []string{
 		`{"level":"warn","group_id":` + strconv.Itoa(testGroup) + `,"message":"replies are sent but the community has no Callback API secret`,
-		`{"level":"warn","admin":`, "ADMIN_ADDR is not loopback",
-		`{"level":"warn","counters":`, "COUNTER_ADDR is not loopback",
 		// Not a risk (/counters/ refuses remote clients without a token),
 		// so said at info: why a remote client gets 401.
 		`{"level":"info","http":`, "COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback",
 	} {
 		if !strings.Contains(risky.String(), want) {
 			t.Errorf("no line %q in:\n%s", want, risky.String())
+		}
+	}
+	// All addresses are exposed when this machine has a public one
+	// (TestPublicAddr covers both cases).
+	exposed := publicAddr(&net.TCPAddr{IP: net.IPv6unspecified}, net.InterfaceAddrs) != ""
+	for _, want := range []string{"ADMIN_ADDR accepts connections on a public address", "COUNTER_ADDR accepts connections on a public address"} {
+		if strings.Contains(risky.String(), want) != exposed {
+			t.Errorf("this machine has a public address: %v, but %q said: %v\n%s", exposed, want, !exposed, risky.String())
+		}
+	}
+}
+
+// TestPublicAddr: a listener is exposed when it accepts connections on an
+// address that is neither loopback nor private; on all addresses, when
+// one of the machine's is public (a container or a Fly.io machine has
+// private ones only).
+func TestPublicAddr(t *testing.T) {
+	ifaces := func(cidrs ...string) func() ([]net.Addr, error) {
+		return func() ([]net.Addr, error) {
+			var out []net.Addr
+			for _, c := range cidrs {
+				ip, n, err := net.ParseCIDR(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.IP = ip
+				out = append(out, n)
+			}
+			return out, nil
+		}
+	}
+	private := ifaces("127.0.0.1/8", "::1/128", "172.19.2.10/24", "fdaa:0:1::2/64", "fe80::1/64")
+	public := ifaces("127.0.0.1/8", "10.0.0.5/8", "2001:db8::5/64")
+	broken := func() ([]net.Addr, error) { return nil, errors.New("no interfaces") }
+	tcp := func(ip string) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: 9090} }
+	for _, tc := range []struct {
+		listen string
+		ifaces func() ([]net.Addr, error)
+		want   string
+	}{
+		{"127.0.0.1", public, ""},
+		{"::1", public, ""},
+		{"10.0.0.5", public, ""},
+		{"fdaa:0:1::2", public, ""},
+		{"203.0.113.7", private, "203.0.113.7"},
+		{"::", private, ""},      // a Fly.io machine: [::]:9090 is private
+		{"0.0.0.0", private, ""}, // a container
+		{"::", public, "2001:db8::5"},
+		{"0.0.0.0", broken, "0.0.0.0"},
+	} {
+		if got := publicAddr(tcp(tc.listen), tc.ifaces); got != tc.want {
+			t.Errorf("listening on %s: public address %q, want %q", tc.listen, got, tc.want)
 		}
 	}
 }

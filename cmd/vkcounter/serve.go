@@ -59,6 +59,12 @@ type Main struct {
 	pollers    *longpoll.Group // VK_MODE=longpoll
 	wg         sync.WaitGroup  // serving goroutines
 
+	// With REQUIRE_VK_TOKEN: why the tokens cannot be relied on yet (see
+	// checkTokens); stopChecks ends the checking.
+	tokenMu    sync.Mutex
+	tokenErr   error
+	stopChecks context.CancelFunc
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -94,6 +100,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.fetchConfirmations(ctx, communities)
+	m.checkTokens(communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
 	for _, c := range communities {
@@ -124,10 +131,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.warnRisky(ctx, communities)
 	v := version.Get()
-	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Str("callback", m.cfg.CallbackPath).
+	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Func(m.callbackField).
 		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
 		Msg("vkcounter serving")
 	return nil
+}
+
+// callbackField adds the webhook's path to the start-up line, in callback
+// mode only: in long-poll mode it is not served.
+func (m *Main) callbackField(e *zerolog.Event) {
+	if m.cfg.VKMode == ModeCallback {
+		e.Str("callback", m.cfg.CallbackPath)
+	}
 }
 
 // serveHTTP listens on addr (the setting named env) and serves h there.
@@ -485,6 +500,9 @@ func (m *Main) ready(ctx context.Context) error {
 	if err := m.bot.Ready(); err != nil {
 		return fmt.Errorf("vk: %w", err)
 	}
+	if err := m.tokenProblem(); err != nil {
+		return fmt.Errorf("vk: %w", err)
+	}
 	return nil
 }
 
@@ -554,6 +572,9 @@ func (m *Main) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	if m.stopChecks != nil {
+		m.stopChecks()
+	}
 	for _, srv := range []struct {
 		s  *http.Server
 		ln net.Listener

@@ -21,11 +21,13 @@ func (m *Main) warnRisky(ctx context.Context, communities []Community) {
 		// why a remote client gets 401.
 		m.log.Info().Str("http", m.HTTPAddr()).Msg("COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback: /counters/ refuses every client but loopback ones (401); set COUNTERS_HTTP_TOKEN to use it from elsewhere")
 	}
-	if !isLoopback(m.adminLn.Addr()) {
-		m.log.Warn().Str("admin", m.AdminAddr()).Msg("ADMIN_ADDR is not loopback: /metrics, /stats and /readyz answer whoever reaches it; keep it on a private network")
+	if ip := publicAddr(m.adminLn.Addr(), net.InterfaceAddrs); ip != "" {
+		m.log.Warn().Str("admin", m.AdminAddr()).Str("public_address", ip).Msg("ADMIN_ADDR accepts connections on a public address: /metrics, /stats and /readyz answer whoever reaches it; listen on loopback or a private network only")
 	}
-	if m.counterLn != nil && !isLoopback(m.counterLn.Addr()) {
-		m.log.Warn().Str("counters", m.CounterAddr()).Msg("COUNTER_ADDR is not loopback: the counter protocol has no authentication; keep it on a private network")
+	if m.counterLn != nil {
+		if ip := publicAddr(m.counterLn.Addr(), net.InterfaceAddrs); ip != "" {
+			m.log.Warn().Str("counters", m.CounterAddr()).Str("public_address", ip).Msg("COUNTER_ADDR accepts connections on a public address: the counter protocol has no authentication; listen on loopback or a private network only")
+		}
 	}
 	m.warnEviction(ctx)
 }
@@ -45,6 +47,36 @@ func (m *Main) warnEviction(ctx context.Context) {
 	if err != nil {
 		m.log.Info().Err(err).Msg("cannot read Redis's maxmemory-policy (CONFIG GET not allowed?); make sure it is " + redischeck.SafePolicy)
 	}
+}
+
+// publicAddr returns a public address (neither loopback, link-local nor
+// private, such as 10.0.0.0/8 or fd00::/8) a listener accepts connections
+// on, or "" when it has none. A listener on all addresses (":9090",
+// "[::]:9090") has those of the machine's interfaces (ifaceAddrs); should
+// they be unknown, it counts as public. A container or a Fly.io machine
+// has private addresses only, so listening on all of them exposes nothing.
+func publicAddr(a net.Addr, ifaceAddrs func() ([]net.Addr, error)) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return ""
+	}
+	public := func(ip net.IP) bool { return ip.IsGlobalUnicast() && !ip.IsPrivate() }
+	if !tcp.IP.IsUnspecified() {
+		if public(tcp.IP) {
+			return tcp.IP.String()
+		}
+		return ""
+	}
+	addrs, err := ifaceAddrs()
+	if err != nil {
+		return tcp.IP.String()
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok && public(n.IP) {
+			return n.IP.String()
+		}
+	}
+	return ""
 }
 
 // isLoopback reports whether a listener's address accepts loopback
