@@ -24,12 +24,13 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 )
 
-// A Counter records one occurrence of identity and returns previous, how
-// many earlier occurrences the window holds. Count is idempotent per
-// non-empty dedupe key: a repeated key changes nothing and answers as the
-// first time, with duplicate set. It is met by *freq.Store.
+// A Counter records one occurrence of a message's text key and returns
+// previous, how many earlier occurrences the window holds. Count is
+// idempotent per non-empty dedupe key (the message key's DedupeKey): a
+// repeated key changes nothing and answers as the first time, with
+// duplicate set. It is met by *freq.Store.
 type Counter interface {
-	Count(ctx context.Context, identity, dedupe string) (previous int64, duplicate bool, err error)
+	Count(ctx context.Context, textKey, dedupeKey string) (previous int64, duplicate bool, err error)
 }
 
 // An Outbox holds replies durably from before the webhook answers "ok"
@@ -61,7 +62,7 @@ type Outbox interface {
 // per dedupe key. It answers as Counter.Count. StoredRecorder adapts
 // *outbox.Recorder to it.
 type Recorder interface {
-	Record(ctx context.Context, identity, dedupe string, r Reply) (previous int64, duplicate bool, err error)
+	Record(ctx context.Context, textKey, dedupeKey string, r Reply) (previous int64, duplicate bool, err error)
 }
 
 // Activity records what the bot sees beyond the replies' counts. Its
@@ -100,7 +101,7 @@ type Group struct {
 
 // Options configure a Bot. Zero fields mean the documented defaults.
 type Options struct {
-	// Normalize makes Identity fold case and white space.
+	// Normalize makes TextKey fold case and white space.
 	Normalize bool
 	// Quote says which replies quote the message they answer (default
 	// QuoteChats).
@@ -318,23 +319,25 @@ func (b *Bot) enter() bool {
 func (b *Bot) record(m callback.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.RecordTimeout)
 	defer cancel()
+	key := MessageKey(m)
 	r := Reply{
 		GroupID:  m.GroupID,
 		PeerID:   m.PeerID,
-		RandomID: RandomID(m),
-		Key:      replyKey(m),
+		RandomID: key.RandomID(),
+		Key:      key.ReplyKey(),
 		Queued:   time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
+	text := TextKey(m, b.opts.Normalize)
 	if b.opts.Recorder != nil {
-		_, duplicate, err := b.opts.Recorder.Record(ctx, Identity(m, b.opts.Normalize), dedupeKey(m), r)
+		_, duplicate, err := b.opts.Recorder.Record(ctx, text, key.DedupeKey(), r)
 		if err != nil {
 			return fmt.Errorf("bot: count and store reply: %w", err)
 		}
 		b.counted(m, duplicate)
 		return nil
 	}
-	previous, duplicate, err := b.counter.Count(ctx, Identity(m, b.opts.Normalize), dedupeKey(m))
+	previous, duplicate, err := b.counter.Count(ctx, text, key.DedupeKey())
 	if err != nil {
 		return fmt.Errorf("bot: count: %w", err)
 	}

@@ -123,8 +123,8 @@ func TestRepliesCarryTheCountToThePeer(t *testing.T) {
 	sort.Slice(sends, func(i, j int) bool { return sends[i].PeerID < sends[j].PeerID })
 	for i, s := range sends {
 		m := msg(i, "hello")
-		if s.PeerID != m.PeerID || s.Message != fmt.Sprint(i) || s.RandomID != int64(bot.RandomID(m)) || s.Token != "tok" {
-			t.Errorf("send %d = %+v, want peer %d message %d random_id %d", i, s, m.PeerID, i, bot.RandomID(m))
+		if s.PeerID != m.PeerID || s.Message != fmt.Sprint(i) || s.RandomID != int64(bot.MessageKey(m).RandomID()) || s.Token != "tok" {
+			t.Errorf("send %d = %+v, want peer %d message %d random_id %d", i, s, m.PeerID, i, bot.MessageKey(m).RandomID())
 		}
 	}
 }
@@ -142,7 +142,7 @@ func TestRetriedEventAnsweredOnce(t *testing.T) {
 	}
 	sends := waitSends(t, vk, 1)
 	b.Close(context.Background())
-	if all := vk.Sends(); len(all) != 1 || sends[0].Message != "0" || sends[0].RandomID != int64(bot.RandomID(m)) {
+	if all := vk.Sends(); len(all) != 1 || sends[0].Message != "0" || sends[0].RandomID != int64(bot.MessageKey(m).RandomID()) {
 		t.Fatalf("sends %+v, want one reply 0 with the message's random_id", all)
 	}
 	if st := b.Stats(); st.Received != 2 || st.Duplicates != 1 {

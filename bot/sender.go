@@ -27,9 +27,9 @@ type Reply struct {
 	PeerID   int
 	Message  string
 	RandomID int32
-	// Key identifies the message answered within its community (see
-	// RandomID): the outbox keeps one reply per Key. Empty means the
-	// message had nothing to identify it, and no such check is made.
+	// Key is the reply key of the message answered (msgkey's ReplyKey):
+	// the outbox keeps one reply per Key. Empty means the message had
+	// nothing to identify it, and no such check is made.
 	Key string
 	// Queued is when the reply entered the queue.
 	Queued time.Time

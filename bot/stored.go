@@ -51,6 +51,6 @@ func replies(es []outbox.Entry) []Reply {
 
 type storedRecorder struct{ r *outbox.Recorder }
 
-func (s storedRecorder) Record(ctx context.Context, text, dedupe string, r Reply) (int64, bool, error) {
-	return s.r.Record(ctx, text, dedupe, outbox.Entry(r))
+func (s storedRecorder) Record(ctx context.Context, textKey, dedupeKey string, r Reply) (int64, bool, error) {
+	return s.r.Record(ctx, textKey, dedupeKey, outbox.Entry(r))
 }

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vkcounter/vkcounter/bot/randomid"
+	"github.com/vkcounter/vkcounter/bot/msgkey"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -512,7 +512,7 @@ func (r *callbackRun) plan() {
 		for { // a (peer, random_id) must name one event: skip a colliding number
 			cmids[e.peer]++
 			e.cmid = cmids[e.peer]
-			e.rid = int64(randomid.Of(randomid.Message{GroupID: r.o.GroupID, PeerID: e.peer, ConversationMessageID: e.cmid, ID: e.msgID, EventID: e.eventID()}))
+			e.rid = int64(msgkey.Message{GroupID: r.o.GroupID, PeerID: e.peer, ConversationMessageID: e.cmid, ID: e.msgID, EventID: e.eventID()}.RandomID())
 			if r.byKey[replyKey{e.peer, e.rid}] == nil {
 				break
 			}

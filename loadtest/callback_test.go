@@ -127,7 +127,7 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !retried {
 		n = b.count(r.Context(), m, key)
 	}
-	status, replies := http.StatusOK, []reply{{m.PeerID, strconv.FormatInt(n, 10), int64(bot.RandomID(m))}}
+	status, replies := http.StatusOK, []reply{{m.PeerID, strconv.FormatInt(n, 10), int64(bot.MessageKey(m).RandomID())}}
 	if b.fault != nil && !retried {
 		status, replies = b.fault(k, m, n, replies)
 	}
@@ -156,7 +156,7 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (b *fakeBot) count(ctx context.Context, m callback.Message, key string) int64 {
 	if b.store != nil {
-		previous, _, err := b.store.Count(ctx, bot.Identity(m, false), key)
+		previous, _, err := b.store.Count(ctx, bot.TextKey(m, false), key)
 		if err != nil {
 			b.t.Errorf("count: %v", err)
 		}
@@ -420,7 +420,7 @@ func TestExpiredPrefill(t *testing.T) {
 						return err
 					}
 					for _, text := range texts {
-						if err := store.Backfill(ctx, bot.Identity(callback.Message{GroupID: group, Text: text}, false), n); err != nil {
+						if err := store.Backfill(ctx, bot.TextKey(callback.Message{GroupID: group, Text: text}, false), n); err != nil {
 							return err
 						}
 					}

@@ -104,8 +104,8 @@ type Options struct {
 	// (default DefaultWorkers). Messages with the same Key are handled one
 	// after another, in the order VK lists them.
 	Workers int
-	// Key says which messages must keep their order: the bot's identity
-	// of a message ("the same message"). Nil keeps the order of all
+	// Key says which messages must keep their order: the bot's text key
+	// (bot.TextKey, "the same message"). Nil keeps the order of all
 	// messages, as Workers 1 does.
 	Key func(callback.Message) string
 	// RetryBase and RetryMax bound the exponential backoff after a failed

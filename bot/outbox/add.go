@@ -24,8 +24,8 @@ type Entry struct {
 	PeerID   int
 	Message  string // the reply's text
 	RandomID int32
-	// Key is the message key of the message answered: the outbox keeps one
-	// reply per Key. Empty means the message had nothing to identify it,
+	// Key is the reply key of the message answered (package msgkey): the
+	// outbox keeps one reply per Key. Empty means the message had nothing to identify it,
 	// and no such check is made. It is not stored in the entry.
 	Key string
 	// Queued is when the reply entered the queue.
@@ -59,7 +59,7 @@ func (o *Outbox) Add(ctx context.Context, e Entry) error {
 	return nil
 }
 
-// onceKey is the key that remembers the reply to the message key of group;
+// onceKey is the key that remembers the reply to the reply key of group;
 // it shares the stream's hash tag. A key longer than freq.MaxDedupeKey (an
 // event_id may be of any length) is written as its hash, as the count's
 // dedupe keys are; shorter ones as they are, as before.
@@ -79,12 +79,12 @@ type Recorder struct {
 // Recorder returns a Recorder counting with counts into this outbox.
 func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{counts: counts, o: o} }
 
-// Record counts the message of text key text and message key dedupe, and
-// stores e with the answer as its text, at once; the entry is stored once
-// per dedupe key (see freq.Store.CountThen). A full outbox refuses a new
-// message with ErrFull, and nothing is counted.
-func (rec *Recorder) Record(ctx context.Context, text, dedupe string, e Entry) (previous int64, duplicate bool, err error) {
-	previous, duplicate, err = rec.counts.CountThen(ctx, text, dedupe, freq.Then{Stream: rec.o.key(e.GroupID), MaxLen: rec.o.opts.MaxLen,
+// Record counts one occurrence of textKey, once per dedupeKey (see
+// freq.Store.Count), and stores e with the answer as its text, at once;
+// the entry is stored once per dedupe key (see freq.Store.CountThen). A
+// full outbox refuses a new message with ErrFull, and nothing is counted.
+func (rec *Recorder) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
+	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, freq.Then{Stream: rec.o.key(e.GroupID), MaxLen: rec.o.opts.MaxLen,
 		Field: messageField, Fields: entryFields(e)})
 	if errors.Is(err, freq.ErrStreamFull) {
 		err = fmt.Errorf("%w: community %d: %w", ErrFull, e.GroupID, err)

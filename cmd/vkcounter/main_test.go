@@ -316,7 +316,7 @@ func TestRedisDownThenBack(t *testing.T) {
 		}
 		answers := []string{}
 		for _, cmid := range []int{1, 2, 3, 4, 9} {
-			answers = append(answers, got[bot.RandomID(callback.Message{GroupID: testGroup, PeerID: 1, ID: cmid, ConversationMessageID: cmid})])
+			answers = append(answers, got[bot.MessageKey(callback.Message{GroupID: testGroup, PeerID: 1, ID: cmid, ConversationMessageID: cmid}).RandomID()])
 		}
 		if !sameNumbers(answers) {
 			t.Errorf("answers before, during (re-delivered) and after the outage: %v; want each event counted once: 0 first, 4 last", answers)

@@ -158,7 +158,7 @@ feed:
 	for _, c := range communities {
 		for _, text := range texts {
 			select {
-			case ids <- bot.Identity(callback.Message{GroupID: c.GroupID, Text: text}, cfg.Normalize):
+			case ids <- bot.TextKey(callback.Message{GroupID: c.GroupID, Text: text}, cfg.Normalize):
 			case err = <-errc:
 				break feed
 			}

@@ -70,7 +70,7 @@ func (m *Main) startPollers(communities []Community) error {
 			Handler: m.bot,
 			Store:   store,
 			Wait:    m.cfg.LongPollWait,
-			Key:     func(msg callback.Message) string { return bot.Identity(msg, m.cfg.Normalize) },
+			Key:     func(msg callback.Message) string { return bot.TextKey(msg, m.cfg.Normalize) },
 			Logger:  m.log,
 		})
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 )
 
-func TestIdentity(t *testing.T) {
+func TestTextKey(t *testing.T) {
 	photo := callback.Attachment{Type: "photo", OwnerID: -5, ID: 42}
 	sticker := callback.Attachment{Type: "sticker", StickerID: 9}
 	tests := []struct {
@@ -30,9 +30,9 @@ func TestIdentity(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := bot.Identity(tc.a, tc.normalize), bot.Identity(tc.b, tc.normalize)
+			a, b := bot.TextKey(tc.a, tc.normalize), bot.TextKey(tc.b, tc.normalize)
 			if (a == b) != tc.same {
-				t.Errorf("Identity %q vs %q: same=%v, want %v", a, b, a == b, tc.same)
+				t.Errorf("TextKey %q vs %q: same=%v, want %v", a, b, a == b, tc.same)
 			}
 		})
 	}
@@ -44,17 +44,17 @@ func TestRandomID(t *testing.T) {
 	retry.EventID = "a" // a re-delivery: the same event
 	other := chat
 	other.ConversationMessageID = 18
-	if bot.RandomID(chat) != bot.RandomID(retry) {
+	if bot.MessageKey(chat).RandomID() != bot.MessageKey(retry).RandomID() {
 		t.Error("a retried event got another random_id")
 	}
-	if bot.RandomID(chat) == bot.RandomID(other) {
+	if bot.MessageKey(chat).RandomID() == bot.MessageKey(other).RandomID() {
 		t.Error("two messages of one chat share a random_id")
 	}
-	if id := bot.RandomID(chat); id <= 0 {
+	if id := bot.MessageKey(chat).RandomID(); id <= 0 {
 		t.Errorf("random_id %d, want positive", id)
 	}
 	private := callback.Message{GroupID: 1, PeerID: 5, ID: 3}
-	if bot.RandomID(private) == bot.RandomID(callback.Message{GroupID: 1, PeerID: 5, ID: 4}) {
+	if bot.MessageKey(private).RandomID() == bot.MessageKey(callback.Message{GroupID: 1, PeerID: 5, ID: 4}).RandomID() {
 		t.Error("message ids ignored when conversation_message_id is 0")
 	}
 }

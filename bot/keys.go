@@ -1,0 +1,68 @@
+package bot
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/vkcounter/vkcounter/bot/msgkey"
+	"github.com/vkcounter/vkcounter/callback"
+)
+
+// The bot keys a message two ways. Its text key says what counts as "the
+// same message": it is what the bot counts. Its message key (package
+// msgkey) says which one message VK delivered: everything done once per
+// message is keyed by it (the count's dedupe, the stored reply, the
+// reply's random_id).
+
+// MessageKey returns the message key of m, from which its dedupe key,
+// reply key and reply's random_id derive (see package msgkey).
+func MessageKey(m callback.Message) msgkey.Message {
+	return msgkey.Message{GroupID: m.GroupID, PeerID: m.PeerID, ConversationMessageID: m.ConversationMessageID, ID: m.ID, EventID: m.EventID}
+}
+
+// TextKey returns what makes two messages "the same message": the
+// community they were sent to and their text exactly as received; a message
+// with no text is identified by its attachments, in order (a sticker by its
+// sticker id, a link by its URL, anything else as type:owner_id_id). A
+// message with neither is the empty message.
+//
+// With normalize, the text is case-folded and its runs of white space are
+// collapsed to one space and trimmed, so "Hi  there" and "hi there " are
+// the same message.
+func TextKey(m callback.Message, normalize bool) string {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(m.GroupID))
+	text := m.Text
+	if normalize {
+		text = normalizeText(text)
+	}
+	if text != "" || len(m.Attachments) == 0 {
+		b.WriteString(":t:")
+		b.WriteString(text)
+		return b.String()
+	}
+	b.WriteString(":a:")
+	for i, a := range m.Attachments {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(attachmentKey(a))
+	}
+	return b.String()
+}
+
+func attachmentKey(a callback.Attachment) string {
+	switch {
+	case a.Type == "sticker":
+		return "sticker:" + strconv.FormatInt(a.StickerID, 10)
+	case a.URL != "":
+		return a.Type + ":" + a.URL
+	default:
+		return a.Type + ":" + strconv.FormatInt(a.OwnerID, 10) + "_" + strconv.FormatInt(a.ID, 10)
+	}
+}
+
+func normalizeText(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), unicode.IsSpace), " ")
+}

@@ -1,0 +1,82 @@
+// Package msgkey is the message key: what identifies one message VK
+// delivered, as opposed to its text (the bot's text key, what counts as
+// "the same message"). Everything that must happen once per message is
+// keyed by it: the count's dedupe key, the reply the outbox keeps one of,
+// and the documented random_id of the reply. The bot uses it to count and
+// send, and a checker (the load tool) uses it to recognise the reply, so
+// both read the one rule and neither reaches into the other.
+//
+// A message is identified within its community by its conversation and
+// conversation_message_id; in a private dialog without one, by its message
+// id; failing both, by VK's event id. Every re-delivery of the message,
+// and every retry of its reply, therefore has the same keys, and VK
+// delivers at most one reply per random_id.
+package msgkey
+
+import (
+	"hash/fnv"
+	"strconv"
+)
+
+// A Message is what the rule reads of a message: its community (GroupID),
+// its conversation (PeerID), its number there (ConversationMessageID) or in
+// the dialogs (ID), and the event id VK delivered it with.
+type Message struct {
+	GroupID, PeerID, ConversationMessageID, ID int
+	EventID                                    string
+}
+
+// Key returns the message key of m, what identifies it within its
+// community: "peer:c<n>" by its conversation_message_id; in private
+// dialogs without one, "peer:m<n>" by its message id; failing both,
+// "peer:e<id>" by its event id. ok is false when m carries none of them.
+func (m Message) Key() (key string, ok bool) {
+	key = strconv.Itoa(m.PeerID) + ":"
+	switch {
+	case m.ConversationMessageID != 0:
+		return key + "c" + strconv.Itoa(m.ConversationMessageID), true
+	case m.ID != 0:
+		return key + "m" + strconv.Itoa(m.ID), true
+	default:
+		return key + "e" + m.EventID, m.EventID != ""
+	}
+}
+
+// RandomID returns the random_id of the reply to m: FNV-1a (64 bits) of
+// "group:key" (key as Key returns it), its low 31 bits, and 1 instead of 0
+// (0 means "no deduplication" to VK). The result is a positive 31-bit
+// number, as VK expects.
+func (m Message) RandomID() int32 {
+	key, _ := m.Key()
+	h := fnv.New64a()
+	h.Write([]byte(strconv.Itoa(m.GroupID) + ":" + key))
+	id := int32(h.Sum64() & 0x7fffffff)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// DedupeKey returns the key that makes counting m idempotent: "msg/" and
+// its message key, so that one message is counted once, answered once, and
+// a re-delivery (or a late run of a count whose caller gave up) is
+// recognised whatever its event_id. A message numbered neither in its
+// conversation nor in the dialogs is keyed by VK's event id alone. The key
+// is empty only for a message nothing identifies.
+func (m Message) DedupeKey() string {
+	if m.ConversationMessageID == 0 && m.ID == 0 {
+		return m.EventID
+	}
+	key, _ := m.Key()
+	return "msg/" + key
+}
+
+// ReplyKey returns what the outbox keeps one reply per: the message key,
+// or "" when nothing identifies m.
+func (m Message) ReplyKey() string {
+	key, ok := m.Key()
+	if !ok {
+		return ""
+	}
+	return key
+}
