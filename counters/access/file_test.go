@@ -382,7 +382,8 @@ func TestFileLockTimeout(t *testing.T) {
 	dir := t.TempDir()
 	f := newFile(t, dir, 0)
 	hit(t, f, "x") // creates names/x
-	held, err := filestore.Acquire(filepath.Join(dir, "names", "x", "count.lock"))
+	// Another Locker, as another process would: only the flock stands between them.
+	held, err := new(filestore.Locker).Lock(context.Background(), filepath.Join(dir, "names", "x", "count.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

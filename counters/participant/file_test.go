@@ -315,7 +315,8 @@ func TestFileLockTimeout(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bbs.cnt")
 	f := newFile(t, path, nil)
 	visit(t, f, "x", "a", time.Minute, 1, true) // creates bbs.cnt.d
-	held, err := filestore.Acquire(filepath.Join(path+".d", ".x.lock"))
+	// Another Locker, as another process would: only the flock stands between them.
+	held, err := new(filestore.Locker).Lock(context.Background(), filepath.Join(path+".d", ".x.lock"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // statusMessages holds the error body of each status: ASCII, no NUL, exactly
 // what the reference server sends.
@@ -40,16 +37,6 @@ func (s Status) Label() string {
 		return l
 	}
 	return fmt.Sprintf("0x%02x", byte(s))
-}
-
-// Statuses returns every status this codec knows, in ascending order.
-func Statuses() []Status {
-	out := make([]Status, 0, len(statusLabels))
-	for s := range statusLabels {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // Message returns the text an error response with this status carries as

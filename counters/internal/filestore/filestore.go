@@ -1,6 +1,6 @@
 // Package filestore holds the file-system primitives shared by the access
 // and participant file stores: an exclusive lock that holds across OS
-// processes (Acquire), atomic file replacement (WriteFile) and an
+// processes (Locker), atomic file replacement (WriteFile) and an
 // injective mapping from arbitrary counter names to file names (PathName).
 //
 // The lock is advisory: it protects against other users of this package
@@ -33,29 +33,12 @@ const MaxPathName = 200
 const DefaultPerm fs.FileMode = 0o644
 
 // A Lock is an exclusive advisory lock (flock) on a lock file, held until
-// Release.
+// Release; Locker.Lock takes it.
 type Lock struct {
 	f *os.File
-	// unlock, when not nil, lets the next goroutine of this process have
-	// the lock file (see Locker).
+	// unlock lets the next goroutine of this process have the lock file
+	// (see Locker); nil once released.
 	unlock func()
-}
-
-// Acquire opens the lock file at path, creating it if needed, and blocks,
-// without a bound, until it holds an exclusive lock on it. The lock
-// conflicts with every other Acquire or Locker.Lock of the same path, in
-// this process or another. Each waiting caller blocks an OS thread in
-// the kernel: the stores use a Locker, which waits within a context.
-func Acquire(path string) (*Lock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, DefaultPerm)
-	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
-	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return &Lock{f: f}, nil
 }
 
 // Release drops the lock and closes the lock file.
@@ -106,7 +89,7 @@ type pathLock struct {
 // Lock opens the lock file at path, creating it if needed, and returns
 // once it holds an exclusive lock on it, or returns an error wrapping
 // ctx.Err() when ctx ends first. The lock conflicts with every other Lock
-// or Acquire of the same path, in this process or another.
+// of the same path, by this Locker or another, in this process or another.
 func (l *Locker) Lock(ctx context.Context, path string) (*Lock, error) {
 	pl := l.ref(path)
 	unlock := func() {

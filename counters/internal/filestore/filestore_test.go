@@ -105,10 +105,11 @@ func TestWriteFile(t *testing.T) {
 	}
 }
 
-// TestAcquireExcludes increments a number in a file from many goroutines,
-// each opening the lock on its own file descriptor and guarded only by
-// the flock: a lock that failed to exclude would lose increments.
-func TestAcquireExcludes(t *testing.T) {
+// TestFlockExcludes increments a number in a file from many goroutines,
+// each with a Locker of its own (so opening the lock on its own file
+// descriptor, with no semaphore shared) and guarded only by the flock: a
+// lock that failed to exclude would lose increments.
+func TestFlockExcludes(t *testing.T) {
 	dir := t.TempDir()
 	lockPath := filepath.Join(dir, "lock")
 	dataPath := filepath.Join(dir, "n")
@@ -135,13 +136,15 @@ func TestAcquireExcludes(t *testing.T) {
 	if got := string(b); got != strconv.Itoa(workers*each) {
 		t.Fatalf("n = %s, want %d", got, workers*each)
 	}
-	if _, err := filestore.Acquire(filepath.Join(dir, "missing", "lock")); err == nil {
-		t.Fatal("Acquire in a missing directory succeeded")
+	var l filestore.Locker
+	if _, err := l.Lock(context.Background(), filepath.Join(dir, "missing", "lock")); err == nil {
+		t.Fatal("Lock in a missing directory succeeded")
 	}
 }
 
 func increment(lockPath, dataPath string) error {
-	l, err := filestore.Acquire(lockPath)
+	var own filestore.Locker
+	l, err := own.Lock(context.Background(), lockPath)
 	if err != nil {
 		return err
 	}
@@ -215,7 +218,8 @@ const holdEnv = "VKCOUNTER_TEST_FILESTORE_HOLD"
 // gets it.
 func TestLockerContext(t *testing.T) {
 	if path := os.Getenv(holdEnv); path != "" {
-		l, err := filestore.Acquire(path)
+		var own filestore.Locker
+		l, err := own.Lock(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}

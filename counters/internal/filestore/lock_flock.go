@@ -8,15 +8,6 @@ import (
 	"syscall"
 )
 
-func lockFile(f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
-}
-
 // tryLockFile takes the lock without blocking: false when another open
 // file holds it.
 func tryLockFile(f *os.File) (bool, error) {

@@ -9,11 +9,9 @@ import (
 	"runtime"
 )
 
-// lockFile fails on systems without flock: without a lock that holds
+// tryLockFile fails on systems without flock: without a lock that holds
 // across processes the file stores could lose updates, so they refuse to
 // run rather than run unsafely.
-func lockFile(*os.File) error {
-	return fmt.Errorf("flock is not available on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+func tryLockFile(*os.File) (bool, error) {
+	return false, fmt.Errorf("flock is not available on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
-
-func tryLockFile(f *os.File) (bool, error) { return false, lockFile(f) }
