@@ -436,6 +436,7 @@ func (s *Server) stats(ctx context.Context) ([]wire.Stat, error) {
 	return append(stats,
 		wire.Stat{Name: "rejected_connections", Value: u(s.rejected.Load())},
 		wire.Stat{Name: "stats_interval", Value: i(int64(s.res.Interval() / time.Second))},
+		wire.Stat{Name: "reclaimed_objects", Value: u(ts.Reclaimed)},
 	), err
 }
 

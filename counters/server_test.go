@@ -319,16 +319,16 @@ func TestStats(t *testing.T) {
 	want := "objects total_objects used_memory conflicts gc_count last_gc_elapsed total_gc_elapsed " +
 		"curr_connections total_connections command:noop command:get command:acquire command:release " +
 		"command:stats command:dump command:hit command:total command:add command:list command:visit command:leave command:active " +
-		"command:whit command:wcount command:uadd command:ucount rejected_connections stats_interval"
+		"command:whit command:wcount command:uadd command:ucount rejected_connections stats_interval reclaimed_objects"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("stats names:\ngot  %s\nwant %s", got, want)
 	}
 	m := statsMap(s)
 	for name, v := range map[string]string{
-		"objects": "2", "total_objects": "2", "used_memory": "194", "gc_count": "1",
+		"objects": "2", "total_objects": "2", "used_memory": "288", "gc_count": "1",
 		"curr_connections": "2", "total_connections": "2",
 		"command:noop": "1", "command:get": "1", "command:acquire": "3", "command:release": "1",
-		"command:stats": "2", "command:dump": "1", "rejected_connections": "0", "stats_interval": "60",
+		"command:stats": "2", "command:dump": "1", "rejected_connections": "0", "stats_interval": "60", "reclaimed_objects": "0",
 	} {
 		if m[name] != v {
 			t.Errorf("%s = %q, want %q", name, m[name], v)
@@ -346,14 +346,14 @@ func TestStats(t *testing.T) {
 func checkStatsBytes(t *testing.T, raw net.Conn) {
 	t.Helper()
 	want := [][2]string{
-		{"objects", "2"}, {"total_objects", "2"}, {"used_memory", "194"}, {"conflicts", "0"},
+		{"objects", "2"}, {"total_objects", "2"}, {"used_memory", "288"}, {"conflicts", "0"},
 		{"gc_count", "1"}, {"last_gc_elapsed", "*"}, {"total_gc_elapsed", "*"},
 		{"curr_connections", "2"}, {"total_connections", "2"},
 		{"command:noop", "1"}, {"command:get", "1"}, {"command:acquire", "3"}, {"command:release", "1"},
 		{"command:stats", "0"}, {"command:dump", "1"},
 		{"command:hit", "0"}, {"command:total", "0"}, {"command:add", "0"}, {"command:list", "0"}, {"command:visit", "0"}, {"command:leave", "0"}, {"command:active", "0"},
 		{"command:whit", "0"}, {"command:wcount", "0"}, {"command:uadd", "0"}, {"command:ucount", "0"},
-		{"rejected_connections", "0"}, {"stats_interval", "60"},
+		{"rejected_connections", "0"}, {"stats_interval", "60"}, {"reclaimed_objects", "0"},
 	}
 	if _, err := raw.Write(unhex(t, "90 10 00 00 00000000 00000077")); err != nil {
 		t.Fatal(err)

@@ -24,26 +24,47 @@ func (t *Table) NewHolder() *Holder {
 // consumption stays within maximum. The counter's maximum is not stored:
 // each call checks its own. It fails with ErrInvalid for resources 0,
 // maximum below resources or a bad name, ErrNotAvailable when the
-// consumption would exceed maximum, and ErrNoMemory when the counter cannot
-// be created; a failed Acquire changes nothing.
+// consumption would exceed maximum, and ErrNoMemory when the counter or
+// the holding cannot be created (see Options.MaxMemory); a failed Acquire
+// changes nothing but, when the table is full, which counters at 0 it
+// keeps.
 func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
 	if resources == 0 || maximum < resources || !validName(name) {
 		return ErrInvalid
 	}
 	t := h.t
+	// Memory is reserved with no shard lock held: making room takes the
+	// locks of other shards.
+	var reserved int64
+	if h.held[string(name)] == 0 {
+		if !t.reserve(holdingCost) {
+			return ErrNoMemory
+		}
+		reserved = holdingCost
+	}
 	now := t.now()
 	s := t.lock(name)
 	c := s.m[string(name)]
 	if c == nil {
-		if c = t.create(s, name, now); c == nil {
-			s.mu.Unlock()
+		s.mu.Unlock()
+		need := cost(len(name))
+		if !t.reserve(need) {
+			t.usedMemory.Add(-reserved)
 			return ErrNoMemory
 		}
+		s = t.lock(name)
+		if c = s.m[string(name)]; c == nil {
+			c = t.create(s, name, now)
+		} else {
+			t.usedMemory.Add(-need) // created by another meanwhile
+		}
 	}
+	t.unsetIdle(c)
 	ok := c.acquire(resources, maximum, now, t.boundary(now))
 	key := c.name
 	s.mu.Unlock()
 	if !ok {
+		t.usedMemory.Add(-reserved)
 		return ErrNotAvailable
 	}
 	// No overflow: the holding is at most the counter's consumption.
@@ -74,9 +95,13 @@ func (h *Holder) Release(name []byte, resources uint32) error {
 		return ErrNotAcquired
 	}
 	c.release(resources, now, t.boundary(now))
+	if c.consumption == 0 {
+		t.setIdle(c)
+	}
 	s.mu.Unlock()
 	if held == resources {
 		delete(h.held, c.name)
+		t.usedMemory.Add(-holdingCost)
 	} else {
 		h.held[c.name] = held - resources
 	}

@@ -11,13 +11,15 @@
 // Options.Interval since the Unix epoch). A counter's maximum consumption
 // covers the current interval only, and GC deletes a counter whose
 // consumption is 0 and that was not acquired or released since the current
-// interval began.
+// interval began. When the table is full (Options.MaxMemory), counters at 0
+// are deleted before that to make room, those released longest ago first.
 package resource
 
 import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +39,9 @@ var (
 	// ErrNotAcquired: the holder does not hold that many resources of the
 	// counter.
 	ErrNotAcquired = errors.New("resource: not acquired")
-	// ErrNoMemory: creating the counter would take the table's estimated
-	// memory over Options.MaxMemory.
+	// ErrNoMemory: creating the counter, or the holder's holding of it,
+	// would take the table's estimated memory over Options.MaxMemory, even
+	// with every counter at 0 deleted.
 	ErrNoMemory = errors.New("resource: out of memory")
 )
 
@@ -60,8 +63,22 @@ const (
 	// maxShards bounds the number of locks.
 	maxShards = 1024
 	// counterOverhead estimates the bytes one counter costs besides its
-	// name: the struct, its map entry and the string header.
-	counterOverhead = 96
+	// name: the counter struct (48) and its entry in its shard's map (a
+	// string header and a pointer: 24 bytes a slot, 29 to 57 a counter as
+	// the map fills and grows), with the runtime's own overhead (about
+	// 10 % of the heap for small objects). Measured by
+	// TestTableMemoryEstimate.
+	counterOverhead = 104
+	// holdingCost estimates the bytes one holding costs: its entry in the
+	// holder's map (a string header, sharing the counter's name, and a
+	// count), as above.
+	holdingCost = 48
+	// reclaimTries bounds how often reclaim looks again for a counter to
+	// delete when the one it found changed meanwhile.
+	reclaimTries = 8
+	// maxReclaims bounds the counters one acquire deletes to make room
+	// (a long name may need many short ones' room).
+	maxReclaims = 1 << 16
 )
 
 // Options configure a Table. Zero fields mean the documented defaults.
@@ -74,9 +91,13 @@ type Options struct {
 	// Interval is the statistics interval: whole seconds, at least
 	// MinInterval (default DefaultInterval).
 	Interval time.Duration
-	// MaxMemory caps the table's estimated memory in bytes (names plus a
-	// fixed overhead per counter): an Acquire that would create a counter
-	// past it fails with ErrNoMemory. Default DefaultMaxMemory.
+	// MaxMemory caps the table's estimated memory in bytes: each counter's
+	// name (as allocated), struct and map entry, and each holding's map
+	// entry, which is what they cost in the Go heap once garbage is
+	// collected. An Acquire that would create a counter or a holding past
+	// it first deletes counters at 0, released longest ago first, and fails
+	// with ErrNoMemory when that does not make room. Default
+	// DefaultMaxMemory.
 	MaxMemory int64
 	// Clock tells the time (default time.Now). Only whole seconds matter.
 	Clock func() time.Time
@@ -95,9 +116,19 @@ type Table struct {
 	totalObjects atomic.Uint64
 	usedMemory   atomic.Int64
 	conflicts    atomic.Uint64
+	reclaimed    atomic.Uint64
 	gcCount      atomic.Uint64
 	lastGC       atomic.Int64 // microseconds
 	totalGC      atomic.Int64 // microseconds
+
+	// idleMu guards idle and the links of the counters in it. Lock order:
+	// a shard's mu, then idleMu.
+	idleMu sync.Mutex
+	// idle is the sentinel of a ring of the counters at 0, in the order
+	// they fell to 0: the next to reclaim is idle.next.
+	idle counter
+	// idleMemory is the estimated memory of the counters in idle.
+	idleMemory atomic.Int64
 }
 
 // A shard is one lock and the counters whose names hash to it.
@@ -108,13 +139,17 @@ type shard struct {
 	_ [40]byte // keep neighbouring locks off one cache line
 }
 
-// A counter is one named counter. Its fields are guarded by its shard's mu.
+// A counter is one named counter. Its fields are guarded by its shard's
+// mu, but for prev and next.
 type counter struct {
 	name           string
 	consumption    uint32
 	maxConsumption uint32
 	// lastUpdated is the Unix second of the last acquire or release.
 	lastUpdated int64
+	// prev and next link the counter into Table.idle while its
+	// consumption is 0 (next is nil otherwise). Guarded by Table.idleMu.
+	prev, next *counter
 }
 
 // New returns an empty Table, or an error if opts is invalid.
@@ -155,7 +190,80 @@ func New(opts Options) (*Table, error) {
 	for i := range t.shards {
 		t.shards[i].m = make(map[string]*counter)
 	}
+	t.idle.prev, t.idle.next = &t.idle, &t.idle
 	return t, nil
+}
+
+// setIdle puts c, whose consumption just fell to 0, at the end of the
+// idle ring. The caller holds c's shard lock.
+func (t *Table) setIdle(c *counter) {
+	t.idleMu.Lock()
+	c.prev, c.next = t.idle.prev, &t.idle
+	c.prev.next, t.idle.prev = c, c
+	t.idleMu.Unlock()
+	t.idleMemory.Add(cost(len(c.name)))
+}
+
+// unsetIdle takes c, which is about to be used or deleted, out of the idle
+// ring if it is in it. The caller holds c's shard lock.
+func (t *Table) unsetIdle(c *counter) {
+	if c.consumption != 0 {
+		return // only counters at 0 are in the ring
+	}
+	t.idleMu.Lock()
+	in := c.next != nil
+	if in {
+		c.prev.next, c.next.prev = c.next, c.prev
+		c.prev, c.next = nil, nil
+	}
+	t.idleMu.Unlock()
+	if in {
+		t.idleMemory.Add(-cost(len(c.name)))
+	}
+}
+
+// reclaim deletes the counter at 0 that fell to 0 longest ago, and reports
+// whether there was one. The caller holds no shard lock.
+func (t *Table) reclaim() bool {
+	for range reclaimTries {
+		t.idleMu.Lock()
+		c := t.idle.next
+		if c == &t.idle {
+			t.idleMu.Unlock()
+			return false
+		}
+		name := c.name // set at creation, never changed
+		t.idleMu.Unlock()
+		s := t.lock([]byte(name))
+		// Between the two locks c may have been acquired (it left the
+		// ring) or deleted: then look again.
+		if s.m[name] == c && c.consumption == 0 {
+			t.unsetIdle(c)
+			delete(s.m, name)
+			t.forget(c)
+			s.mu.Unlock()
+			t.reclaimed.Add(1)
+			return true
+		}
+		s.mu.Unlock()
+	}
+	return false
+}
+
+// reserve adds n bytes to the table's estimated memory, deleting counters
+// at 0 to make room, or reports that it cannot; it deletes none when
+// deleting them all would not make room. The caller holds no shard lock.
+func (t *Table) reserve(n int64) bool {
+	for range maxReclaims {
+		if t.usedMemory.Add(n) <= t.maxMem {
+			return true
+		}
+		t.usedMemory.Add(-n)
+		if t.usedMemory.Load()-t.idleMemory.Load()+n > t.maxMem || !t.reclaim() {
+			return false
+		}
+	}
+	return false
 }
 
 // lock locks and returns the shard of name, counting a conflict when
@@ -291,6 +399,7 @@ func (t *Table) GC() int {
 		s.mu.Lock()
 		for name, c := range s.m {
 			if c.consumption == 0 && c.lastUpdated < boundary {
+				t.unsetIdle(c)
 				delete(s.m, name)
 				t.forget(c)
 				deleted++
@@ -305,17 +414,30 @@ func (t *Table) GC() int {
 	return deleted
 }
 
-// cost estimates the memory of a counter named name.
-func cost(nameLen int) int64 { return int64(nameLen) + counterOverhead }
+// cost estimates the memory of a counter whose name is nameLen bytes.
+func cost(nameLen int) int64 { return allocSize(nameLen) + counterOverhead }
 
-// create makes a counter for name in s (whose lock the caller holds), or
-// returns nil when the memory cap forbids it.
-func (t *Table) create(s *shard, name []byte, now int64) *counter {
-	c := cost(len(name))
-	if t.usedMemory.Add(c) > t.maxMem {
-		t.usedMemory.Add(-c)
-		return nil
+// allocSize estimates the bytes the Go heap gives an allocation of n
+// bytes: n rounded up as its size classes do (to within 1/8, a step of an
+// eighth of the power of two below n), and to whole 8 KiB pages past
+// 32 KiB.
+func allocSize(n int) int64 {
+	const page = 8 << 10
+	switch {
+	case n <= 0:
+		return 0
+	case n <= 16:
+		return 16
+	case n > 32<<10:
+		return int64((n + page - 1) / page * page)
 	}
+	step := max(16, 1<<(bits.Len(uint(n-1))-1)/8)
+	return int64((n + step - 1) / step * step)
+}
+
+// create makes a counter for name in s (whose lock the caller holds) and
+// its memory, reserved by the caller.
+func (t *Table) create(s *shard, name []byte, now int64) *counter {
 	ctr := &counter{name: string(name), lastUpdated: now}
 	s.m[ctr.name] = ctr
 	t.objects.Add(1)
@@ -340,6 +462,9 @@ type Stats struct {
 	// Conflicts counts lock acquisitions that had to wait for another
 	// connection.
 	Conflicts uint64
+	// Reclaimed counts the counters at 0 deleted before their time to
+	// make room in a full table.
+	Reclaimed uint64
 	// GCCount is the number of GC runs.
 	GCCount uint64
 	// LastGCElapsed and TotalGCElapsed are the wall time of the last GC
@@ -355,6 +480,7 @@ func (t *Table) Stats() Stats {
 		TotalObjects:   t.totalObjects.Load(),
 		UsedMemory:     t.usedMemory.Load(),
 		Conflicts:      t.conflicts.Load(),
+		Reclaimed:      t.reclaimed.Load(),
 		GCCount:        t.gcCount.Load(),
 		LastGCElapsed:  time.Duration(t.lastGC.Load()) * time.Microsecond,
 		TotalGCElapsed: time.Duration(t.totalGC.Load()) * time.Microsecond,

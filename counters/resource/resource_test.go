@@ -2,6 +2,7 @@ package resource_test
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -270,8 +271,15 @@ func TestGC(t *testing.T) {
 	}
 }
 
+// The estimated memory of a counter with a 10-byte name: the name (16 as
+// allocated) and the counter (104); with one holding (48).
+const (
+	holding    = 48
+	perCounter = 16 + 104 + holding
+)
+
 func TestMaxMemory(t *testing.T) {
-	tab, err := resource.New(resource.Options{MaxMemory: 250})
+	tab, err := resource.New(resource.Options{MaxMemory: 2*perCounter + 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,11 +287,104 @@ func TestMaxMemory(t *testing.T) {
 	wantErr(t, "first counter", h.Acquire([]byte("aaaaaaaaaa"), 1, 1), nil)
 	wantErr(t, "second counter", h.Acquire([]byte("bbbbbbbbbb"), 1, 1), nil)
 	wantErr(t, "third counter over the cap", h.Acquire([]byte("cccccccccc"), 1, 1), resource.ErrNoMemory)
-	wantErr(t, "existing counter still acquirable", h.Acquire([]byte("aaaaaaaaaa"), 1, 2), nil)
+	wantErr(t, "existing holding still grows", h.Acquire([]byte("aaaaaaaaaa"), 1, 2), nil)
+	wantErr(t, "a new holding over the cap", tab.NewHolder().Acquire([]byte("aaaaaaaaaa"), 1, 3), resource.ErrNoMemory)
 	s := tab.Stats()
-	if s.Objects != 2 || s.UsedMemory != 2*(10+96) {
+	if s.Objects != 2 || s.UsedMemory != 2*perCounter || s.Reclaimed != 0 {
 		t.Fatalf("stats %+v", s)
 	}
+	if _, err := tab.Get([]byte("cccccccccc")); !errors.Is(err, resource.ErrNotFound) {
+		t.Fatalf("a refused acquire left its counter: %v", err)
+	}
+	h.ReleaseAll()
+	if s := tab.Stats(); s.UsedMemory != 2*(perCounter-holding) {
+		t.Fatalf("after releasing the holdings: %+v", s)
+	}
+}
+
+// TestFullTableReclaimsReleased: when the table is full, the counters at 0
+// make room, those released longest ago first; held counters never do.
+func TestFullTableReclaimsReleased(t *testing.T) {
+	tab, err := resource.New(resource.Options{MaxMemory: 3 * perCounter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tab.NewHolder()
+	for _, n := range []string{"a-counter1", "b-counter1", "c-counter1"} {
+		wantErr(t, "acquire "+n, h.Acquire([]byte(n), 1, 1), nil)
+	}
+	wantErr(t, "full", tab.NewHolder().Acquire([]byte("d-counter1"), 1, 1), resource.ErrNoMemory)
+	wantErr(t, "release b", h.Release([]byte("b-counter1"), 1), nil)
+	wantErr(t, "release a", h.Release([]byte("a-counter1"), 1), nil)
+	other := tab.NewHolder()
+	wantErr(t, "d takes b's room", other.Acquire([]byte("d-counter1"), 1, 1), nil)
+	if _, err := tab.Get([]byte("b-counter1")); !errors.Is(err, resource.ErrNotFound) {
+		t.Fatalf("b, released first, is still there: %v", err)
+	}
+	if get(t, tab, "a-counter1") != 0 || get(t, tab, "c-counter1") != 1 {
+		t.Fatal("a (released later) or c (held) is gone")
+	}
+	// a is acquired again, so it is no longer at 0: nothing to reclaim.
+	wantErr(t, "a again", h.Acquire([]byte("a-counter1"), 1, 1), nil)
+	wantErr(t, "full of held counters", other.Acquire([]byte("e-counter1"), 1, 1), resource.ErrNoMemory)
+	if s := tab.Stats(); s.Reclaimed != 1 || s.Objects != 3 || s.UsedMemory != 3*perCounter {
+		t.Fatalf("stats %+v", s)
+	}
+	wantErr(t, "release d", other.Release([]byte("d-counter1"), 1), nil)
+	h.ReleaseAll()
+	if s := tab.Stats(); s.UsedMemory != 3*(perCounter-holding) {
+		t.Fatalf("all released: %+v", s)
+	}
+}
+
+// TestReleasedNamesCannotLockOthersOut: a client acquiring and releasing
+// names of 64 KiB, many times what the table holds, is never refused, and
+// neither is another client's new short name, during and after.
+func TestReleasedNamesCannotLockOthersOut(t *testing.T) {
+	const maxMem = 4 << 20 // about 60 such names
+	tab, err := resource.New(resource.Options{MaxMemory: maxMem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := make([]byte, resource.MaxNameLen)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		h := tab.NewHolder()
+		for i := range 600 {
+			copy(name, fmt.Sprintf("%08d", i))
+			if err := h.Acquire(name, 1, 1); err != nil {
+				errs <- fmt.Errorf("long name %d: %w", i, err)
+				return
+			}
+			if err := h.Release(name, 1); err != nil {
+				errs <- fmt.Errorf("release long name %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		h := tab.NewHolder()
+		for i := range 2000 {
+			if err := h.Acquire([]byte(fmt.Sprintf("short%d", i)), 1, 1); err != nil {
+				errs <- fmt.Errorf("short name %d: %w", i, err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	s := tab.Stats()
+	if s.UsedMemory > maxMem || s.Reclaimed < 500 {
+		t.Fatalf("stats %+v: want within %d, most long names reclaimed", s, maxMem)
+	}
+	wantErr(t, "another client's new name at the end", tab.NewHolder().Acquire([]byte("late"), 1, 1), nil)
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
@@ -379,5 +480,33 @@ func TestGetInvalidName(t *testing.T) {
 		if _, err := tab.Get(name); !errors.Is(err, resource.ErrInvalid) {
 			t.Errorf("Get(%d bytes): %v, want ErrInvalid", len(name), err)
 		}
+	}
+}
+
+// TestGCThenReclaim: counters at 0 that GC deletes leave the line of
+// those to reclaim, so the line stays right for the next full table.
+func TestGCThenReclaim(t *testing.T) {
+	clock := newFakeClock(1000 * interval)
+	tab, err := resource.New(resource.Options{MaxMemory: 2 * perCounter, Interval: interval * time.Second, Clock: clock.Clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tab.NewHolder()
+	for _, n := range []string{"a-counter1", "b-counter1"} {
+		wantErr(t, "acquire "+n, h.Acquire([]byte(n), 1, 1), nil)
+		wantErr(t, "release "+n, h.Release([]byte(n), 1), nil)
+	}
+	clock.Add(interval)
+	if n := tab.GC(); n != 2 {
+		t.Fatalf("GC deleted %d, want 2", n)
+	}
+	for _, n := range []string{"c-counter1", "d-counter1"} {
+		wantErr(t, "acquire "+n, h.Acquire([]byte(n), 1, 1), nil)
+	}
+	wantErr(t, "full of held counters", h.Acquire([]byte("e-counter1"), 1, 1), resource.ErrNoMemory)
+	wantErr(t, "release c", h.Release([]byte("c-counter1"), 1), nil)
+	wantErr(t, "e takes c's room", h.Acquire([]byte("e-counter1"), 1, 1), nil)
+	if s := tab.Stats(); s.Objects != 2 || s.Reclaimed != 1 || s.UsedMemory != 2*perCounter {
+		t.Fatalf("stats %+v", s)
 	}
 }
