@@ -296,7 +296,7 @@ func (b *blocker) call(ctx context.Context, op string) error {
 // with Store unavailable.
 func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
 	b := newBlocker()
-	fast := access.NewMemory()
+	fast := access.NewMemory(access.MemoryLimits{})
 	slow := fakeStore{fn: b.call}
 	s := newServer(t, counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
 		s.Access, s.Participants, s.Timeout = fast, slow, 100*time.Millisecond

@@ -108,10 +108,10 @@ type Stores struct {
 // (nil: time.Now).
 func MemoryStores(clock func() time.Time) Stores {
 	return Stores{
-		Access:       access.NewMemory(),
-		Participants: participant.NewMemory(clock),
-		Windows:      window.NewMemory(clock),
-		Uniques:      unique.NewMemory(),
+		Access:       access.NewMemory(access.MemoryLimits{}),
+		Participants: participant.NewMemory(clock, participant.MemoryLimits{}),
+		Windows:      window.NewMemory(clock, window.MemoryLimits{}),
+		Uniques:      unique.NewMemory(unique.MemoryLimits{}),
 	}
 }
 

@@ -181,7 +181,7 @@ func (m *Main) openStores() error {
 		if err != nil {
 			return err
 		}
-		var u unique.Store = unique.NewMemory()
+		var u unique.Store = unique.NewMemory(unique.MemoryLimits{})
 		// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
 		// several keys adds their counts up, and PFADD may answer 1 for a
 		// key already added. The memory store is Redis's algorithm and

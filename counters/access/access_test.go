@@ -22,7 +22,7 @@ type opener func(t *testing.T) access.Store
 // every backend redistest offers.
 func forEachStore(t *testing.T, body func(t *testing.T, open opener)) {
 	t.Run("memory", func(t *testing.T) {
-		body(t, func(t *testing.T) access.Store { return access.NewMemory() })
+		body(t, func(t *testing.T) access.Store { return access.NewMemory(access.MemoryLimits{}) })
 	})
 	t.Run("file", func(t *testing.T) {
 		body(t, func(t *testing.T) access.Store { return newFile(t, t.TempDir(), 0) })

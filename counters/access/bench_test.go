@@ -15,7 +15,7 @@ const benchParallelism = 25
 // benchStores runs fn as one sub-benchmark per store: memory, file, and
 // Redis on miniredis and on the real server (when one is configured).
 func benchStores(b *testing.B, fn func(b *testing.B, s access.Store)) {
-	b.Run("memory", func(b *testing.B) { fn(b, access.NewMemory()) })
+	b.Run("memory", func(b *testing.B) { fn(b, access.NewMemory(access.MemoryLimits{})) })
 	b.Run("file", func(b *testing.B) { fn(b, newFile(b, b.TempDir(), 0)) })
 	for _, k := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run("redis-"+string(k), func(b *testing.B) {

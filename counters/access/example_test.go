@@ -33,7 +33,7 @@ func ExampleFile() {
 }
 
 func ExampleMemory() {
-	store := access.NewMemory()
+	store := access.NewMemory(access.MemoryLimits{})
 	ctx := context.Background()
 	access.Hit(ctx, store, "vk.messages")
 	access.Hit(ctx, store, "vk.messages")

@@ -3,7 +3,6 @@ package access
 import (
 	"context"
 	"fmt"
-	"slices"
 )
 
 // MaxListLimit is the most counters one List call returns.
@@ -65,23 +64,24 @@ func (m *Memory) List(ctx context.Context, prefix, after string, limit int) ([]E
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	i, _ := slices.BinarySearch(m.names, prefix)
-	if after >= prefix {
-		j, found := slices.BinarySearch(m.names, after)
-		if found {
-			j++
-		}
-		i = max(i, j)
-	}
 	end := prefixEnd(prefix)
 	var entries []Entry
-	for ; i < len(m.names) && (end == "" || m.names[i] < end); i++ {
-		if len(entries) == limit {
-			return entries, true, nil
+	more := false
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.names.AscendGreaterOrEqual(max(prefix, after), func(name string) bool {
+		if name == after {
+			return true
 		}
-		entries = append(entries, Entry{Name: m.names[i], Total: m.totals[m.names[i]]})
-	}
-	return entries, false, nil
+		if end != "" && name >= end {
+			return false
+		}
+		if len(entries) == limit {
+			more = true
+			return false
+		}
+		entries = append(entries, Entry{Name: name, Total: m.totals[name]})
+		return true
+	})
+	return entries, more, nil
 }

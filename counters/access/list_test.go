@@ -18,7 +18,7 @@ func forEachLister(t *testing.T, body func(t *testing.T, s interface {
 	access.Store
 	access.Lister
 })) {
-	t.Run("memory", func(t *testing.T) { body(t, access.NewMemory()) })
+	t.Run("memory", func(t *testing.T) { body(t, access.NewMemory(access.MemoryLimits{})) })
 	t.Run("redis", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 			body(t, newRedis(t, tg.Client, cleanPrefix(t, tg)))

@@ -21,7 +21,7 @@ const benchUsers = 10000
 // benchStores runs fn as one sub-benchmark per store: memory, file, and
 // Redis on miniredis and on the real server (when one is configured).
 func benchStores(b *testing.B, fn func(b *testing.B, s participant.Store)) {
-	b.Run("memory", func(b *testing.B) { fn(b, participant.NewMemory(nil)) })
+	b.Run("memory", func(b *testing.B) { fn(b, participant.NewMemory(nil, participant.MemoryLimits{})) })
 	b.Run("file", func(b *testing.B) { fn(b, newFile(b, filepath.Join(b.TempDir(), "bbs.cnt"), nil)) })
 	for _, k := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run("redis-"+string(k), func(b *testing.B) {

@@ -36,7 +36,7 @@ func ExampleFile() {
 }
 
 func ExampleMemory() {
-	store := participant.NewMemory(nil)
+	store := participant.NewMemory(nil, participant.MemoryLimits{})
 	ctx := context.Background()
 	fmt.Println(participant.Visit(ctx, store, "vk.users", "42", 0))
 	fmt.Println(participant.Visit(ctx, store, "vk.users", "42", 0))
@@ -50,7 +50,7 @@ func ExampleMemory() {
 }
 
 func ExampleMemory_VisitMany() {
-	store := participant.NewMemory(nil)
+	store := participant.NewMemory(nil, participant.MemoryLimits{})
 	ctx := context.Background()
 	fmt.Println(store.VisitMany(ctx, "vk.users", []string{"42", "7"}, 0))
 	// 42 was active already and 9 repeats: one key added.

@@ -3,26 +3,52 @@ package participant
 import (
 	"container/list"
 	"context"
+	"strings"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/vkcounter/vkcounter/counters/internal/expiry"
+	"github.com/vkcounter/vkcounter/counters/internal/memcap"
 )
+
+// MemoryLimits cap a memory store: the names it holds and their estimated
+// bytes, keys included. Zero fields mean the defaults
+// (memcap.DefaultMaxNames, memcap.DefaultMaxBytes).
+type MemoryLimits = memcap.Limits
 
 // Memory is a Store that keeps its sets in this process. The zero value
 // is not usable; call NewMemory. It is safe for concurrent use.
+//
+// As in Redis, a name's set is dropped once timeout + 1 seconds have
+// passed since its last Visit (with that Visit's timeout), a few names at
+// a time as calls arrive, earliest first.
+//
+// The store stays within its MemoryLimits: past them a Visit that would
+// create a name is refused with ErrNoMemory, and so is one that would add
+// keys to a name once the bytes cap is reached; visits of keys a name
+// holds, Leave and Active keep working.
 type Memory struct {
 	clock func() time.Time
 
-	mu   sync.Mutex // guards sets
+	mu   sync.Mutex // guards sets, expiring, budget and the sets themselves
 	sets map[string]*set
+	// expiring holds every set by the second it is dropped at.
+	expiring expiry.Queue[*set]
+	budget   *memcap.Budget
 }
 
+// dropPerCall is the most expired sets one call drops: a bounded cost per
+// call that still drops them faster than calls can create them.
+const dropPerCall = 16
+
 // NewMemory returns an empty in-memory store reading the time from clock
-// (time.Now when nil).
-func NewMemory(clock func() time.Time) *Memory {
+// (time.Now when nil), within lim.
+func NewMemory(clock func() time.Time, lim MemoryLimits) *Memory {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Memory{clock: clock, sets: make(map[string]*set)}
+	return &Memory{clock: clock, sets: make(map[string]*set), budget: memcap.NewBudget(lim, ErrNoMemory)}
 }
 
 // VisitMany records every key of keys as seen now under name, under one
@@ -38,11 +64,20 @@ func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, time
 	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.dropExpired(now)
 	s := m.sets[name]
 	if s == nil {
-		s = &set{byKey: make(map[string]*list.Element), order: list.New()}
-		m.sets[name] = s
+		s = newSet(name)
+		if err := m.budget.Admit(s.bytes() + s.growth(keys)); err != nil {
+			return 0, 0, err
+		}
+		s.name = strings.Clone(name) // not the request it was cut from
+		m.sets[s.name] = s
+		m.budget.Add(1, s.bytes())
+	} else if err := m.budget.Fits(s.growth(keys)); err != nil {
+		return 0, 0, err
 	}
+	before := s.bytes()
 	added := 0
 	for _, key := range keys {
 		// A repeat of a key in keys finds it seen now: not new again.
@@ -50,6 +85,8 @@ func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, time
 			added++
 		}
 	}
+	m.budget.Add(0, s.bytes()-before)
+	m.expiring.Set(s, s.order.Back().Value.(*entry).seen+secs+1)
 	return s.order.Len(), added, nil
 }
 
@@ -61,19 +98,24 @@ func (m *Memory) Leave(ctx context.Context, name, key string) (int, bool, error)
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
+	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.dropExpired(now)
 	s := m.sets[name]
 	if s == nil {
 		return 0, false, nil
 	}
 	el, ok := s.byKey[key]
 	if ok {
+		before := s.bytes()
 		s.remove(el)
+		m.budget.Add(0, s.bytes()-before)
 	}
 	n := s.order.Len()
 	if n == 0 {
-		delete(m.sets, name)
+		m.expiring.Remove(s)
+		m.drop(s)
 	}
 	return n, ok, nil
 }
@@ -90,6 +132,7 @@ func (m *Memory) Active(ctx context.Context, name string, timeout time.Duration)
 	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.dropExpired(now)
 	s := m.sets[name]
 	if s == nil {
 		return 0, nil
@@ -101,16 +144,81 @@ func (m *Memory) Active(ctx context.Context, name string, timeout time.Duration)
 	return n, nil
 }
 
+// Usage returns the number of names held and their estimated bytes.
+func (m *Memory) Usage() (names int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.budget.Names(), m.budget.Bytes()
+}
+
+// dropExpired drops up to dropPerCall sets whose time has passed at now.
+// m.mu is held.
+func (m *Memory) dropExpired(now int64) {
+	for range dropPerCall {
+		s, ok := m.expiring.PopDue(now)
+		if !ok {
+			return
+		}
+		m.drop(s)
+	}
+}
+
+// drop forgets s, taken out of m.expiring. m.mu is held.
+func (m *Memory) drop(s *set) {
+	delete(m.sets, s.name)
+	m.budget.Add(-1, -s.bytes())
+}
+
 // A set is one name's keys, ordered by last-seen time so that expired
 // keys are found at the front. It is not safe for concurrent use.
 type set struct {
-	byKey map[string]*list.Element // of *entry
-	order *list.List               // of *entry, by seen ascending
+	expiry.Entry
+	name     string
+	byKey    map[string]*list.Element // of *entry
+	order    *list.List               // of *entry, by seen ascending
+	keyBytes int64                    // the keys' copies, estimated
 }
 
 type entry struct {
 	key  string
 	seen int64 // Unix seconds
+}
+
+// Estimated memory of a set: setBytes for the struct, its list, and its
+// slots in the sets map (a string and a pointer) and the expiry queue;
+// keyBytes per key for its list element, its entry and its slot in byKey,
+// beside its copy (keyBytes) and the map's own size (memcap.Map).
+var (
+	setBytes = memcap.Alloc(int64(unsafe.Sizeof(set{}))) + memcap.Alloc(int64(unsafe.Sizeof(list.List{}))) +
+		memcap.MapEntry(16+8) + expiry.SlotBytes
+	keyBytes = memcap.Alloc(int64(unsafe.Sizeof(list.Element{}))) + memcap.Alloc(int64(unsafe.Sizeof(entry{})))
+)
+
+func newSet(name string) *set {
+	return &set{name: name, byKey: make(map[string]*list.Element), order: list.New()}
+}
+
+// bytes is the estimated memory of s.
+func (s *set) bytes() int64 {
+	return setBytes + memcap.String(len(s.name)) + s.size(s.order.Len(), s.keyBytes)
+}
+
+// size is the estimated memory of n keys whose copies take kb bytes.
+func (s *set) size(n int, kb int64) int64 {
+	return memcap.Map(n, 16+8) + int64(n)*keyBytes + kb
+}
+
+// growth is the most s.bytes can rise by visiting keys: as if every key
+// not held (repeats included) were added.
+func (s *set) growth(keys []string) int64 {
+	n, kb := s.order.Len(), s.keyBytes
+	for _, k := range keys {
+		if _, ok := s.byKey[k]; !ok {
+			n++
+			kb += memcap.String(len(k))
+		}
+	}
+	return s.size(n, kb) - s.size(s.order.Len(), s.keyBytes)
 }
 
 // visit records key as seen at now, drops the expired keys and reports
@@ -119,7 +227,10 @@ func (s *set) visit(key string, now, timeout int64) (isNew bool) {
 	isNew = true
 	if el, ok := s.byKey[key]; ok {
 		isNew = !active(el.Value.(*entry).seen, timeout, now)
+		key = el.Value.(*entry).key // keep the copy held
 		s.remove(el)
+	} else {
+		key = strings.Clone(key)
 	}
 	for el := s.order.Front(); el != nil && !active(el.Value.(*entry).seen, timeout, now); el = s.order.Front() {
 		s.remove(el)
@@ -136,10 +247,13 @@ func (s *set) visit(key string, now, timeout int64) (isNew bool) {
 	} else {
 		s.byKey[key] = s.order.InsertAfter(e, at)
 	}
+	s.keyBytes += memcap.String(len(key))
 	return isNew
 }
 
 func (s *set) remove(el *list.Element) {
-	delete(s.byKey, el.Value.(*entry).key)
+	key := el.Value.(*entry).key
+	delete(s.byKey, key)
 	s.order.Remove(el)
+	s.keyBytes -= memcap.String(len(key))
 }

@@ -38,7 +38,7 @@ type opener func(t *testing.T, now func() time.Time) participant.Store
 // every backend redistest offers.
 func forEachStore(t *testing.T, body func(t *testing.T, open opener)) {
 	t.Run("memory", func(t *testing.T) {
-		body(t, func(t *testing.T, now func() time.Time) participant.Store { return participant.NewMemory(now) })
+		body(t, func(t *testing.T, now func() time.Time) participant.Store { return participant.NewMemory(now, participant.MemoryLimits{}) })
 	})
 	t.Run("file", func(t *testing.T) {
 		body(t, func(t *testing.T, now func() time.Time) participant.Store {
@@ -421,7 +421,7 @@ func TestExpiry(t *testing.T) {
 // index, while Visit's error for one key reads as it always has.
 func TestVisitManyKeyError(t *testing.T) {
 	ctx := context.Background()
-	s := participant.NewMemory(nil)
+	s := participant.NewMemory(nil, participant.MemoryLimits{})
 	_, _, err := participant.Visit(ctx, s, users, "", fiveMins)
 	if want := "participant: invalid key: length 0, want 1 to 255 bytes"; err == nil || err.Error() != want {
 		t.Errorf("Visit error = %v, want %q", err, want)

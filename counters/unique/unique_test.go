@@ -14,7 +14,7 @@ import (
 // forEachStore runs body once per store: memory, and Redis on every
 // backend redistest offers.
 func forEachStore(t *testing.T, body func(t *testing.T, s unique.Store)) {
-	t.Run("memory", func(t *testing.T) { body(t, unique.NewMemory()) })
+	t.Run("memory", func(t *testing.T) { body(t, unique.NewMemory(unique.MemoryLimits{})) })
 	t.Run("redis", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 			s, err := unique.NewRedis(tg.Client, redistest.Prefix(t))
@@ -164,7 +164,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 				tg.Client.Del(context.Background(), k)
 			}
 		})
-		m := unique.NewMemory()
+		m := unique.NewMemory(unique.MemoryLimits{})
 		for i := 0; i < 60000; i += 500 {
 			name := "n" + strconv.Itoa(i%3)
 			ks := keys("k", i*3/2, 500)

@@ -16,7 +16,7 @@ const benchParallelism = 25
 // benchStores runs fn as one sub-benchmark per store: memory, and Redis on
 // miniredis and on the real server (when one is configured).
 func benchStores(b *testing.B, fn func(b *testing.B, s window.Store)) {
-	b.Run("memory", func(b *testing.B) { fn(b, window.NewMemory(nil)) })
+	b.Run("memory", func(b *testing.B) { fn(b, window.NewMemory(nil, window.MemoryLimits{})) })
 	for _, k := range []redistest.Kind{redistest.Mini, redistest.Real} {
 		b.Run("redis-"+string(k), func(b *testing.B) {
 			tg := redistest.Open(b, k)

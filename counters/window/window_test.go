@@ -33,7 +33,7 @@ const t0 = 1764115200
 // backend redistest offers, each reading the time from now.
 func forEachStore(t *testing.T, body func(t *testing.T, open func(now func() time.Time) window.Store)) {
 	t.Run("memory", func(t *testing.T) {
-		body(t, func(now func() time.Time) window.Store { return window.NewMemory(now) })
+		body(t, func(now func() time.Time) window.Store { return window.NewMemory(now, window.MemoryLimits{}) })
 	})
 	t.Run("redis", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
@@ -159,7 +159,7 @@ func TestInvalid(t *testing.T) {
 // at most its window's seconds, and quiet counters are swept.
 func TestMemoryBounded(t *testing.T) {
 	c := newClock(t0)
-	m := window.NewMemory(c.Now)
+	m := window.NewMemory(c.Now, window.MemoryLimits{})
 	const w = 100 * time.Second
 	for sec := int64(0); sec < 1000; sec++ {
 		c.Set(t0 + sec)

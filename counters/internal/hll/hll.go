@@ -100,6 +100,21 @@ func (s *Sketch) Size() int {
 	return 4 * cap(s.sparse)
 }
 
+// GrowthBound returns the most Size can rise by adding n elements: to the
+// dense size if they may turn the sketch dense, else to a sparse array
+// twice as long as the entries it may then hold.
+func (s *Sketch) GrowthBound(n int) int {
+	switch {
+	case s.dense != nil:
+		return 0
+	case len(s.sparse)+n > maxSparse:
+		return Registers - s.Size()
+	case len(s.sparse)+n <= cap(s.sparse):
+		return 0
+	}
+	return 8*(len(s.sparse)+n) - s.Size()
+}
+
 // MergeInto raises each register of regs to at least s's.
 func (s *Sketch) MergeInto(regs *[Registers]uint8) {
 	if s.dense != nil {
