@@ -1,0 +1,5 @@
+//go:build race
+
+package memcaptest
+
+const race = true

@@ -1,0 +1,116 @@
+package participant_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/internal/memcap/memcaptest"
+	"github.com/vkcounter/vkcounter/counters/participant"
+)
+
+// TestMemoryCap floods a memory store with new names, and one name with
+// new keys: past its cap they are refused with ErrNoMemory, the names and
+// keys it holds keep working, and the heap it takes is what it estimates.
+func TestMemoryCap(t *testing.T) {
+	const sec = 1762615624
+	room := func(i int) string { return fmt.Sprintf("room:%d", i) }
+	user := func(i int) string { return fmt.Sprintf("user:%d", i) }
+	tests := []struct {
+		name      string
+		lim       participant.MemoryLimits
+		nameOf    func(i int) string // the name of visit i
+		keyOf     func(i int) string // its key
+		wantCalls int                // 0: the bytes cap stops the flood
+		large     bool
+	}{
+		{"max names", participant.MemoryLimits{MaxNames: 1000}, room, user, 1000, false},
+		{"max bytes, new names", participant.MemoryLimits{MaxBytes: 8 << 20}, room, user, 0, false},
+		{"max bytes, new keys", participant.MemoryLimits{MaxBytes: 8 << 20}, func(int) string { return "room" }, user, 0, false},
+		{"1M names", participant.MemoryLimits{MaxNames: 1_000_000}, room, user, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.large {
+				memcaptest.SkipLarge(t)
+			}
+			ctx := context.Background()
+			c := newClock(sec)
+			m := participant.NewMemory(c.Now, tc.lim)
+			n := memcaptest.Flood(t, m, tc.lim, participant.ErrNoMemory, 2_000_000, func(i int) error {
+				_, _, err := participant.Visit(ctx, m, tc.nameOf(i), tc.keyOf(i), 0)
+				return err
+			})
+			if tc.wantCalls != 0 && n != tc.wantCalls {
+				t.Errorf("%d visits succeeded; want %d", n, tc.wantCalls)
+			}
+			// A refused visit changed nothing; the keys held keep visiting.
+			want := 0 // a name refused
+			if tc.nameOf(n) == tc.nameOf(0) {
+				want = n // a key refused in the one name
+			}
+			if got, err := m.Active(ctx, tc.nameOf(n), 0); err != nil || got != want {
+				t.Errorf("Active of the refused visit's name = %d, %v; want %d", got, err, want)
+			}
+			for _, i := range []int{0, n / 2, n - 1} {
+				if _, isNew, err := participant.Visit(ctx, m, tc.nameOf(i), tc.keyOf(i), 0); err != nil || isNew {
+					t.Errorf("Visit of the held %q, %q = new %v, %v; want not new", tc.nameOf(i), tc.keyOf(i), isNew, err)
+				}
+			}
+			if _, removed, err := m.Leave(ctx, tc.nameOf(0), tc.keyOf(0)); err != nil || !removed {
+				t.Errorf("Leave of a held key = %v, %v; want removed", removed, err)
+			}
+			if tc.large {
+				return
+			}
+			// Once their timeout has passed, the names are dropped, a few
+			// per call, and new ones fit again.
+			c.Set(sec + int64(participant.DefaultTimeout/time.Second) + 1)
+			for i := range n / 2 {
+				if _, _, err := participant.Visit(ctx, m, "later:"+tc.nameOf(i), tc.keyOf(i), 0); err != nil {
+					t.Fatalf("visit %d after the others expired: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryDropsExpiredNames: a name is dropped, as its key in Redis
+// expires, once its last visit's timeout has passed (no key of it is
+// active any more), and its bytes with it.
+func TestMemoryDropsExpiredNames(t *testing.T) {
+	ctx := context.Background()
+	c := newClock(1000)
+	m := participant.NewMemory(c.Now, participant.MemoryLimits{})
+	for i := range 100 {
+		if _, _, err := participant.Visit(ctx, m, fmt.Sprint("quiet", i), "k", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Set(1000 + 10)
+	if _, _, err := participant.Visit(ctx, m, "live", "k", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := m.Usage(); names != 101 {
+		t.Fatalf("%d names held at the timeout's second; want all 101", names)
+	}
+	c.Set(1000 + 11)
+	for range 10 {
+		if _, err := m.Active(ctx, "live", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, bytes := m.Usage(); names != 1 {
+		t.Fatalf("%d names (%d bytes) held after the others expired; want the live one", names, bytes)
+	}
+	if got, err := m.Active(ctx, "quiet0", time.Hour); err != nil || got != 0 {
+		t.Fatalf("Active of a dropped name = %d, %v; want 0", got, err)
+	}
+	if _, _, err := m.Leave(ctx, "live", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if names, bytes := m.Usage(); names != 0 || bytes != 0 {
+		t.Fatalf("after the last Leave the store holds %d names of %d bytes; want none", names, bytes)
+	}
+}
