@@ -23,7 +23,7 @@ func TestMemoryCap(t *testing.T) {
 		wantNames int // 0: the bytes cap stops the flood
 		large     bool
 	}{
-		{"max names", access.MemoryLimits{MaxNames: 1000}, shortName, 1000, false},
+		{"max names", access.MemoryLimits{MaxNames: 10_000}, shortName, 10_000, false},
 		{"max bytes, short names", access.MemoryLimits{MaxBytes: 8 << 20}, shortName, 0, false},
 		{"max bytes, long names", access.MemoryLimits{MaxBytes: 8 << 20}, func(i int) string { return fmt.Sprintf("%s%08d", long, i) }, 0, false},
 		{"1M names", access.MemoryLimits{MaxNames: 1_000_000}, shortName, 1_000_000, true},

@@ -25,7 +25,7 @@ func TestMemoryCap(t *testing.T) {
 		wantCalls int                // 0: the bytes cap stops the flood
 		large     bool
 	}{
-		{"max names", participant.MemoryLimits{MaxNames: 1000}, room, user, 1000, false},
+		{"max names", participant.MemoryLimits{MaxNames: 10_000}, room, user, 10_000, false},
 		{"max bytes, new names", participant.MemoryLimits{MaxBytes: 8 << 20}, room, user, 0, false},
 		{"max bytes, new keys", participant.MemoryLimits{MaxBytes: 8 << 20}, func(int) string { return "room" }, user, 0, false},
 		{"1M names", participant.MemoryLimits{MaxNames: 1_000_000}, room, user, 0, true},
