@@ -35,6 +35,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/unique"
@@ -104,14 +105,18 @@ type Stores struct {
 }
 
 // MemoryStores returns Stores keeping every counter in this process's
-// memory; the participant and window counters read the time from clock
-// (nil: time.Now).
-func MemoryStores(clock func() time.Time) Stores {
+// memory, each kind within the default memcap.Limits; the participant and
+// window counters read the time from clock (nil: time.Now).
+func MemoryStores(clock func() time.Time) Stores { return MemoryStoresWithin(clock, memcap.Limits{}) }
+
+// MemoryStoresWithin is MemoryStores with each kind within lim (zero
+// fields: the defaults).
+func MemoryStoresWithin(clock func() time.Time, lim memcap.Limits) Stores {
 	return Stores{
-		Access:       access.NewMemory(access.MemoryLimits{}),
-		Participants: participant.NewMemory(clock, participant.MemoryLimits{}),
-		Windows:      window.NewMemory(clock, window.MemoryLimits{}),
-		Uniques:      unique.NewMemory(unique.MemoryLimits{}),
+		Access:       access.NewMemory(lim),
+		Participants: participant.NewMemory(clock, lim),
+		Windows:      window.NewMemory(clock, lim),
+		Uniques:      unique.NewMemory(lim),
 	}
 }
 

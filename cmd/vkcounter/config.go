@@ -17,6 +17,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -68,7 +69,14 @@ type Config struct {
 	CountersFileLevels int
 	CountersTimeout    time.Duration
 	CountersHTTPToken  string
+
+	CountersMemoryMaxNames int
+	CountersMemoryMaxBytes int64
 }
+
+// memoryLimits are the defaults of COUNTERS_MEMORY_MAX_NAMES and
+// COUNTERS_MEMORY_MAX_BYTES.
+var memoryLimits = memcap.Limits{MaxNames: memcap.DefaultMaxNames, MaxBytes: memcap.DefaultMaxBytes}
 
 // The COUNTERS_STORE values: where access, participant, window and unique
 // counters live.
@@ -153,6 +161,8 @@ func settings(c *Config) []setting {
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
 		{"COUNTERS_TIMEOUT", "2s", "time limit of one access, participant, window or unique store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
+		{"COUNTERS_MEMORY_MAX_NAMES", strconv.Itoa(memoryLimits.MaxNames), "most names each kind of counter kept in this process holds (access, participant, window, unique, each apart); a new name past it is refused (port 0x82, HTTP 507)", num(&c.CountersMemoryMaxNames)},
+		{"COUNTERS_MEMORY_MAX_BYTES", strconv.FormatInt(memoryLimits.MaxBytes, 10), "estimated bytes each kind of counter kept in this process may take (each apart): new names are refused past 7/8 of it, new participant keys, window seconds and unique registers past all of it", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.CountersMemoryMaxBytes, n, 0, h) }},
 	}
 }
 
@@ -421,6 +431,12 @@ func (c *Config) validateCounters() []error {
 	}
 	if c.CountersTimeout <= 0 {
 		errs = append(errs, errors.New("COUNTERS_TIMEOUT: must be positive"))
+	}
+	if c.CountersMemoryMaxNames < 1 {
+		errs = append(errs, fmt.Errorf("COUNTERS_MEMORY_MAX_NAMES %d: must be positive", c.CountersMemoryMaxNames))
+	}
+	if c.CountersMemoryMaxBytes < 1 {
+		errs = append(errs, fmt.Errorf("COUNTERS_MEMORY_MAX_BYTES %d: must be positive", c.CountersMemoryMaxBytes))
 	}
 	return errs
 }

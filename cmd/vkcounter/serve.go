@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/unique"
@@ -181,7 +182,7 @@ func (m *Main) openStores() error {
 		if err != nil {
 			return err
 		}
-		var u unique.Store = unique.NewMemory(unique.MemoryLimits{})
+		var u unique.Store = unique.NewMemory(m.memoryLimits())
 		// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
 		// several keys adds their counts up, and PFADD may answer 1 for a
 		// key already added. The memory store is Redis's algorithm and
@@ -201,7 +202,7 @@ func (m *Main) openStores() error {
 		}
 		m.stores = counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}
 	case StoreMemory:
-		m.stores = counters.MemoryStores(nil)
+		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
 	case StoreFile:
 		a, err := access.NewFile(filepath.Join(m.cfg.CountersDir, "count"), m.cfg.CountersFileLevels)
 		if err != nil {
@@ -213,13 +214,19 @@ func (m *Main) openStores() error {
 		}
 		// The file store has no window or unique counters: they stay in
 		// this process's memory (see docs/COUNTERS.md).
-		m.stores = counters.MemoryStores(nil)
+		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
 		m.stores.Access, m.stores.Participants = a, p
 	default:
 		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
 	}
 	m.stores.Timeout = m.cfg.CountersTimeout
 	return nil
+}
+
+// memoryLimits are the caps of COUNTERS_MEMORY_MAX_NAMES and
+// COUNTERS_MEMORY_MAX_BYTES, for each kind's memory store.
+func (m *Main) memoryLimits() memcap.Limits {
+	return memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}
 }
 
 // activity feeds the bot's activity counters into the counter stores.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/btree"
 
-	"github.com/vkcounter/vkcounter/counters/internal/memcap"
 	"github.com/vkcounter/vkcounter/counters/internal/names"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 )
 
 // MemoryLimits cap a memory store: the names it holds and its estimated

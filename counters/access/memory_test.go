@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters/access"
-	"github.com/vkcounter/vkcounter/counters/internal/memcap/memcaptest"
+	"github.com/vkcounter/vkcounter/counters/memcap/memcaptest"
 )
 
 // TestMemoryCap floods a memory store with new names: past its cap they

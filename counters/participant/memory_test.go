@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/internal/memcap/memcaptest"
+	"github.com/vkcounter/vkcounter/counters/memcap/memcaptest"
 	"github.com/vkcounter/vkcounter/counters/participant"
 )
 

@@ -38,7 +38,9 @@ type opener func(t *testing.T, now func() time.Time) participant.Store
 // every backend redistest offers.
 func forEachStore(t *testing.T, body func(t *testing.T, open opener)) {
 	t.Run("memory", func(t *testing.T) {
-		body(t, func(t *testing.T, now func() time.Time) participant.Store { return participant.NewMemory(now, participant.MemoryLimits{}) })
+		body(t, func(t *testing.T, now func() time.Time) participant.Store {
+			return participant.NewMemory(now, participant.MemoryLimits{})
+		})
 	})
 	t.Run("file", func(t *testing.T) {
 		body(t, func(t *testing.T, now func() time.Time) participant.Store {

@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/vkcounter/vkcounter/counters/internal/hll"
-	"github.com/vkcounter/vkcounter/counters/internal/memcap"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 )
 
 // MemoryLimits cap a memory store: the names it holds and their estimated

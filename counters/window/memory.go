@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/vkcounter/vkcounter/counters/internal/expiry"
-	"github.com/vkcounter/vkcounter/counters/internal/memcap"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 )
 
 // MemoryLimits cap a memory store: the counters it holds (each name and

@@ -57,16 +57,25 @@ func TestKinds(t *testing.T) {
 		call     func(name string) error
 	}{
 		{"access", access.MaxNameLen, access.ErrInvalidName, "access: invalid counter name",
-			func(name string) error { _, err := access.NewMemory(access.MemoryLimits{}).Total(ctx, name); return err }},
+			func(name string) error {
+				_, err := access.NewMemory(access.MemoryLimits{}).Total(ctx, name)
+				return err
+			}},
 		{"participant", participant.MaxNameLen, participant.ErrInvalidName, "participant: invalid name",
-			func(name string) error { _, err := participant.NewMemory(time.Now, participant.MemoryLimits{}).Active(ctx, name, 0); return err }},
+			func(name string) error {
+				_, err := participant.NewMemory(time.Now, participant.MemoryLimits{}).Active(ctx, name, 0)
+				return err
+			}},
 		{"window", window.MaxNameLen, window.ErrInvalidName, "window: invalid counter name",
 			func(name string) error {
 				_, err := window.NewMemory(time.Now, window.MemoryLimits{}).Count(ctx, name, time.Second)
 				return err
 			}},
 		{"unique", unique.MaxNameLen, unique.ErrInvalidName, "unique: invalid counter name",
-			func(name string) error { _, err := unique.NewMemory(unique.MemoryLimits{}).Count(ctx, name); return err }},
+			func(name string) error {
+				_, err := unique.NewMemory(unique.MemoryLimits{}).Count(ctx, name)
+				return err
+			}},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) {

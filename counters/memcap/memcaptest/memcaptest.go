@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/vkcounter/vkcounter/counters/internal/memcap"
+	"github.com/vkcounter/vkcounter/counters/memcap"
 )
 
 // A Store is a capped memory store: every kind's Memory.
