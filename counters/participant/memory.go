@@ -20,27 +20,28 @@ type MemoryLimits = memcap.Limits
 // Memory is a Store that keeps its sets in this process. The zero value
 // is not usable; call NewMemory. It is safe for concurrent use.
 //
-// As in Redis, a name's set is dropped once timeout + 1 seconds have
-// passed since its last Visit (with that Visit's timeout), a few names at
-// a time as calls arrive, earliest first.
-//
-// The store stays within its MemoryLimits: past them a Visit that would
-// create a name is refused with ErrNoMemory, and so is one that would add
-// keys to a name once the bytes cap is reached; visits of keys a name
-// holds, Leave and Active keep working.
+// The store stays within its MemoryLimits. When a Visit needs room (a new
+// name, or new keys of a name), it first drops names that no key can be
+// active in any more (the longest timeout their visits gave has passed
+// since the newest one), earliest first, a bounded number per call; if
+// there is still no room it is refused with ErrNoMemory. Visits of keys a
+// name holds, Leave and Active keep working. Names are dropped only for
+// room, so that while there is room Active with a longer timeout than the
+// visits' still counts their keys.
 type Memory struct {
 	clock func() time.Time
 
 	mu   sync.Mutex // guards sets, expiring, budget and the sets themselves
 	sets map[string]*set
-	// expiring holds every set by the second it is dropped at.
+	// expiring holds every set by the second from which no key of it is
+	// active (with the longest timeout of its visits).
 	expiring expiry.Queue[*set]
 	budget   *memcap.Budget
 }
 
-// dropPerCall is the most expired sets one call drops: a bounded cost per
-// call that still drops them faster than calls can create them.
-const dropPerCall = 16
+// dropPerCall is the most expired sets one call drops to make room: a
+// bounded cost per call, and more than a call can take.
+const dropPerCall = 64
 
 // NewMemory returns an empty in-memory store reading the time from clock
 // (time.Now when nil), within lim.
@@ -64,18 +65,28 @@ func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, time
 	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.dropExpired(now)
 	s := m.sets[name]
+	if s != nil && s.At() <= now {
+		// No key of it is active: it is a new name, and not to be
+		// dropped for room under its own visit.
+		m.expiring.Remove(s)
+		m.drop(s)
+		s = nil
+	}
 	if s == nil {
 		s = newSet(name)
-		if err := m.budget.Admit(s.bytes() + s.growth(keys)); err != nil {
+		cost := s.bytes() + s.growth(keys)
+		if err := m.makeRoom(now, func() error { return m.budget.Admit(cost) }); err != nil {
 			return 0, 0, err
 		}
 		s.name = strings.Clone(name) // not the request it was cut from
 		m.sets[s.name] = s
 		m.budget.Add(1, s.bytes())
-	} else if err := m.budget.Fits(s.growth(keys)); err != nil {
-		return 0, 0, err
+	} else {
+		growth := s.growth(keys)
+		if err := m.makeRoom(now, func() error { return m.budget.Fits(growth) }); err != nil {
+			return 0, 0, err
+		}
 	}
 	before := s.bytes()
 	added := 0
@@ -86,7 +97,8 @@ func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, time
 		}
 	}
 	m.budget.Add(0, s.bytes()-before)
-	m.expiring.Set(s, s.order.Back().Value.(*entry).seen+secs+1)
+	s.maxSecs = max(s.maxSecs, secs)
+	m.expiring.Set(s, s.order.Back().Value.(*entry).seen+s.maxSecs+1)
 	return s.order.Len(), added, nil
 }
 
@@ -98,10 +110,8 @@ func (m *Memory) Leave(ctx context.Context, name, key string) (int, bool, error)
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
-	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.dropExpired(now)
 	s := m.sets[name]
 	if s == nil {
 		return 0, false, nil
@@ -132,7 +142,6 @@ func (m *Memory) Active(ctx context.Context, name string, timeout time.Duration)
 	now := m.clock().Unix()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.dropExpired(now)
 	s := m.sets[name]
 	if s == nil {
 		return 0, nil
@@ -151,16 +160,22 @@ func (m *Memory) Usage() (names int, bytes int64) {
 	return m.budget.Names(), m.budget.Bytes()
 }
 
-// dropExpired drops up to dropPerCall sets whose time has passed at now.
-// m.mu is held.
-func (m *Memory) dropExpired(now int64) {
+// makeRoom returns nil once fits does, dropping up to dropPerCall sets
+// that no key is active in at now, earliest first, while it does not; else
+// it returns fits's error. m.mu is held.
+func (m *Memory) makeRoom(now int64, fits func() error) error {
 	for range dropPerCall {
+		err := fits()
+		if err == nil {
+			return nil
+		}
 		s, ok := m.expiring.PopDue(now)
 		if !ok {
-			return
+			return err
 		}
 		m.drop(s)
 	}
+	return fits()
 }
 
 // drop forgets s, taken out of m.expiring. m.mu is held.
@@ -177,6 +192,7 @@ type set struct {
 	byKey    map[string]*list.Element // of *entry
 	order    *list.List               // of *entry, by seen ascending
 	keyBytes int64                    // the keys' copies, estimated
+	maxSecs  int64                    // the longest timeout of its visits
 }
 
 type entry struct {

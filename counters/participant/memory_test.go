@@ -2,6 +2,7 @@ package participant_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -76,39 +77,62 @@ func TestMemoryCap(t *testing.T) {
 	}
 }
 
-// TestMemoryDropsExpiredNames: a name is dropped, as its key in Redis
-// expires, once its last visit's timeout has passed (no key of it is
-// active any more), and its bytes with it.
-func TestMemoryDropsExpiredNames(t *testing.T) {
+// TestMemoryDropsExpiredNamesForRoom: at its cap, the store makes room
+// for a new name by dropping names no key is active in any more (the
+// longest timeout of their visits has passed), and their bytes with them;
+// until then a new name is refused.
+func TestMemoryDropsExpiredNamesForRoom(t *testing.T) {
 	ctx := context.Background()
 	c := newClock(1000)
-	m := participant.NewMemory(c.Now, participant.MemoryLimits{})
+	m := participant.NewMemory(c.Now, participant.MemoryLimits{MaxNames: 100})
+	visit := func(name, key string, timeout time.Duration) error {
+		_, _, err := participant.Visit(ctx, m, name, key, timeout)
+		return err
+	}
 	for i := range 100 {
-		if _, _, err := participant.Visit(ctx, m, fmt.Sprint("quiet", i), "k", 10*time.Second); err != nil {
+		timeout := 10 * time.Second
+		if i == 0 {
+			timeout = 20 * time.Second // the longest timeout of quiet0
+			if err := visit("quiet0", "other", 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := visit(fmt.Sprint("quiet", i), "k", timeout); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.Set(1000 + 10)
-	if _, _, err := participant.Visit(ctx, m, "live", "k", 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if names, _ := m.Usage(); names != 101 {
-		t.Fatalf("%d names held at the timeout's second; want all 101", names)
+	_, full := m.Usage()
+	c.Set(1000 + 10) // the last second their keys are active
+	if err := visit("new", "k", 0); !errors.Is(err, participant.ErrNoMemory) {
+		t.Fatalf("a new name while every name is active: %v; want ErrNoMemory", err)
 	}
 	c.Set(1000 + 11)
-	for range 10 {
-		if _, err := m.Active(ctx, "live", 10*time.Second); err != nil {
+	for i := range 99 {
+		if err := visit(fmt.Sprint("new", i), "k", 0); err != nil {
+			t.Fatalf("new name %d once 99 names expired: %v", i, err)
+		}
+	}
+	if err := visit("new99", "k", 0); !errors.Is(err, participant.ErrNoMemory) {
+		t.Fatalf("a new name while quiet0 is active for its longest timeout: %v; want ErrNoMemory", err)
+	}
+	if got, err := m.Active(ctx, "quiet0", 20*time.Second); err != nil || got != 2 {
+		t.Fatalf("Active of quiet0 = %d, %v; want its 2 keys", got, err)
+	}
+	if got, err := m.Active(ctx, "quiet1", time.Hour); err != nil || got != 0 {
+		t.Fatalf("Active of a dropped name = %d, %v; want 0", got, err)
+	}
+	if names, bytes := m.Usage(); names != 100 || bytes > full {
+		t.Fatalf("the store holds %d names of %d bytes; want 100 of at most the %d bytes it held", names, bytes, full)
+	}
+	for i := range 99 {
+		if _, _, err := m.Leave(ctx, fmt.Sprint("new", i), "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if names, bytes := m.Usage(); names != 1 {
-		t.Fatalf("%d names (%d bytes) held after the others expired; want the live one", names, bytes)
-	}
-	if got, err := m.Active(ctx, "quiet0", time.Hour); err != nil || got != 0 {
-		t.Fatalf("Active of a dropped name = %d, %v; want 0", got, err)
-	}
-	if _, _, err := m.Leave(ctx, "live", "k"); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"k", "other"} {
+		if _, _, err := m.Leave(ctx, "quiet0", k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if names, bytes := m.Usage(); names != 0 || bytes != 0 {
 		t.Fatalf("after the last Leave the store holds %d names of %d bytes; want none", names, bytes)
