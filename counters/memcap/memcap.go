@@ -15,10 +15,7 @@
 // average load, and the fixed parts of each entry.
 package memcap
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Defaults of Limits, for each kind's memory store.
 const (
@@ -29,8 +26,8 @@ const (
 	DefaultMaxBytes = 256 << 20
 )
 
-// Limits cap one memory store. Zero fields mean the defaults; negative
-// ones are errors (see Check).
+// Limits cap one memory store. Zero (or negative) fields mean the
+// defaults.
 type Limits struct {
 	// MaxNames is the most names (counters) the store holds; a new name
 	// past it is refused. Zero means DefaultMaxNames.
@@ -41,18 +38,7 @@ type Limits struct {
 	MaxBytes int64
 }
 
-// ErrLimits is wrapped by the error of Check.
-var ErrLimits = errors.New("memcap: invalid limits")
-
-// Check returns an error wrapping ErrLimits if a field of l is negative.
-func (l Limits) Check() error {
-	if l.MaxNames < 0 || l.MaxBytes < 0 {
-		return fmt.Errorf("%w: max names %d and max bytes %d must not be negative", ErrLimits, l.MaxNames, l.MaxBytes)
-	}
-	return nil
-}
-
-// withDefaults returns l with its zero (or negative) fields defaulted.
+// withDefaults returns l with its zero or negative fields defaulted.
 func (l Limits) withDefaults() Limits {
 	if l.MaxNames <= 0 {
 		l.MaxNames = DefaultMaxNames

@@ -91,3 +91,23 @@ func TestDecodeRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowthBound: adding n elements never grows Size past GrowthBound(n),
+// sparse, turning dense, or dense.
+func TestGrowthBound(t *testing.T) {
+	var s hll.Sketch
+	for i := 0; i < 5000; {
+		n := 1 + i%97
+		bound, size := s.GrowthBound(n), s.Size()
+		for j := range n {
+			s.AddString(strconv.Itoa(i + j))
+		}
+		if grew := s.Size() - size; grew > bound {
+			t.Fatalf("adding %d elements to a sketch of %d bytes grew it by %d; bound %d", n, size, grew, bound)
+		}
+		i += n
+	}
+	if s.Size() != hll.Registers || s.GrowthBound(1000) != 0 {
+		t.Fatalf("after 5000 elements: Size %d, GrowthBound %d; want dense, no growth", s.Size(), s.GrowthBound(1000))
+	}
+}
