@@ -40,9 +40,13 @@ func TestMemoryCapOverPortAndHTTP(t *testing.T) {
 				return httpCall{"POST", "/counters/participants/" + name + "/visit", `{"key":"alice"}`, 0, ""}
 			}},
 		{"window", func(name string) error { _, err := c.WindowHit(cx, name, time.Minute); return err },
-			func(name string) httpCall { return httpCall{"POST", "/counters/windows/" + name, `{"window":60}`, 0, ""} }},
+			func(name string) httpCall {
+				return httpCall{"POST", "/counters/windows/" + name, `{"window":60}`, 0, ""}
+			}},
 		{"unique", func(name string) error { _, err := c.UniqueAdd(cx, name, []string{"alice"}); return err },
-			func(name string) httpCall { return httpCall{"POST", "/counters/uniques/" + name, `{"keys":["alice"]}`, 0, ""} }},
+			func(name string) httpCall {
+				return httpCall{"POST", "/counters/uniques/" + name, `{"keys":["alice"]}`, 0, ""}
+			}},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) {
