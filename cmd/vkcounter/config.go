@@ -17,6 +17,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -78,18 +79,6 @@ type Config struct {
 // memoryLimits are the defaults of COUNTERS_MEMORY_MAX_NAMES and
 // COUNTERS_MEMORY_MAX_BYTES.
 var memoryLimits = memcap.Limits{MaxNames: memcap.DefaultMaxNames, MaxBytes: memcap.DefaultMaxBytes}
-
-// The COUNTERS_STORE values: where access, participant, window and unique
-// counters live.
-const (
-	// StoreRedis keeps them in the bot's Redis (embedded or real), shared
-	// by every instance using it.
-	StoreRedis = "redis"
-	// StoreMemory keeps them in this process only.
-	StoreMemory = "memory"
-	// StoreFile keeps them in the BBS's files under COUNTERS_DIR.
-	StoreFile = "file"
-)
 
 // The VK_MODE values: how events arrive.
 const (
@@ -155,9 +144,9 @@ func settings(c *Config) []setting {
 		{"COUNTER_MAX_CONNECTIONS", "10000", "most counter connections at once (lowered at start if the open-file limit leaves no headroom); 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
-		{"RESOURCE_STORE", StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
+		{"RESOURCE_STORE", counters.StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
 		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
-		{"COUNTERS_STORE", StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
+		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
@@ -353,7 +342,7 @@ func (c *Config) validateCounterPort() error {
 		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))
 	}
 	switch c.ResourceStore {
-	case StoreMemory, StoreRedis:
+	case counters.StoreMemory, counters.StoreRedis:
 	default:
 		errs = append(errs, fmt.Errorf("RESOURCE_STORE %q: must be memory or redis", c.ResourceStore))
 	}
@@ -443,11 +432,11 @@ func isHostPort(v string) bool {
 func (c *Config) validateCounters() error {
 	var errs []error
 	switch c.CountersStore {
-	case StoreRedis, StoreMemory:
+	case counters.StoreRedis, counters.StoreMemory:
 		if c.CountersDir != "" {
 			errs = append(errs, fmt.Errorf("COUNTERS_DIR %q: only used with COUNTERS_STORE=file", c.CountersDir))
 		}
-	case StoreFile:
+	case counters.StoreFile:
 		if c.CountersDir == "" {
 			errs = append(errs, errors.New("COUNTERS_DIR: required with COUNTERS_STORE=file"))
 		}
