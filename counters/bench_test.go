@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envBenchServer) == "1" {
 		os.Exit(runBenchServer())
 	}
-	code := redistest.Main(m)
+	code := m.Run()
 	benchSrv.stop()
 	os.Exit(code)
 }

@@ -2,12 +2,14 @@ package freq
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
-// Keys returns the keys s uses for identity: the list, the total and, when
-// eventID is not empty, the event key.
-func (s *Store) Keys(identity, eventID string) []string { return s.keys(identity, eventID) }
+// Keys returns the keys s uses for identity: the text's key, the slot's
+// two dedupe hashes, the former layout's list and total and, when eventID
+// is not empty, the former layout's dedupe key.
+func (s *Store) Keys(identity, eventID string) []string { return s.keys(identity, eventID, 0).keys }
 
 // Result is the script's whole answer, with the time the occurrence was
 // recorded at.
@@ -23,5 +25,36 @@ func (s *Store) CountResult(ctx context.Context, identity, dedupe string) (Resul
 	return s.count(ctx, identity, dedupe, "")
 }
 
+// CountFormer counts as the former layout did, at at (zero: Redis's
+// clock): its list, total and dedupe key (the one the count remembers its
+// answer in for the dedupe TTL), written by the former script, which
+// Windows still runs. It is how the upgrade tests make the keys a running
+// service of the former version leaves.
+func (s *Store) CountFormer(ctx context.Context, identity, dedupe string, at time.Time, ttl time.Duration) (Result, error) {
+	k := s.keys(identity, dedupe, 0).keys
+	keys := k[3:5]
+	if dedupe != "" {
+		keys = k[3:6]
+	}
+	u := ""
+	if !at.IsZero() {
+		u = strconv.FormatInt(at.Unix(), 10)
+	}
+	v, err := windowScript.Run(ctx, s.rdb, keys, s.windowArg, s.keyTTLArg, strconv.FormatInt(ttl.Milliseconds(), 10), u).Result()
+	if err != nil {
+		return result{}, err
+	}
+	return parseReply(v)
+}
+
 // ParseReply decodes a script reply.
 var ParseReply = parseReply
+
+// SlotTag is slotTag; Slot is slot.
+var (
+	SlotTag = slotTag
+	Slot    = func(tag string) int { return slot([]byte(tag)) }
+)
+
+// Slots is the number of Redis Cluster hash slots.
+const Slots = slots

@@ -12,16 +12,23 @@
 //	// res.Previous is 0 the first time a text is seen in 24 hours.
 //
 // Each call is one Lua script run, atomic in Redis: it answers a retried
-// message from its dedupe key, reads the clock (Redis TIME, one clock for all
-// processes), drops the occurrences that left the window, counts the rest,
-// appends this one and refreshes the keys' expiry. Memory is bounded per
-// identity: the occurrences are kept run-length encoded, one list entry per
-// distinct second, with the running total in a companion key, so a hot text
-// costs at most one entry per second of the window. Keys expire on their own
-// once an identity goes quiet, so no sweeper is needed.
+// message from its dedupe state, reads the clock (Redis TIME, one clock for
+// all processes), drops the occurrences that left the window, counts the
+// rest, appends this one and refreshes the key's expiry. Memory is small per
+// text and bounded: a text seen once is one short key holding an integer,
+// a text seen more often one list of small integers, one per distinct
+// second, so a hot text costs at most about two bytes per second of the
+// window. The messages' dedupe state lives in two hashes per cluster slot
+// that expire by turns. Keys
+// expire on their own once a text goes quiet, so no sweeper is needed; keys
+// of the former layout (a list, a total and a key per message) are read and
+// converted when their text is next counted. text.lua says what each key
+// holds.
 //
 // All keys of one identity share a Redis Cluster hash tag, so the script
 // touches a single slot and works on a single server, a Ring or a Cluster.
+//
+// Windows, named window counters, keep the list-and-total layout.
 package freq
 
 import (
@@ -47,13 +54,14 @@ const (
 	DefaultPrefix = "vkc:"
 	// keyPart follows the base prefix in every key of a Store.
 	keyPart = "f:"
-	// DefaultDedupeTTL is how long a dedupe key is remembered when
-	// Options.DedupeTTL is zero: longer than VK keeps retrying an event.
+	// DefaultDedupeTTL is how long a message's dedupe key is remembered
+	// at least when Options.DedupeTTL is zero: longer than VK keeps
+	// retrying an event.
 	DefaultDedupeTTL = time.Hour
-	// MaxDedupeKey is the longest dedupe key stored as it is, in bytes;
-	// a longer one is stored as its SHA-256 (KeyPart, which the outbox's
-	// once-keys use too), so no key is refused for its length (a refused
-	// event would be re-delivered forever).
+	// MaxDedupeKey is the longest dedupe key the former layout wrote as it
+	// is into a key name, in bytes; a longer one was written as its SHA-256
+	// (KeyPart, which the outbox's once-keys use too), so no key is refused
+	// for its length (a refused event would be re-delivered forever).
 	MaxDedupeKey = 128
 
 	// keyMargin is added to the window for the keys' TTL, so an entry never
@@ -76,10 +84,12 @@ type Options struct {
 	// least one second. Zero means DefaultWindow.
 	Window time.Duration
 	// Prefix is the service's base prefix: every key starts with it
-	// followed by "f:". Empty means DefaultPrefix.
+	// followed by "f:". Empty means DefaultPrefix. It may not hold a
+	// brace, which would change the keys' Redis Cluster hash tags.
 	Prefix string
-	// DedupeTTL is how long a dedupe key is remembered, at least one second.
-	// Zero means DefaultDedupeTTL.
+	// DedupeTTL is how long a message's dedupe key is remembered at least
+	// (at most twice as long), in whole seconds (rounded up), at least one
+	// second. Zero means DefaultDedupeTTL.
 	DedupeTTL time.Duration
 }
 
@@ -102,8 +112,8 @@ type Store struct {
 	rdb    redis.Scripter
 	prefix string
 	window time.Duration
-	// Script arguments that never change, precomputed: window and key TTL
-	// in seconds, event TTL in milliseconds.
+	// Script arguments that never change, precomputed: window, key TTL
+	// and dedupe bucket in seconds.
 	windowArg, keyTTLArg, dedupeArg string
 }
 
@@ -134,10 +144,15 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: window %v is not a whole number of seconds", ErrInvalid, s.window)
 	case dedupe < time.Second:
 		return nil, fmt.Errorf("%w: dedupe TTL %v is shorter than 1s", ErrInvalid, dedupe)
+	case dedupe > 100*365*24*time.Hour:
+		return nil, fmt.Errorf("%w: dedupe TTL %v is too long", ErrInvalid, dedupe)
+	}
+	if err := checkPrefix(s.prefix); err != nil {
+		return nil, err
 	}
 	s.windowArg = strconv.FormatInt(int64(s.window/time.Second), 10)
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
-	s.dedupeArg = strconv.FormatInt(dedupe.Milliseconds(), 10)
+	s.dedupeArg = strconv.FormatInt(int64((dedupe+time.Second-1)/time.Second), 10)
 	return s, nil
 }
 
@@ -148,7 +163,7 @@ func (s *Store) Window() time.Duration { return s.window }
 // cluster), so the first Count need not send its source. Counting works
 // without it: a script missing from Redis's cache is sent again.
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{windowScript, recordScript} {
+	for _, sc := range []*redis.Script{textScript, recordScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
 		}
@@ -220,9 +235,9 @@ type Then struct {
 // entry is appended then). With an empty dedupe key, every call appends.
 // It answers as Count.
 func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (previous int64, duplicate bool, err error) {
-	keys := append(s.keys(identity, dedupe), then.Stream)
-	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", then.MaxLen, then.Field}, then.Fields...)
-	v, err := recordScript.Run(ctx, s.rdb, keys, args...).Result()
+	k := s.keys(identity, dedupe, 1)
+	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", k.hash, then.MaxLen, then.Field}, then.Fields...)
+	v, err := recordScript.Run(ctx, s.rdb, append(k.keys, then.Stream), args...).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
 			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
@@ -235,7 +250,8 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
-	v, err := windowScript.Run(ctx, s.rdb, s.keys(identity, dedupe), s.windowArg, s.keyTTLArg, s.dedupeArg, at).Result()
+	k := s.keys(identity, dedupe, 0)
+	v, err := textScript.Run(ctx, s.rdb, k.keys, s.windowArg, s.keyTTLArg, s.dedupeArg, at, k.hash).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}

@@ -143,15 +143,32 @@ func TestRetriedEvent(t *testing.T) {
 				t.Fatalf("no event id, call %d: %+v", i, r)
 			}
 		}
-		ek := s.Keys("text", "ev1")[2]
-		if ttl := tg.Client.PTTL(ctx, ek).Val(); ttl <= 0 || ttl > 30*time.Second {
-			t.Fatalf("event key TTL %v, want in (0, 30s]", ttl)
+		// ev1's answer is in the slot's dedupe hash of its bucket, which
+		// lives at most two dedupe TTLs.
+		k := s.Keys("text", "ev1")
+		var buckets int
+		for _, b := range k[1:3] {
+			switch ttl := tg.Client.PTTL(ctx, b).Val(); {
+			case ttl > 60*time.Second:
+				t.Fatalf("%s: TTL %v, want at most 60s", b, ttl)
+			case ttl > 0:
+				buckets++
+			}
+		}
+		if buckets == 0 {
+			t.Fatalf("no dedupe hash of %v has a TTL", k[1:3])
 		}
 		if tg.Kind == redistest.Mini {
-			// Once the event key expires, the id is counted again.
-			tg.Mini.FastForward(31 * time.Second)
+			// Remembered for the dedupe TTL at least (sec(0) + 30 is later
+			// than sec(7) + 25)...
+			tg.Mini.FastForward(25 * time.Second)
+			if r := count(t, s, "text", "ev1", sec(7)); !r.Duplicate {
+				t.Fatalf("within the dedupe TTL: %+v, want a duplicate", r)
+			}
+			// ... and forgotten after twice that: the id is counted again.
+			tg.Mini.FastForward(36 * time.Second)
 			if r := count(t, s, "text", "ev1", sec(7)); r.Previous != 4 || r.Duplicate {
-				t.Fatalf("after the dedupe TTL: %+v, want Previous 4", r)
+				t.Fatalf("after twice the dedupe TTL: %+v, want Previous 4", r)
 			}
 		}
 	})
@@ -173,7 +190,7 @@ func TestLongDedupeKey(t *testing.T) {
 		if r := count(t, s, "text", other, sec(1)); r.Previous != 1 || r.Duplicate {
 			t.Fatalf("another long key with the same start: %+v, want counted", r)
 		}
-		if k := s.Keys("text", long)[2]; len(k) > len(s.Keys("text", "")[0])+freq.MaxDedupeKey {
+		if k := s.Keys("text", long)[5]; len(k) > len(s.Keys("text", "")[3])+freq.MaxDedupeKey {
 			t.Errorf("long dedupe key stored as %d bytes: %q", len(k), k)
 		}
 	})
@@ -283,10 +300,20 @@ func TestHotText(t *testing.T) {
 		}
 		count(t, s, "hot", "ev", sec(m.secs[len(m.secs)-1]))
 		keys := s.Keys("hot", "ev")
-		for _, k := range keys {
-			if ttl := tg.Client.TTL(ctx, k).Val(); ttl <= 0 {
-				t.Errorf("%s: TTL %v, want > 0", k, ttl)
+		// The text's key, and the dedupe hash of one bucket, have a TTL;
+		// no key of the former layout was written.
+		if ttl := tg.Client.TTL(ctx, keys[0]).Val(); ttl <= 0 {
+			t.Errorf("%s: TTL %v, want > 0", keys[0], ttl)
+		}
+		if n := tg.Client.Exists(ctx, keys[1]).Val() + tg.Client.Exists(ctx, keys[2]).Val(); n != 1 {
+			t.Errorf("%d dedupe hashes, want 1", n)
+		}
+		for _, k := range keys[3:] {
+			if tg.Client.Exists(ctx, k).Val() != 0 {
+				t.Errorf("%s exists", k)
 			}
+		}
+		for _, k := range keys {
 			if keySlot(k) != keySlot(keys[0]) {
 				t.Errorf("%s is in slot %d, %s in %d", k, keySlot(k), keys[0], keySlot(keys[0]))
 			}
@@ -398,64 +425,64 @@ func TestExpiredText(t *testing.T) {
 	})
 }
 
+// TestSelfHealing: a text key whose value is not of the layout (only a
+// foreign write makes one) is replaced: the text starts anew instead of
+// failing every call on the key until it expires.
 func TestSelfHealing(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		s := newStore(t, tg, freq.Options{Window: time.Minute})
-		k := s.Keys("x", "")
-		for i := range 3 {
-			count(t, s, "x", "", sec(int64(i)))
-		}
-		// The total is lost (say, evicted): it is recounted from the list.
-		tg.Client.Del(ctx, k[1])
-		if r := count(t, s, "x", "", sec(3)); r.Previous != 3 {
-			t.Fatalf("without total: %+v, want Previous 3", r)
-		}
-		// The list is lost: a stale total is not trusted.
-		tg.Client.Del(ctx, k[0])
-		if r := count(t, s, "x", "", sec(4)); r.Previous != 0 {
-			t.Fatalf("without list: %+v, want Previous 0", r)
-		}
-		if st := stateOf(t, tg, s, "x"); len(st.List) != 1 || st.Total != "1" {
-			t.Fatalf("state %+v, want one entry, total 1", st)
+		k := s.Keys("x", "")[0]
+		for name, write := range map[string]func() error{
+			"short string":  func() error { return tg.Client.Set(ctx, k, "abc", 0).Err() },
+			"list of junk":  func() error { return tg.Client.RPush(ctx, k, "junk").Err() },
+			"broken header": func() error { return tg.Client.RPush(ctx, k, "3", "x", "5").Err() },
+			"broken steps":  func() error { return tg.Client.RPush(ctx, k, "3", sec(5).Unix(), sec(-100).Unix(), "x", "5").Err() },
+			"hash":          func() error { return tg.Client.HSet(ctx, k, "f", "v").Err() },
+		} {
+			t.Run(name, func(t *testing.T) {
+				mustDo(t, tg.Client.Del(ctx, k))
+				if err := write(); err != nil {
+					t.Fatal(err)
+				}
+				if r := count(t, s, "x", name, sec(10)); r.Previous != 0 || r.Duplicate {
+					t.Fatalf("over a foreign value: %+v, want Previous 0", r)
+				}
+				if r := count(t, s, "x", "", sec(11)); r.Previous != 1 {
+					t.Fatalf("next: %+v, want Previous 1", r)
+				}
+				if st := stateOf(t, tg, s, "x"); st.Total != "2" {
+					t.Fatalf("state %+v, want total 2", st)
+				}
+			})
 		}
 	})
 }
 
-// TestMalformedEntries: an entry of the list that does not parse (only a
-// foreign write makes one) is popped when it reaches either end of the
-// list and skipped by a recount, instead of failing every call on the key
-// until it expires.
+// TestMalformedEntries: an entry of a former layout's list that does not
+// parse (only a foreign write makes one) is skipped when the list is
+// converted; freq.Windows, which keeps that layout, pops it when it
+// reaches an end of the list.
 func TestMalformedEntries(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		s := newStore(t, tg, freq.Options{Window: 100 * time.Second})
-		list := s.Keys("x", "")[0]
-		for _, at := range []int64{10, 20, 20} {
-			count(t, s, "x", "", sec(at))
-		}
+		k := s.Keys("x", "")
 		at := func(n int64) string { return fmt.Sprint(sec(n).Unix()) }
-		mustDo(t, tg.Client.LPush(ctx, list, "junk"))                        // at the head
-		mustDo(t, tg.Client.LInsertAfter(ctx, list, at(10), at(15)+":many")) // in the middle
-		mustDo(t, tg.Client.RPush(ctx, list, at(25)+":"))                    // at the tail
+		mustDo(t, tg.Client.RPush(ctx, k[3], "junk", at(10), at(15)+":many", at(20)+":2", at(25)+":"))
+		mustDo(t, tg.Client.Set(ctx, k[4], "3", 0))
 		if r := count(t, s, "x", "", sec(30)); r.Previous != 3 {
 			t.Fatalf("with malformed entries: %+v, want Previous 3", r)
 		}
-		want := []string{at(10), at(15) + ":many", at(20) + ":2", at(30)}
+		want := []string{at(10), at(20) + ":2", at(30)}
 		if st := stateOf(t, tg, s, "x"); !slices.Equal(st.List, want) || st.Total != "4" {
 			t.Fatalf("state %+v, want list %v total 4", st, want)
 		}
-		// Once the entry before it leaves the window, the middle one is at
-		// the head: popped too.
-		if r := count(t, s, "x", "", sec(111)); r.Previous != 3 {
-			t.Fatalf("after 10 expired: %+v, want Previous 3", r)
-		}
-		want = []string{at(20) + ":2", at(30), at(111)}
-		if st := stateOf(t, tg, s, "x"); !slices.Equal(st.List, want) || st.Total != "4" {
-			t.Fatalf("state %+v, want list %v total 4", st, want)
+		if n := tg.Client.Exists(ctx, k[3], k[4]).Val(); n != 0 {
+			t.Fatalf("%d keys of the former layout left", n)
 		}
 
-		// The read of freq.Windows too.
+		// The read of freq.Windows.
 		prefix := redistest.Prefix(t)
 		t.Cleanup(func() {
 			for _, k := range redistest.Keys(t, tg.Client, prefix) {
@@ -494,32 +521,35 @@ func TestTTL(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		const w = 10 * time.Minute
+		const d = freq.DefaultDedupeTTL
 		s := newStore(t, tg, freq.Options{Window: w})
 		countNow(t, s, "x", "ev")
 		k := s.Keys("x", "ev")
-		for _, c := range []struct {
-			key string
-			max time.Duration
-		}{{k[0], w + time.Minute}, {k[1], w + time.Minute}, {k[2], freq.DefaultDedupeTTL}} {
-			if ttl := tg.Client.PTTL(ctx, c.key).Val(); ttl <= c.max-time.Minute || ttl > c.max {
-				t.Errorf("%s: TTL %v, want about %v", c.key, ttl, c.max)
-			}
+		if ttl := tg.Client.PTTL(ctx, k[0]).Val(); ttl <= w || ttl > w+time.Minute {
+			t.Errorf("%s: TTL %v, want about %v", k[0], ttl, w+time.Minute)
+		}
+		// The message's dedupe state is in a dedupe hash of the slot, which
+		// lives until the end of the next bucket of d.
+		bucket := k[1]
+		if tg.Client.Exists(ctx, bucket).Val() == 0 {
+			bucket = k[2]
+		}
+		if ttl := tg.Client.PTTL(ctx, bucket).Val(); ttl <= d-time.Minute || ttl > 2*d {
+			t.Errorf("%s: TTL %v, want in (%v, %v]", bucket, ttl, d, 2*d)
 		}
 		if tg.Kind == redistest.Mini {
-			// An idle text disappears on its own, the event id once its
+			// An idle text disappears on its own, the dedupe state once its
 			// own TTL is over.
 			tg.Mini.FastForward(w + time.Minute)
-			for _, key := range k[:2] {
-				if tg.Mini.Exists(key) {
-					t.Errorf("%s still exists after window+margin", key)
-				}
+			if tg.Mini.Exists(k[0]) {
+				t.Errorf("%s still exists after window+margin", k[0])
 			}
-			if !tg.Mini.Exists(k[2]) {
-				t.Errorf("%s expired before the dedupe TTL", k[2])
+			if !tg.Mini.Exists(bucket) {
+				t.Errorf("%s expired before the dedupe TTL", bucket)
 			}
-			tg.Mini.FastForward(freq.DefaultDedupeTTL - w - time.Minute)
-			if tg.Mini.Exists(k[2]) {
-				t.Errorf("%s still exists after the dedupe TTL", k[2])
+			tg.Mini.FastForward(2*d - w - time.Minute)
+			if tg.Mini.Exists(bucket) {
+				t.Errorf("%s still exists after twice the dedupe TTL", bucket)
 			}
 		}
 	})
@@ -550,6 +580,9 @@ func TestBadInput(t *testing.T) {
 			"window max":       {tg.Client, freq.Options{Prefix: prefix, Window: math.MaxInt64}},
 			"dedupe TTL 500ms": {tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 500 * time.Millisecond}},
 			"dedupe TTL -1h":   {tg.Client, freq.Options{Prefix: prefix, DedupeTTL: -time.Hour}},
+			"dedupe TTL 200y":  {tg.Client, freq.Options{Prefix: prefix, DedupeTTL: 200 * 365 * 24 * time.Hour}},
+			"prefix {":         {tg.Client, freq.Options{Prefix: prefix + "{"}},
+			"prefix }":         {tg.Client, freq.Options{Prefix: "}" + prefix}},
 			"nil client":       {nil, freq.Options{Prefix: prefix}},
 		} {
 			t.Run(name, func(t *testing.T) {
@@ -577,8 +610,8 @@ func TestBadInput(t *testing.T) {
 		if !slices.Equal(after.List, before.List) || after.Total != before.Total {
 			t.Errorf("state changed: %+v → %+v", before, after)
 		}
-		if keys := redistest.Keys(t, tg.Client, prefix); len(keys) != 2 {
-			t.Errorf("keys under the prefix: %v, want only the good store's two", keys)
+		if keys := redistest.Keys(t, tg.Client, prefix); len(keys) != 1 {
+			t.Errorf("keys under the prefix: %v, want only the good store's one", keys)
 		}
 	})
 }
@@ -625,24 +658,47 @@ func TestKeys(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	sum := sha256.Sum256([]byte("hello"))
-	tag := "{" + hex.EncodeToString(sum[:16]) + "}"
+	former := "{" + hex.EncodeToString(sum[:16]) + "}"
+	slot := keySlot(former)
+	tag := "{" + freq.SlotTag(slot) + "}"
+	text := tag + string(sum[16:25])
 	for _, tc := range []struct {
 		prefix, event string
 		want          []string
 	}{
-		{"", "", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n"}},
-		{"", "ev1", []string{"vkc:f:" + tag + ":l", "vkc:f:" + tag + ":n", "vkc:f:" + tag + ":e:ev1"}},
-		{"p:", "ev1", []string{"p:f:" + tag + ":l", "p:f:" + tag + ":n", "p:f:" + tag + ":e:ev1"}},
+		{"", "", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1", "vkc:f:" + former + ":l", "vkc:f:" + former + ":n"}},
+		{"", "ev1", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1", "vkc:f:" + former + ":l", "vkc:f:" + former + ":n", "vkc:f:" + former + ":e:ev1"}},
+		{"p:", "ev1", []string{"p:f:" + text, "p:f:" + tag + "e0", "p:f:" + tag + "e1", "p:f:" + former + ":l", "p:f:" + former + ":n", "p:f:" + former + ":e:ev1"}},
 	} {
 		got := mustNew(t, c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("prefix %q event %q: got %v, want %v", tc.prefix, tc.event, got, tc.want)
+			t.Errorf("prefix %q event %q: got %q, want %q", tc.prefix, tc.event, got, tc.want)
+		}
+		for _, k := range got {
+			if keySlot(k) != slot {
+				t.Errorf("%q is in slot %d, want %d", k, keySlot(k), slot)
+			}
 		}
 	}
-	// An identity that looks like a key cannot reach another identity's keys.
+	// The default text key is 20 bytes: Redis allocates 24 for its name.
 	s := mustNew(t, c, freq.Options{})
-	if a, b := s.Keys("a}:l", ""), s.Keys("a", ""); a[0] == b[0] || a[1] == b[1] {
-		t.Errorf("identities share keys: %v %v", a, b)
+	if k := s.Keys("hello", "")[0]; len(k) != 20 {
+		t.Errorf("text key %q is %d bytes, want 20", k, len(k))
+	}
+	// An identity that looks like a key cannot reach another identity's keys.
+	if a, b := s.Keys("a}:l", ""), s.Keys("a", ""); a[0] == b[0] || a[3] == b[3] || a[4] == b[4] {
+		t.Errorf("identities share keys: %q %q", a, b)
+	}
+}
+
+// TestSlotTags: every slot has a tag of three letters or digits that Redis
+// Cluster hashes into it.
+func TestSlotTags(t *testing.T) {
+	for n := range freq.Slots {
+		tag := freq.SlotTag(n)
+		if len(tag) != 3 || strings.ContainsAny(tag, "{}") || keySlot(tag) != n || freq.Slot(tag) != n {
+			t.Fatalf("slot %d: tag %q hashes to %d", n, tag, keySlot(tag))
+		}
 	}
 }
 

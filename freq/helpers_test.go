@@ -2,7 +2,6 @@ package freq_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,26 +65,71 @@ func countNow(t testing.TB, s *freq.Store, identity, eventID string) freq.Result
 	return r
 }
 
-// state is what Redis holds for one identity.
+// state is what Redis holds for one identity, in the former layout's
+// form: the run-length list ("sec" or "sec:n", oldest first) and the total.
 type state struct {
 	List  []string
 	Total string // "" when the key does not exist
 }
 
-// stateOf reads the list and total of identity.
+// stateOf reads the text key of identity and writes it out as a state.
 func stateOf(t testing.TB, tg *redistest.Target, s *freq.Store, identity string) state {
 	t.Helper()
 	ctx := context.Background()
-	k := s.Keys(identity, "")
-	l, err := tg.Client.LRange(ctx, k[0], 0, -1).Result()
+	k := s.Keys(identity, "")[0]
+	typ, err := tg.Client.Type(ctx, k).Result()
 	if err != nil {
-		t.Fatalf("LRANGE %s: %v", k[0], err)
+		t.Fatalf("TYPE: %v", err)
 	}
-	n, err := tg.Client.Get(ctx, k[1]).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		t.Fatalf("GET %s: %v", k[1], err)
+	switch typ {
+	case "none":
+		return state{}
+	case "string":
+		v, err := tg.Client.Get(ctx, k).Result()
+		if _, perr := strconv.ParseInt(v, 10, 64); err != nil || perr != nil {
+			t.Fatalf("GET %q: %q, %v", k, v, err)
+		}
+		return state{List: []string{v}, Total: "1"}
+	case "list":
+	default:
+		t.Fatalf("text key is a %s", typ)
 	}
-	return state{List: l, Total: n}
+	l, err := tg.Client.LRange(ctx, k, 0, -1).Result()
+	if err != nil {
+		t.Fatalf("LRANGE: %v", err)
+	}
+	n := make([]int64, len(l))
+	for i, e := range l {
+		if n[i], err = strconv.ParseInt(e, 10, 64); err != nil || len(l) < 3 {
+			t.Fatalf("list %v: entry %d is not an integer", l, i)
+		}
+	}
+	secs, counts := []int64{n[2]}, []int64{1}
+	for i, v := range n[3:] {
+		switch {
+		case v < 0:
+			counts[len(counts)-1] -= v
+		case v > 0:
+			secs, counts = append(secs, secs[len(secs)-1]+v), append(counts, 1)
+		default:
+			t.Fatalf("list %v: entry %d is 0", l, i+3)
+		}
+	}
+	if tail := secs[len(secs)-1]; tail != n[1] {
+		t.Fatalf("list %v: tail %d, the steps end at %d", l, n[1], tail)
+	}
+	st := state{Total: l[0]}
+	for i, sec := range secs {
+		e := strconv.FormatInt(sec, 10)
+		if counts[i] > 1 {
+			e += ":" + strconv.FormatInt(counts[i], 10)
+		}
+		st.List = append(st.List, e)
+	}
+	if got := sumList(t, st.List); strconv.FormatInt(got, 10) != st.Total {
+		t.Fatalf("list %v: total %s, the entries hold %d", l, st.Total, got)
+	}
+	return st
 }
 
 // sumList adds up a run-length list, checking that its seconds strictly

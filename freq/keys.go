@@ -3,20 +3,61 @@ package freq
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
 )
 
-// keys returns the script's KEYS for identity: the list, the total and,
-// when dedupe is not empty, the dedupe key. All share the hash tag
-// {<hex of the first 16 bytes of SHA-256(identity)>}, so they live in one
-// cluster slot, and no identity (of any length or content) can produce
-// another's keys. The dedupe key is written as KeyPart gives it.
-func (s *Store) keys(identity, dedupe string) []string {
+// Key layout of a Store (see text.lua for what each key holds):
+//
+//	prefix + "f:{" + tag + "}" + 9 bytes    the text's key
+//	prefix + "f:{" + tag + "}e0" and "}e1"  the slot's dedupe hashes
+//
+// The 9 bytes are bytes 16 to 24 of SHA-256(identity), binary. tag is the
+// three characters of slotTags that Redis Cluster hashes into the slot of
+// the former layout's keys (prefix + "f:{" + hex of the first 16 bytes of
+// SHA-256(identity) + "}" + ...), so that a text's former keys can be
+// converted in the same single-slot script. A text is thus named by 86 bits
+// (14 of the slot, 72 of the bytes): two of n texts alive in one window
+// share a key with probability about n²/2^87, 1 in 10^10 for 10^8 texts.
+const textHashBytes = 9
+
+// dedupeHashBytes is the length of a message's hash (of its identity and
+// dedupe key): two messages of one text, or two in one slot's bucket, are
+// taken for one with probability 2^-56 per pair.
+const dedupeHashBytes = 7
+
+// textKeys are the KEYS and the message's hash of one count.
+type textKeys struct {
+	keys []string // text, even bucket, odd bucket, former list, former total[, former dedupe key]
+	hash string   // dedupeHashBytes bytes, or "" without a dedupe key
+}
+
+// keys returns the script's KEYS for identity and dedupe (see textKeys),
+// with room for extra more at the end.
+func (s *Store) keys(identity, dedupe string, extra int) textKeys {
 	sum := sha256.Sum256([]byte(identity))
-	base := s.prefix + "{" + hex.EncodeToString(sum[:16]) + "}:"
-	if dedupe == "" {
-		return []string{base + "l", base + "n"}
+	var hexTag [32]byte
+	hex.Encode(hexTag[:], sum[:16])
+	tag := s.prefix + "{" + slotTag(slot(hexTag[:])) + "}"
+	old := s.prefix + "{" + string(hexTag[:]) + "}:"
+	n := 5
+	if dedupe != "" {
+		n = 6
 	}
-	return []string{base + "l", base + "n", base + "e:" + KeyPart(dedupe)}
+	keys := make([]string, n, n+extra)
+	keys[0] = tag + string(sum[16:16+textHashBytes])
+	keys[1], keys[2] = tag+"e0", tag+"e1"
+	keys[3], keys[4] = old+"l", old+"n"
+	if dedupe == "" {
+		return textKeys{keys: keys}
+	}
+	keys[5] = old + "e:" + KeyPart(dedupe)
+	h := sha256.New()
+	h.Write(sum[:])
+	h.Write([]byte(dedupe))
+	var m [sha256.Size]byte
+	return textKeys{keys: keys, hash: string(h.Sum(m[:0])[:dedupeHashBytes])}
 }
 
 // KeyPart returns s as it is written into a Redis key name: s itself when
@@ -30,4 +71,75 @@ func KeyPart(s string) string {
 	}
 	sum := sha256.Sum256([]byte(s))
 	return "#" + hex.EncodeToString(sum[:])
+}
+
+// slot is the Redis Cluster hash slot of a hash tag: CRC16 (XMODEM) modulo
+// 16384.
+func slot(tag []byte) int {
+	var crc uint16
+	for _, b := range tag {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^b]
+	}
+	return int(crc) % slots
+}
+
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
+
+// crcTable is CRC16 (XMODEM, polynomial 0x1021) per byte.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()
+
+// tagAlphabet is what slot tags are made of: no brace, no separator.
+const tagAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+var (
+	tagsOnce sync.Once
+	tags     [slots]string
+)
+
+// slotTag returns the first three-character string of tagAlphabet (in
+// alphabet order) that Redis Cluster hashes into slot n. The table is built
+// on first use (238,328 CRCs, about a millisecond).
+func slotTag(n int) string {
+	tagsOnce.Do(func() {
+		found := 0
+		var b [3]byte
+		for _, x := range []byte(tagAlphabet) {
+			for _, y := range []byte(tagAlphabet) {
+				for _, z := range []byte(tagAlphabet) {
+					b = [3]byte{x, y, z}
+					if s := slot(b[:]); tags[s] == "" {
+						tags[s] = string(b[:])
+						found++
+					}
+				}
+			}
+		}
+		if found != slots {
+			panic(fmt.Sprintf("freq: only %d of %d slots have a tag", found, slots))
+		}
+	})
+	return tags[n]
+}
+
+// checkPrefix refuses a prefix with a brace: it would change the hash tag
+// of the keys, which must share one per text.
+func checkPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%w: key prefix %q has a brace, which would change the keys' Redis Cluster hash tags", ErrInvalid, prefix)
+	}
+	return nil
 }

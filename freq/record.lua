@@ -1,20 +1,20 @@
--- record.lua (run after count.lua) counts one occurrence of a text, as
--- window.lua does, and in the same atomic step appends the reply to a
--- stream: one Redis call per message on a single server. The reply is
--- appended once per message: the dedupe key remembers that it was (":q").
+-- record.lua (run after count.lua and text.lua) counts one occurrence of a
+-- text, as textcount.lua does, and in the same atomic step appends the reply
+-- to a stream: one Redis call per message on a single server. The reply is
+-- appended once per message: its dedupe state remembers that it was.
 --
--- KEYS[1..3] as window.lua (KEYS[3] may be absent)
--- KEYS[4]    the stream the reply is appended to
--- ARGV[1..4] as window.lua
--- ARGV[5]    the most entries the stream may hold
--- ARGV[6]    the name of the entry field that gets the answer (previous)
--- ARGV[7…]   the entry's other field/value pairs
+-- KEYS       as text_args reads them (text.lua), then the stream the reply
+--            is appended to, last
+-- ARGV[1..5] as text_args reads them
+-- ARGV[6]    the most entries the stream may hold
+-- ARGV[7]    the name of the entry field that gets the answer (previous)
+-- ARGV[8…]   the entry's other field/value pairs
 --
--- Reply: as window.lua, or the error "STREAM_FULL <length>" when the stream
--- holds the maximum and the message is new: then nothing changed.
-local list_key, total_key, event_key, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if #KEYS == 3 then event_key, stream = nil, KEYS[3] end
-local max_len, field = tonumber(ARGV[5]), ARGV[6]
+-- Reply: as textcount.lua, or the error "STREAM_FULL <length>" when the
+-- stream holds the maximum and the message is new: then nothing changed.
+local c = text_args()
+local stream = KEYS[#KEYS]
+local max_len, field = tonumber(ARGV[6]), ARGV[7]
 
 -- full returns the error to answer when the stream holds the maximum.
 local function full()
@@ -24,19 +24,20 @@ local function full()
   end
 end
 
-local previous, time, queued = seen(event_key)
-if previous then
-  if not queued then
+local clk = clock(c.at)
+local st, dup = find(c)
+if dup then
+  if not dup.queued then
     -- Counted without its reply (by two calls whose second failed): append it now.
     local err = full()
     if err then return err end
-    redis.call('XADD', stream, '*', field, previous, unpack(ARGV, 7))
-    redis.call('SET', event_key, previous .. ':' .. time .. ':q', 'KEEPTTL')
+    redis.call('XADD', stream, '*', field, dup.previous, unpack(ARGV, 8))
+    mark_queued(c, dup)
   end
-  return {previous, 1, time}
+  return {dup.previous, 1, dup.time}
 end
 local err = full()
 if err then return err end
-local r = count(list_key, total_key, event_key, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ':q')
-redis.call('XADD', stream, '*', field, r[1], unpack(ARGV, 7))
+local r = add(c, st, clk, true)
+redis.call('XADD', stream, '*', field, r[1], unpack(ARGV, 8))
 return r

@@ -7,12 +7,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts are count.lua (the functions) followed by a main part.
+// The scripts are count.lua (the functions of the list-and-total layout,
+// which Windows keeps and Store converts from), for a Store's scripts
+// text.lua (the functions of the compact layout), and a main part.
 var (
 	//go:embed count.lua
 	countLib string
+	//go:embed text.lua
+	textLib string
 	//go:embed window.lua
 	windowMain string
+	//go:embed textcount.lua
+	textMain string
 	//go:embed record.lua
 	recordMain string
 )
@@ -21,7 +27,8 @@ var (
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
 	windowScript = redis.NewScript(countLib + windowMain)
-	recordScript = redis.NewScript(countLib + recordMain)
+	textScript   = redis.NewScript(countLib + textLib + textMain)
+	recordScript = redis.NewScript(countLib + textLib + recordMain)
 )
 
 // parseReply decodes the script's reply {previous, duplicate, time}.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
@@ -242,16 +243,16 @@ func TestLoadtestExpiredTrims(t *testing.T) {
 	if code != 0 || !rep.OK || rep.Check.Checked != 10 || rep.Prefill <= 0 {
 		t.Fatalf("exit %d, checked %d, prefill %gs, problems %v %v\n%s", code, rep.Check.Checked, rep.Prefill, rep.Check.Problems, rep.Check.Listed, stderr)
 	}
-	totals, err := tg.Client.Keys(t.Context(), prefix+"f:*:n").Result()
+	texts, err := tg.Client.Keys(t.Context(), freq.KeyPattern(prefix)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(totals) != 5 {
-		t.Fatalf("%d counting keys %v, want one per text (5)", len(totals), totals)
+	if len(texts) != 5 {
+		t.Fatalf("%d counting keys %q, want one per text (5)", len(texts), texts)
 	}
-	for _, k := range totals {
-		if n, err := tg.Client.Get(t.Context(), k).Int(); err != nil || n != 2 {
-			t.Errorf("%s = %d (%v), want 2: the 3 expired occurrences trimmed", k, n, err)
+	for _, k := range texts {
+		if n, err := freq.Held(t.Context(), tg.Client, k); err != nil || n != 2 {
+			t.Errorf("%q holds %d (%v), want 2: the 3 expired occurrences trimmed", k, n, err)
 		}
 	}
 }
@@ -300,9 +301,9 @@ func TestPrefillCommand(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "stored 2 expired occurrences of each of 3 texts") {
 		t.Fatalf("prefill: %v\n%s", err, out)
 	}
-	totals, err := tg.Client.Keys(t.Context(), prefix+"f:*:n").Result()
-	if err != nil || len(totals) != 2 {
-		t.Fatalf("counting keys %v (%v), want 2: the first two texts are one identity", totals, err)
+	texts, err := tg.Client.Keys(t.Context(), freq.KeyPattern(prefix)).Result()
+	if err != nil || len(texts) != 2 {
+		t.Fatalf("counting keys %q (%v), want 2: the first two texts are one identity", texts, err)
 	}
 	cmd = exec.Command(bin, "prefill", "-expired", "0")
 	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitUsage || !strings.Contains(string(out), "-expired 0") {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -18,8 +19,12 @@ import (
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/counters/unique"
+	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -88,9 +93,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
-	if m.stores, err = counters.OpenStores(counters.StoreOptions{Kind: m.cfg.CountersStore, Redis: m.rdb, Prefix: m.cfg.KeyPrefix,
-		Embedded: m.embedded != nil, Dir: m.cfg.CountersDir, FileLevels: m.cfg.CountersFileLevels, Timeout: m.cfg.CountersTimeout,
-		Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}}); err != nil {
+	if err := m.openStores(); err != nil {
 		return err
 	}
 	communities, err := m.cfg.Communities()
@@ -170,6 +173,92 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 	return ln, srv, nil
 }
 
+// openStores builds the counter stores of COUNTERS_STORE, shared by the
+// counter port, the HTTP API and the bot.
+func (m *Main) openStores() error {
+	switch m.cfg.CountersStore {
+	case StoreRedis:
+		w, err := window.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		var u unique.Store = unique.NewMemory(m.memoryLimits())
+		// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
+		// several keys adds their counts up, and PFADD may answer 1 for a
+		// key already added. The memory store is Redis's algorithm and
+		// lives exactly as long as the embedded Redis.
+		if m.embedded == nil {
+			if u, err = unique.NewRedis(m.rdb, m.cfg.KeyPrefix); err != nil {
+				return err
+			}
+		}
+		a, err := access.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		p, err := participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return err
+		}
+		m.stores = counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}
+	case StoreMemory:
+		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
+	case StoreFile:
+		a, err := access.NewFile(filepath.Join(m.cfg.CountersDir, "count"), m.cfg.CountersFileLevels)
+		if err != nil {
+			return fmt.Errorf("COUNTERS_DIR: %w", err)
+		}
+		p, err := participant.NewFile(filepath.Join(m.cfg.CountersDir, "bbs.cnt"), nil)
+		if err != nil {
+			return fmt.Errorf("COUNTERS_DIR: %w", err)
+		}
+		// The file store has no window or unique counters: they stay in
+		// this process's memory (see docs/COUNTERS.md).
+		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
+		m.stores.Access, m.stores.Participants = a, p
+	default:
+		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
+	}
+	m.stores.Timeout = m.cfg.CountersTimeout
+	return nil
+}
+
+// memoryLimits are the caps of COUNTERS_MEMORY_MAX_NAMES and
+// COUNTERS_MEMORY_MAX_BYTES, for each kind's memory store.
+func (m *Main) memoryLimits() memcap.Limits {
+	return memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}
+}
+
+// activity feeds the bot's activity counters into the counter stores.
+type activity struct {
+	hits    access.Store
+	visits  participant.Store
+	uniques unique.Store
+}
+
+// AddOnce adds n once per batch where the store's outcome can be unknown
+// (Redis); a store in this process knows its outcome, so Add is enough.
+func (a activity) AddOnce(ctx context.Context, name string, n int64, batch string) (int64, error) {
+	if once, ok := a.hits.(access.OnceAdder); ok {
+		return once.AddOnce(ctx, name, n, batch)
+	}
+	return a.hits.Add(ctx, name, n)
+}
+
+func (a activity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
+	return a.visits.VisitMany(ctx, name, keys, timeout)
+}
+
+// AddUnique adds keys to a unique counter and reads its estimate.
+func (a activity) AddUnique(ctx context.Context, name string, keys []string) (int64, error) {
+	if _, err := a.uniques.Add(ctx, name, keys); err != nil {
+		return 0, err
+	}
+	return a.uniques.Count(ctx, name)
+}
+
+var _ bot.Activity = activity{}
+
 // CounterOff is the COUNTER_ADDR value that disables the counter port.
 const CounterOff = "off"
 
@@ -179,7 +268,7 @@ func (m *Main) serveCounters(ctx context.Context) error {
 		return nil
 	}
 	var res counters.ResourceStore
-	if m.cfg.ResourceStore == counters.StoreRedis {
+	if m.cfg.ResourceStore == StoreRedis {
 		if err := m.openResources(ctx); err != nil {
 			return err
 		}
@@ -358,7 +447,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		MaxBatch:        m.cfg.VKBatch,
 		RatePerToken:    m.cfg.VKRate,
 		OnReplyDone:     m.metrics.ReplyDone,
-		Activity:        m.stores.Activity(),
+		Activity:        activity{m.stores.Access, m.stores.Participants, m.stores.Uniques},
 		ActivityTimeout: m.cfg.CountersTimeout,
 		RecordTimeout:   m.cfg.RedisTimeout,
 		Logger:          m.log,

@@ -1,0 +1,45 @@
+package freq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// KeyPattern returns the glob (for SCAN MATCH or KEYS) that matches every
+// text key of the Stores under the base prefix (Options.Prefix; empty
+// means DefaultPrefix), and no other key of theirs. A prefix holding glob
+// characters (*?[\) matches more.
+func KeyPattern(prefix string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return prefix + keyPart + "{???}" + strings.Repeat("?", textHashBytes)
+}
+
+// Held returns how many occurrences the text key (one KeyPattern matches)
+// holds, those that left the window but were not dropped yet included: 0
+// for a missing key. It is for tools and tests that look at Redis from
+// outside.
+func Held(ctx context.Context, rdb redis.Cmdable, key string) (int64, error) {
+	typ, err := rdb.Type(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("freq: %w", err)
+	}
+	switch typ {
+	case "none":
+		return 0, nil
+	case "string":
+		return 1, nil
+	case "list":
+		n, err := rdb.LIndex(ctx, key, 0).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("freq: %w", err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("freq: %s is a %s, not a text key", key, typ)
+}
