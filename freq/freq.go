@@ -184,21 +184,6 @@ func (s *Store) Count(ctx context.Context, identity, dedupe string) (previous in
 	return r.Previous, r.Duplicate, err
 }
 
-// Backfill records n occurrences of identity that have just left the
-// window: at distinct seconds ending one second before now minus the
-// window. The next Count of identity trims them and answers as if they
-// were not there. It is the load tools' "expired" history (vkcounter
-// prefill).
-func (s *Store) Backfill(ctx context.Context, identity string, n int) error {
-	first := time.Now().Add(-s.window - time.Duration(n+1)*time.Second)
-	for k := range n {
-		if _, err := s.countAt(ctx, identity, "", first.Add(time.Duration(k)*time.Second)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // countAt is Count with an explicit clock: the occurrence is recorded at
 // at, truncated to the second (or at the newest recorded second, if that is
 // later).

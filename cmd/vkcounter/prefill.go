@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -108,12 +107,9 @@ func unreachable(err error) error {
 	return err
 }
 
-// prefillWorkers is how many scripts the prefill keeps in flight.
-const prefillWorkers = 8
-
 // prefill stores n occurrences of every text for every community of cfg,
-// at distinct seconds ending one second beyond cfg.Window, through the
-// counting script, under the keys the service of cfg reads.
+// at distinct seconds ending one second beyond cfg.Window (freq's
+// Prefill), under the keys the service of cfg reads.
 func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 	if err := checkPrefillRedis(cfg); err != nil {
 		return err
@@ -138,41 +134,16 @@ func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
 	if err := store.Load(ctx); err != nil {
 		return fmt.Errorf("cannot store in %s: %w", where, err)
 	}
-	ids := make(chan string)
-	errc := make(chan error, prefillWorkers)
-	var wg sync.WaitGroup
-	for range prefillWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				if err := store.Backfill(ctx, id, n); err != nil {
-					errc <- err
+	textKeys := func(yield func(string) bool) {
+		for _, c := range communities {
+			for _, text := range texts {
+				if !yield(bot.TextKey(callback.Message{GroupID: c.GroupID, Text: text}, cfg.Normalize)) {
 					return
 				}
 			}
-		}()
-	}
-	err = nil
-feed:
-	for _, c := range communities {
-		for _, text := range texts {
-			select {
-			case ids <- bot.TextKey(callback.Message{GroupID: c.GroupID, Text: text}, cfg.Normalize):
-			case err = <-errc:
-				break feed
-			}
 		}
 	}
-	close(ids)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
-	if err != nil {
+	if err := store.Prefill(ctx, textKeys, n); err != nil {
 		return fmt.Errorf("cannot store in %s: %w", where, err)
 	}
 	return nil
