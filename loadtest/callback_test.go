@@ -419,12 +419,14 @@ func TestExpiredPrefill(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					for _, text := range texts {
-						if err := store.Backfill(ctx, bot.TextKey(callback.Message{GroupID: group, Text: text}, false), n); err != nil {
-							return err
+					keys := func(yield func(string) bool) {
+						for _, text := range texts {
+							if !yield(bot.TextKey(callback.Message{GroupID: group, Text: text}, false)) {
+								return
+							}
 						}
 					}
-					return nil
+					return store.Prefill(ctx, keys, n)
 				}
 				rep := run(t, o)
 				if got := rep.Check.Problems[loadtest.WrongNumber]; got != tc.wrong || rep.Prefill <= 0 {
