@@ -52,6 +52,17 @@ const (
 	// many keys of the database, whoever's, one round trip walks (there
 	// is no index of the counters: see scan).
 	scanCount = 1000
+	// peekPage is the most counters Dump and Stats read in one round trip
+	// (one script each).
+	peekPage = 100
+	// maxScans is how many Dumps and Stats of one instance run at once;
+	// the others wait for their turn, within their context. It bounds the
+	// work in Redis that a flood of them queues ahead of other requests,
+	// and the memory of their sets of keys seen (see scan).
+	maxScans = 4
+	// renewPool is the size of the pool of the renewals' own client (per
+	// node of a cluster): one pipeline a round, and a spare.
+	renewPool = 2
 )
 
 // ErrClosed is the error of a call on a closed store.
@@ -102,7 +113,11 @@ type RedisOptions struct {
 // MaxRedirects -1): a retried acquire would be a second acquire. NewRedis
 // refuses one that does. It is safe for concurrent use.
 type Redis struct {
-	rdb      redis.UniversalClient
+	rdb redis.UniversalClient
+	// renewRdb is a client of the same Redis with connections of its own,
+	// for the renewals: they never wait for a connection behind client
+	// requests. Closed by Close.
+	renewRdb redis.UniversalClient
 	prefix   string
 	interval int64 // seconds
 	lease    time.Duration
@@ -123,7 +138,8 @@ type Redis struct {
 	// this instance holding it, each with its lease.
 	names map[string]map[*RedisHolder]*lease
 
-	calls chan call // scripts waiting for a batcher
+	calls chan call     // scripts waiting for a batcher
+	scans chan struct{} // a token per Dump or Stats running (maxScans)
 
 	stop     chan struct{}
 	stopOnce sync.Once      // closes stop
@@ -184,10 +200,13 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		assumeNoHolders: opts.AssumeNoHolders,
 		names:           map[string]map[*RedisHolder]*lease{},
 		calls:           make(chan call, maxBatch),
+		scans:           make(chan struct{}, maxScans),
+		renewRdb:        renewClient(rdb),
 		stop:            make(chan struct{}),
 	}
 	for _, s := range scripts {
 		if err := s.Load(ctx, rdb).Err(); err != nil {
+			r.renewRdb.Close()
 			return nil, fmt.Errorf("resource: load scripts: %w", err)
 		}
 	}
@@ -209,6 +228,23 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		go r.batch()
 	}
 	return r, nil
+}
+
+// renewClient returns a client with rdb's options (which checkNoRetries
+// has checked) and a pool of renewPool connections.
+func renewClient(rdb redis.UniversalClient) redis.UniversalClient {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		o := *c.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = renewPool, 0, renewPool
+		o.PushNotificationProcessor = nil // as below
+		return redis.NewClusterClient(&o)
+	}
+	o := *rdb.(*redis.Client).Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = renewPool, 0, renewPool
+	// The push processor NewClient made for rdb is rdb's own: a second
+	// client registering its handlers on it fails.
+	o.PushNotificationProcessor = nil
+	return redis.NewClient(&o)
 }
 
 // isCluster reports whether rdb is a cluster client.
@@ -267,8 +303,11 @@ func (r *Redis) acquireKeys(name []byte) []string {
 // holders: end them first (their leases then expire on their own).
 // Calling it more than once, even at once, is harmless.
 func (r *Redis) Close() error {
-	r.stopOnce.Do(func() { close(r.stop) })
-	r.wg.Wait()
+	r.stopOnce.Do(func() {
+		close(r.stop)
+		r.wg.Wait()
+		r.renewRdb.Close()
+	})
 	return nil
 }
 
@@ -461,7 +500,7 @@ func (r *Redis) renew() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
 	defer cancel()
 	lost := map[*RedisHolder]bool{}
-	failed, err := runEach(ctx, r.rdb, len(round), func(i int) (*redis.Script, []string, []any) {
+	failed, err := runEach(ctx, r.renewRdb, len(round), func(i int) (*redis.Script, []string, []any) {
 		a := []any{r.lease.Milliseconds(), r.interval}
 		for _, h := range round[i].holders {
 			a = append(a, h.id)
@@ -589,39 +628,65 @@ var errBadName = fmt.Errorf("%w: invalid counter name in Redis", ErrStore)
 
 // Dump calls fn for every counter in Redis under the prefix (of every
 // instance), as Table.Dump, each once. It scans every master of a
-// cluster, and the whole database: see scan for the cost. A counter whose
-// hash holds an invalid name (written by something else) is skipped, and
-// logged.
+// cluster, and the whole database: see scan for the cost. Its work in
+// Redis is paged (a SCAN of scanCount keys, then a pipeline of at most
+// peekPage scripts, each a round trip), and at most maxScans Dumps and
+// Stats of this instance run at once: the others wait for their turn, so
+// a flood of them cannot queue in Redis ahead of the renewals of leases
+// (which also have connections of their own). A Dump that has not had its
+// turn when ctx ends fails with ErrStore. A counter whose hash holds an
+// invalid name (written by something else) is skipped, and logged.
 func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
+	select {
+	case r.scans <- struct{}{}:
+		defer func() { <-r.scans }()
+	case <-ctx.Done():
+		return fmt.Errorf("%w: dump: waiting for the %d dumps running: %v", ErrStore, maxScans, ctx.Err())
+	case <-r.stop:
+		return ErrClosed
+	}
 	return r.scan(ctx, func(keys []string) error {
-		var es []Entry
-		var perr error
-		_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
-			return peekScript, []string{keys[i], keys[i] + ":l"}, []any{r.interval}
-		}, func(i int, cmd *redis.Cmd) {
-			e, err := parsePeek(cmd)
-			switch {
-			case err == nil:
-				es = append(es, e)
-			case errors.Is(err, errBadName):
-				r.log.Warn().Err(err).Str("key", keys[i]).Msg("resource counter with an invalid name in Redis: not listed")
-			case !errors.Is(err, ErrNotFound) && perr == nil:
-				perr = err
-			}
-		})
-		if err != nil {
-			return fmt.Errorf("%w: dump: %v", ErrStore, err)
-		}
-		if perr != nil {
-			return perr
-		}
-		for _, e := range es {
-			if err := fn(e); err != nil {
+		for len(keys) > 0 {
+			page := keys[:min(len(keys), peekPage)]
+			keys = keys[len(page):]
+			if err := r.peekPage(ctx, page, fn); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// peekPage reads the counters of keys, their hash keys, in one round
+// trip, and calls fn for each that exists.
+func (r *Redis) peekPage(ctx context.Context, keys []string, fn func(Entry) error) error {
+	var es []Entry
+	var perr error
+	_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+		return peekScript, []string{keys[i], keys[i] + ":l"}, []any{r.interval}
+	}, func(i int, cmd *redis.Cmd) {
+		e, err := parsePeek(cmd)
+		switch {
+		case err == nil:
+			es = append(es, e)
+		case errors.Is(err, errBadName):
+			r.log.Warn().Err(err).Str("key", keys[i]).Msg("resource counter with an invalid name in Redis: not listed")
+		case !errors.Is(err, ErrNotFound) && perr == nil:
+			perr = err
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%w: dump: %v", ErrStore, err)
+	}
+	if perr != nil {
+		return perr
+	}
+	for _, e := range es {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scan calls fn with batches of counter hash keys under the prefix,
