@@ -12,6 +12,8 @@
 -- ARGV[2]  TTL of KEYS[1] and KEYS[2] in seconds (the window plus a margin)
 -- ARGV[3]  TTL of KEYS[3] in milliseconds
 -- ARGV[4]  the unix second to count at, or "" to read the clock with TIME
+-- ARGV[5]  optional: "1" to count only a text that has keys (Windows'
+--          HitExisting), answering nil and changing nothing for a new one
 --
 -- Reply: {previous, duplicate, time}, all integers: the occurrences inside the
 -- window before this one, 1 when the message was already counted (and nothing
@@ -19,5 +21,8 @@
 local previous, time = seen(KEYS[3])
 if previous then
   return {previous, 1, time}
+end
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
+  return false
 end
 return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], '')

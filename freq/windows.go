@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -72,7 +73,7 @@ func (w *Windows) Load(ctx context.Context) error {
 // clock and returns how many earlier hits are inside the window. window is
 // whole seconds, at least one second.
 func (w *Windows) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
-	return w.hit(ctx, name, window, "")
+	return w.hit(ctx, name, window, "", false)
 }
 
 // HitAt is Hit with an explicit clock, at truncated to the second; as for
@@ -83,7 +84,25 @@ func (w *Windows) HitAt(ctx context.Context, name string, window time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	return w.hit(ctx, name, window, u)
+	return w.hit(ctx, name, window, u, false)
+}
+
+// ErrNewCounter is the error of HitExisting on a counter that has no keys.
+var ErrNewCounter = errors.New("freq: new counter refused")
+
+// HitExisting is Hit (or HitAt, when at is not the zero time) on a counter
+// that has keys only: for one that has none (never hit, or its keys
+// expired) it creates nothing and answers ErrNewCounter. The check and the
+// hit are one script run.
+func (w *Windows) HitExisting(ctx context.Context, name string, window time.Duration, at time.Time) (int64, error) {
+	u := ""
+	if !at.IsZero() {
+		var err error
+		if u, err = unixArg(at); err != nil {
+			return 0, err
+		}
+	}
+	return w.hit(ctx, name, window, u, true)
 }
 
 // Count returns how many hits on the counter (name, window) are inside the
@@ -101,13 +120,17 @@ func (w *Windows) CountAt(ctx context.Context, name string, window time.Duration
 	return w.count(ctx, name, window, u)
 }
 
-func (w *Windows) hit(ctx context.Context, name string, window time.Duration, at string) (int64, error) {
+func (w *Windows) hit(ctx context.Context, name string, window time.Duration, at string, existing bool) (int64, error) {
 	keys, secs, ttl, err := w.keys(name, window)
 	if err != nil {
 		return 0, err
 	}
-	// No dedupe key: ARGV[3], its TTL, is unused.
-	v, err := windowScript.Run(ctx, w.rdb, keys, secs, ttl, "0", at).Result()
+	// No dedupe key: ARGV[3], its TTL, is unused. go-redis sends a bool
+	// as "1" or "0".
+	v, err := windowScript.Run(ctx, w.rdb, keys, secs, ttl, "0", at, existing).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, ErrNewCounter
+	}
 	if err != nil {
 		return 0, fmt.Errorf("freq: window hit: %w", err)
 	}

@@ -165,6 +165,22 @@ func (m *Metrics) ObserveOutbox(total func() outbox.Stats, redeliveries, vkFailu
 		func() float64 { return float64(vkFailures()) })
 }
 
+// ObserveHeadroom registers the counters' Redis guard's readers, read at
+// each scrape: refused is the new counter names refused so far
+// (headroom.Guard.Refusals), full whether the last reading was past the
+// limit. Call it once.
+func (m *Metrics) ObserveHeadroom(refused func() uint64, full func() bool) {
+	m.counterFunc("counters_redis_new_names_refused_total", "New counter names refused because the counters' Redis is past maxmemory less COUNTERS_REDIS_HEADROOM.",
+		func() float64 { return float64(refused()) })
+	m.gaugeFunc("counters_redis_full", "1 while the last reading of the counters' Redis was past maxmemory less COUNTERS_REDIS_HEADROOM (new counter names refused), else 0.",
+		func() float64 {
+			if full() {
+				return 1
+			}
+			return 0
+		})
+}
+
 // ObservePollers registers the long-poll pollers' totals, summed over the
 // communities and read at each scrape from total (longpoll.Group.Total).
 // Call it once.

@@ -64,11 +64,14 @@ type Config struct {
 	ResourceStore         string
 	ResourceLease         time.Duration
 
-	CountersStore      string
-	CountersDir        string
-	CountersFileLevels int
-	CountersTimeout    time.Duration
-	CountersHTTPToken  string
+	CountersStore         string
+	CountersRedisURL      string
+	CountersRedisCluster  string
+	CountersRedisHeadroom int
+	CountersDir           string
+	CountersFileLevels    int
+	CountersTimeout       time.Duration
+	CountersHTTPToken     string
 
 	CountersMemoryMaxNames int
 	CountersMemoryMaxBytes int64
@@ -157,6 +160,9 @@ func settings(c *Config) []setting {
 		{"RESOURCE_STORE", StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
 		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
 		{"COUNTERS_STORE", StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
+		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
+		{"COUNTERS_REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses for the counters alone, instead of COUNTERS_REDIS_URL", str(&c.CountersRedisCluster)},
+		{"COUNTERS_REDIS_HEADROOM", "20", "percent of the counters' Redis maxmemory kept free (for the bot, when they share it): past maxmemory less this, the counter stores create no new names (port: Out of memory, HTTP 507; existing names keep counting); 0 disables; nothing is refused when Redis has no maxmemory", num(&c.CountersRedisHeadroom)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
@@ -425,6 +431,15 @@ func (c *Config) validateCounters() []error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("COUNTERS_STORE %q: must be redis, memory or file", c.CountersStore))
+	}
+	if c.CountersRedisURL != "" && c.CountersRedisCluster != "" {
+		errs = append(errs, errors.New("COUNTERS_REDIS_URL and COUNTERS_REDIS_CLUSTER: give one, not both"))
+	}
+	if (c.CountersRedisURL != "" || c.CountersRedisCluster != "") && c.CountersStore != StoreRedis && c.ResourceStore != StoreRedis {
+		errs = append(errs, errors.New("COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER: only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"))
+	}
+	if c.CountersRedisHeadroom < 0 || c.CountersRedisHeadroom > 99 {
+		errs = append(errs, fmt.Errorf("COUNTERS_REDIS_HEADROOM %d: must be 0 (off) to 99 percent", c.CountersRedisHeadroom))
 	}
 	if c.CountersFileLevels < 1 || c.CountersFileLevels > access.MaxLevels {
 		errs = append(errs, fmt.Errorf("COUNTERS_FILE_LEVELS %d: must be 1 to %d", c.CountersFileLevels, access.MaxLevels))

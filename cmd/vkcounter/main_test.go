@@ -436,6 +436,10 @@ func TestConfigErrors(t *testing.T) {
 		{"resource store", map[string]string{"RESOURCE_STORE": "file"}, "RESOURCE_STORE"},
 		{"resource lease", map[string]string{"RESOURCE_LEASE": "500ms"}, "RESOURCE_LEASE"},
 		{"log format", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
+		{"both counters redis", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_REDIS_CLUSTER": "a:1"}, "COUNTERS_REDIS_CLUSTER: give one"},
+		{"counters redis unused", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_STORE": "memory"}, "only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"},
+		{"headroom", map[string]string{"COUNTERS_REDIS_HEADROOM": "100"}, "COUNTERS_REDIS_HEADROOM 100: must be 0 (off) to 99 percent"},
+		{"negative headroom", map[string]string{"COUNTERS_REDIS_HEADROOM": "-1"}, "COUNTERS_REDIS_HEADROOM"},
 		{"api url", map[string]string{"VK_API_URL": "ftp://x/"}, "VK_API_URL"},
 	}
 	for _, tc := range tests {

@@ -27,6 +27,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
+	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
@@ -40,8 +41,13 @@ type Main struct {
 
 	embedded *embedredis.Server // when no REDIS_URL / REDIS_CLUSTER
 	rdb      redis.UniversalClient
+	// cntRdb is the counters' Redis (COUNTERS_REDIS_URL or _CLUSTER), or
+	// rdb when they share the bot's; guard keeps the counter stores from
+	// filling it (nil: COUNTERS_REDIS_HEADROOM=0, or the embedded Redis).
+	cntRdb redis.UniversalClient
+	guard  *headroom.Guard
 	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
-	// the same Redis, but never retrying a command.
+	// the counters' Redis, with a larger pool.
 	resRdb    redis.UniversalClient
 	resources *resource.Redis
 	store     *freq.Store
@@ -50,6 +56,7 @@ type Main struct {
 	bot       *bot.Bot
 	metrics   *metrics.Metrics
 	stores    counters.Stores // access and participant counters (COUNTERS_STORE)
+	activity  activity        // the bot's activity counters: stores, without the guard
 
 	httpLn     net.Listener // public: webhook, /counters/, /healthz
 	httpSrv    *http.Server
@@ -87,6 +94,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
+	if err := m.openCountersRedis(ctx); err != nil {
+		return err
+	}
 	if m.store, err = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix}); err != nil {
 		return err
 	}
@@ -114,6 +124,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
+	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err
@@ -174,33 +185,24 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 }
 
 // openStores builds the counter stores of COUNTERS_STORE, shared by the
-// counter port, the HTTP API and the bot.
+// counter port and the HTTP API, and the bot's activity counters: the same
+// counters, but never refused by the guard (the bot's few names are not
+// what it protects the bot from).
 func (m *Main) openStores() error {
 	switch m.cfg.CountersStore {
 	case StoreRedis:
-		w, err := window.NewRedis(m.rdb, m.cfg.KeyPrefix)
-		if err != nil {
+		var err error
+		if m.stores, err = m.redisStores(m.guard); err != nil {
 			return err
 		}
-		var u unique.Store = unique.NewMemory(m.memoryLimits())
-		// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
-		// several keys adds their counts up, and PFADD may answer 1 for a
-		// key already added. The memory store is Redis's algorithm and
-		// lives exactly as long as the embedded Redis.
-		if m.embedded == nil {
-			if u, err = unique.NewRedis(m.rdb, m.cfg.KeyPrefix); err != nil {
+		m.activity = activity{m.stores.Access, m.stores.Participants, m.stores.Uniques}
+		if m.guard != nil {
+			bots, err := m.redisStores(nil)
+			if err != nil {
 				return err
 			}
+			m.activity = activity{bots.Access, bots.Participants, bots.Uniques}
 		}
-		a, err := access.NewRedis(m.rdb, m.cfg.KeyPrefix)
-		if err != nil {
-			return err
-		}
-		p, err := participant.NewRedis(m.rdb, m.cfg.KeyPrefix)
-		if err != nil {
-			return err
-		}
-		m.stores = counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}
 	case StoreMemory:
 		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
 	case StoreFile:
@@ -219,6 +221,9 @@ func (m *Main) openStores() error {
 	default:
 		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
 	}
+	if m.activity.hits == nil {
+		m.activity = activity{m.stores.Access, m.stores.Participants, m.stores.Uniques}
+	}
 	m.stores.Timeout = m.cfg.CountersTimeout
 	return nil
 }
@@ -227,6 +232,41 @@ func (m *Main) openStores() error {
 // COUNTERS_MEMORY_MAX_BYTES, for each kind's memory store.
 func (m *Main) memoryLimits() memcap.Limits {
 	return memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}
+}
+
+// redisStores returns the counter stores on the counters' Redis, refusing
+// new names while guard finds it full (never with a nil guard).
+func (m *Main) redisStores(guard *headroom.Guard) (counters.Stores, error) {
+	w, err := window.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
+	if err != nil {
+		return counters.Stores{}, err
+	}
+	w.SetGuard(guard)
+	var u unique.Store = unique.NewMemory(m.memoryLimits())
+	// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
+	// several keys adds their counts up, and PFADD may answer 1 for a
+	// key already added. The memory store is Redis's algorithm and
+	// lives exactly as long as the embedded Redis (which has no guard,
+	// so the bot's activity shares this one).
+	if !m.countersEmbedded() {
+		ru, err := unique.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
+		if err != nil {
+			return counters.Stores{}, err
+		}
+		ru.SetGuard(guard)
+		u = ru
+	}
+	a, err := access.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
+	if err != nil {
+		return counters.Stores{}, err
+	}
+	a.SetGuard(guard)
+	p, err := participant.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
+	if err != nil {
+		return counters.Stores{}, err
+	}
+	p.SetGuard(guard)
+	return counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}, nil
 }
 
 // activity feeds the bot's activity counters into the counter stores.
@@ -309,17 +349,17 @@ func (m *Main) serveCounters(ctx context.Context) error {
 const resourcePoolSize = 128
 
 // openResources opens the Redis resource store on a client of its own to
-// the service's Redis, with a larger pool (resourcePoolSize); like every
+// the counters' Redis, with a larger pool (resourcePoolSize); like every
 // client of the service it never resends a command, and a resent acquire
 // would be a second acquire.
 func (m *Main) openResources(ctx context.Context) error {
-	rc := m.redisConfig()
+	rc := m.countersRedisConfig()
 	rc.PoolSize = resourcePoolSize
 	var err error
 	if m.resRdb, err = redisconn.Open(rc); err != nil {
 		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
 	}
-	if m.embedded != nil {
+	if m.countersEmbedded() {
 		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
 	}
 	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
@@ -327,6 +367,7 @@ func (m *Main) openResources(ctx context.Context) error {
 		Interval: time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Lease:    m.cfg.ResourceLease,
 		Logger:   m.log,
+		Guard:    m.guard,
 	})
 	if err != nil {
 		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
@@ -402,6 +443,64 @@ func (m *Main) openRedis(ctx context.Context) (err error) {
 	return nil
 }
 
+// countersRedisConfig is the counters' Redis: COUNTERS_REDIS_CLUSTER,
+// COUNTERS_REDIS_URL, or the service's.
+func (m *Main) countersRedisConfig() redisconn.Config {
+	if m.countersOwnRedis() {
+		return redisConfig(m.cfg.CountersRedisURL, m.cfg.CountersRedisCluster, m.cfg.RedisTimeout)
+	}
+	return m.redisConfig()
+}
+
+// countersOwnRedis reports whether the counters have a Redis of their own.
+func (m *Main) countersOwnRedis() bool {
+	return m.cfg.CountersRedisURL != "" || m.cfg.CountersRedisCluster != ""
+}
+
+// countersEmbedded reports whether the counters' Redis is the embedded one.
+func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.countersOwnRedis() }
+
+// openCountersRedis opens the counters' own Redis if they have one, and
+// the guard that keeps the counter stores from filling theirs
+// (COUNTERS_REDIS_HEADROOM), unless no store of theirs is in Redis.
+func (m *Main) openCountersRedis(ctx context.Context) error {
+	m.cntRdb = m.rdb
+	if m.cfg.CountersStore != StoreRedis && m.cfg.ResourceStore != StoreRedis {
+		return nil
+	}
+	if m.countersOwnRedis() {
+		c, err := redisconn.Open(m.countersRedisConfig())
+		if err != nil {
+			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)
+		}
+		m.cntRdb = c // closed by Close, even if the ping fails
+		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := c.Ping(pingCtx).Err(); err != nil {
+			return fmt.Errorf("counters' redis (COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER): %w", err)
+		}
+	}
+	if m.cfg.CountersRedisHeadroom == 0 || m.countersEmbedded() {
+		return nil // the embedded Redis has no memory limit
+	}
+	g, err := headroom.New(m.cntRdb, headroom.Options{Percent: m.cfg.CountersRedisHeadroom, Setting: "COUNTERS_REDIS_HEADROOM"})
+	if err != nil {
+		return fmt.Errorf("COUNTERS_REDIS_HEADROOM: %w", err)
+	}
+	readCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, err := g.Read(readCtx)
+	switch {
+	case err != nil:
+		m.log.Warn().Err(err).Msg("cannot read the counters' Redis INFO memory: COUNTERS_REDIS_HEADROOM is off, and counter clients can fill that Redis")
+		return nil
+	case r.Max == 0:
+		m.log.Info().Str("redis", r.Node).Msg("the counters' Redis has no maxmemory: COUNTERS_REDIS_HEADROOM refuses nothing until one is set")
+	}
+	m.guard = g
+	return nil
+}
+
 func (m *Main) redisKind() string {
 	switch {
 	case m.cfg.RedisCluster != "":
@@ -447,7 +546,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		MaxBatch:        m.cfg.VKBatch,
 		RatePerToken:    m.cfg.VKRate,
 		OnReplyDone:     m.metrics.ReplyDone,
-		Activity:        activity{m.stores.Access, m.stores.Participants, m.stores.Uniques},
+		Activity:        m.activity,
 		ActivityTimeout: m.cfg.CountersTimeout,
 		RecordTimeout:   m.cfg.RedisTimeout,
 		Logger:          m.log,
@@ -622,6 +721,9 @@ func (m *Main) close() error {
 	}
 	if m.outbox != nil {
 		m.outbox.Close()
+	}
+	if m.cntRdb != nil && m.cntRdb != m.rdb {
+		m.cntRdb.Close()
 	}
 	if m.rdb != nil {
 		m.rdb.Close()

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,10 +27,14 @@ const OnceFor = time.Hour
 
 // addOnceScript adds ARGV[1] to KEYS[1] unless the token key KEYS[2]
 // exists, then creates the token key for ARGV[2] milliseconds. It answers
-// the counter's total.
+// the counter's total, or nil (changing nothing) when ARGV[3] is "1" and
+// KEYS[1] does not exist: a new name refused.
 var addOnceScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return tonumber(redis.call('GET', KEYS[1]) or '0')
+end
+if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
 end
 local total = redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
@@ -46,10 +51,17 @@ func (r *Redis) AddOnce(ctx context.Context, name string, n int64, token string)
 	if token == "" {
 		return 0, fmt.Errorf("access: AddOnce with an empty token")
 	}
-	if err := r.index(ctx, name); err != nil {
-		return 0, err
+	full := r.guard.Full()
+	if !full { // as in Add
+		if err := r.index(ctx, name); err != nil {
+			return 0, err
+		}
 	}
-	total, err := addOnceScript.Run(ctx, r.rdb, []string{r.key(name), r.key(name) + ":once:" + token}, n, OnceFor.Milliseconds()).Int64()
+	// go-redis sends a bool as "1" or "0".
+	total, err := addOnceScript.Run(ctx, r.rdb, []string{r.key(name), r.key(name) + ":once:" + token}, n, OnceFor.Milliseconds(), full).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, r.guard.Refused(ErrNoMemory)
+	}
 	if isOverflow(err) {
 		return 0, fmt.Errorf("%w: adding %d", ErrOverflow, n)
 	}

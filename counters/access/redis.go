@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/counters/internal/names"
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // Redis is a Store that keeps each counter in one Redis string,
@@ -20,10 +21,15 @@ import (
 // to its first "}", or the whole key for a name starting with "}", so
 // names alike up to a "}" share a slot.) The keys do not expire. A sorted set indexes the names for List (see
 // redis_list.go).
+//
+// With a Guard (SetGuard), a new name is refused with ErrNoMemory while
+// the guard finds Redis full: the hit is then one script that increments
+// only a counter that exists.
 type Redis struct {
 	rdb     redis.UniversalClient
 	prefix  string
-	indexed indexed // names this process put in the index (see List)
+	indexed indexed         // names this process put in the index (see List)
+	guard   *headroom.Guard // nil: new names always created
 }
 
 // keyPart follows the service's base prefix in every key of this store.
@@ -39,21 +45,44 @@ func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
 	return &Redis{rdb: rdb, prefix: base + keyPart}, nil
 }
 
+// SetGuard makes the store refuse new names while g finds Redis full.
+// Call it before the store is used.
+func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
+
+// addExistingScript is INCRBY of ARGV[1] on KEYS[1] if it exists; it
+// answers nil (and changes nothing) if not.
+var addExistingScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('INCRBY', KEYS[1], ARGV[1])
+`)
+
 // key returns the Redis key holding the counter name.
 func (r *Redis) key(name string) string {
 	return r.prefix + "{" + name + "}"
 }
 
 // Add adds n (n >= 1) to the counter name with one INCRBY and returns its
-// new total.
+// new total. While the guard finds Redis full, it is one script that adds
+// to an existing counter only, and a new name gets ErrNoMemory.
 func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkAdd(name, n); err != nil {
 		return 0, err
 	}
-	if err := r.index(ctx, name); err != nil {
-		return 0, err
+	var total int64
+	var err error
+	if r.guard.Full() {
+		// No index write: a counter that exists was indexed before its
+		// first INCRBY, and a new one is not created.
+		total, err = addExistingScript.Run(ctx, r.rdb, []string{r.key(name)}, n).Int64()
+		if errors.Is(err, redis.Nil) {
+			return 0, r.guard.Refused(ErrNoMemory)
+		}
+	} else {
+		if err := r.index(ctx, name); err != nil {
+			return 0, err
+		}
+		total, err = r.rdb.IncrBy(ctx, r.key(name), n).Result()
 	}
-	total, err := r.rdb.IncrBy(ctx, r.key(name), n).Result()
 	if isOverflow(err) {
 		// Redis refuses the INCRBY and leaves the value as it was.
 		return 0, fmt.Errorf("%w: adding %d", ErrOverflow, n)

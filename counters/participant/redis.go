@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 var (
@@ -39,10 +41,14 @@ var (
 // a key. (Redis Cluster hashes the name up to its first "}", or the whole
 // key for a name starting with "}", so names alike up to a "}" share a
 // slot.)
+//
+// With a Guard (SetGuard), a visit that would create a new name is
+// refused with ErrNoMemory while the guard finds Redis full.
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
 	clock  func() time.Time // nil: the server's TIME
+	guard  *headroom.Guard  // nil: new names always created
 }
 
 // keyPart follows the service's base prefix in every key of this store.
@@ -57,6 +63,10 @@ func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
 	}
 	return &Redis{rdb: rdb, prefix: base + keyPart}, nil
 }
+
+// SetGuard makes the store refuse new names while g finds Redis full.
+// Call it before the store is used.
+func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
 
 // WithClock returns a copy of the store that reads the time from clock
 // instead of the server's TIME, for tests and replays that need a given
@@ -86,12 +96,15 @@ func (r *Redis) VisitMany(ctx context.Context, name string, keys []string, timeo
 	if err != nil {
 		return 0, 0, err
 	}
-	args := make([]any, 0, 2+len(keys))
-	args = append(args, secs, r.now())
+	args := make([]any, 0, 3+len(keys))
+	args = append(args, secs, r.now(), r.guard.Full()) // go-redis sends a bool as "1" or "0"
 	for _, key := range keys {
 		args = append(args, key)
 	}
 	v, err := visitScript.Run(ctx, r.rdb, []string{r.key(name)}, args...).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, 0, r.guard.Refused(ErrNoMemory)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("participant: redis visit: %w", err)
 	}

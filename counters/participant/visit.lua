@@ -3,12 +3,17 @@
 -- KEYS[1]    the name's sorted set: member = key, score = last seen (Unix s)
 -- ARGV[1]    timeout, whole seconds (>= 1)
 -- ARGV[2]    now, Unix seconds; empty to use the server's TIME
--- ARGV[3..]  the keys, at least one; a key may repeat
+-- ARGV[3]    "1" to refuse a new name: a set that does not exist
+-- ARGV[4..]  the keys, at least one; a key may repeat
 --
 -- Reply: {active, added}: the set's size after the visit, and how many
 -- distinct keys were not active before it (a key is active while
--- last_seen + timeout >= now).
+-- last_seen + timeout >= now); nil, changing nothing, for a new name
+-- refused.
 local set = KEYS[1]
+if ARGV[3] == '1' and redis.call('EXISTS', set) == 0 then
+  return false
+end
 local timeout = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 if not now then
@@ -20,7 +25,7 @@ local score = string.format('%d', now)
 local added = 0
 local seen_keys = {}
 local zadd = {} -- score, member, score, member, ...
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local key = ARGV[i]
   if not seen_keys[key] then
     seen_keys[key] = true

@@ -1,11 +1,12 @@
 -- acquire.lua: Acquire for one holder.
 -- KEYS[3] (B): the birth of the store's data in this slot (see birth.lua).
 -- ARGV: holder, resources, maximum, interval s, lease ms, name, backdate
--- ms (see birth.lua).
+-- ms (see birth.lua), and "1" to refuse a new counter.
 -- Reply: {status, created, before}: status 1 acquired, 0 not available,
 -- -1 the holder's earlier holding of this counter had expired (its lease
 -- was lost; nothing acquired), -2 not available because the store's data
--- in this slot is younger than one lease (Redis lost it: see birth.lua);
+-- in this slot is younger than one lease (Redis lost it: see birth.lua),
+-- -3 a new counter refused (nothing changed);
 -- created 1 when this call created the counter; before what the holder
 -- held of it before the call (0 when its holding had expired, whichever
 -- script dropped it), so that the instance can tell when Redis holds less
@@ -18,6 +19,9 @@ if born(KEYS[3], tonumber(ARGV[7])) > now_ms - lease then
 end
 local created = 0
 if redis.call('EXISTS', K) == 0 then
+  if ARGV[8] == '1' then
+    return {-3, 0, 0}
+  end
   redis.call('DEL', L)
   redis.call('HSET', K, 'n', name, 'c', 0, 'm', 0, 'u', now)
   created = 1

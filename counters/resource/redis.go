@@ -17,6 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 var (
@@ -95,6 +97,9 @@ type RedisOptions struct {
 	// own: on a prefix in use it gives up the guarantee when Redis loses
 	// its data. The service never sets it.
 	AssumeNoHolders bool
+	// Guard, when not nil, refuses new counters (ErrNoMemory) while it
+	// finds Redis full; existing counters keep working.
+	Guard *headroom.Guard
 }
 
 // Redis keeps the resource counters in Redis, so that every instance using
@@ -129,6 +134,7 @@ type Redis struct {
 	// youngUntil is the Unix millisecond until which refusals for a young
 	// store are not logged again.
 	youngUntil atomic.Int64
+	guard      *headroom.Guard // nil: new counters always created
 
 	holders atomic.Uint64
 	created atomic.Uint64
@@ -194,6 +200,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		interval: int64(opts.Interval / time.Second),
 		lease:    opts.Lease,
 		log:      opts.Logger,
+		guard:    opts.Guard,
 		instance: hex.EncodeToString(id[:]),
 		cluster:  isCluster(rdb),
 

@@ -2,6 +2,7 @@ package resource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,7 +62,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 			res[i].Err = errLost
 		case op.Kind == OpAcquire:
 			batch = append(batch, sent{i, acquireScript, r.acquireKeys(op.Name),
-				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate()}})
+				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate(), r.guard.Full()}})
 		case op.Kind == OpRelease:
 			batch = append(batch, sent{i, releaseScript, r.keys(op.Name), []any{h.id, op.Resources, r.interval}})
 		default:
@@ -143,7 +144,7 @@ var errGone = fmt.Errorf("%w: the holding is gone from Redis", ErrStore)
 // isAnswer reports whether err is a definite answer of a script, not an
 // unknown outcome.
 func isAnswer(err error) bool {
-	return err == ErrNotAvailable || err == ErrNotFound || err == ErrNotAcquired
+	return err == ErrNotAvailable || err == ErrNotFound || err == ErrNotAcquired || errors.Is(err, ErrNoMemory)
 }
 
 // acquired applies the reply of an acquire script. The caller holds r.mu.
@@ -171,6 +172,8 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	case -2:
 		r.refusedYoung()
 		return ErrNotAvailable
+	case -3:
+		return r.guard.Refused(ErrNoMemory)
 	default:
 		return fmt.Errorf("%w: acquire: reply %v", ErrStore, v)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/counters/internal/hll"
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // Redis is a Store in Redis: one HyperLogLog per name at base + "u:{" +
@@ -25,12 +26,28 @@ import (
 // live in different slots, the store reads each name's value (GET, one
 // pipeline) and merges the registers itself with Redis's estimator, so the
 // answer is the one PFCOUNT would give. It is safe for concurrent use.
+//
+// With a Guard (SetGuard), an Add to a new name is refused with
+// ErrNoMemory while the guard finds Redis full: the add is then one
+// script that adds to an existing HyperLogLog only.
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
 	// spread is true when the names may live on different servers.
 	spread bool
+	guard  *headroom.Guard // nil: new names always created
 }
+
+// SetGuard makes the store refuse new names while g finds Redis full.
+// Call it before the store is used.
+func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
+
+// addExistingScript is PFADD of ARGV to KEYS[1] if it exists; it answers
+// nil (and changes nothing) if not.
+var addExistingScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('PFADD', KEYS[1], unpack(ARGV))
+`)
 
 // keyPart follows the service's base prefix in every key of this store.
 const keyPart = "u:"
@@ -61,7 +78,16 @@ func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, erro
 	for i, k := range keys {
 		args[i] = k
 	}
-	n, err := r.rdb.PFAdd(ctx, r.key(name), args...).Result()
+	var n int64
+	var err error
+	if r.guard.Full() {
+		n, err = addExistingScript.Run(ctx, r.rdb, []string{r.key(name)}, args...).Int64()
+		if errors.Is(err, redis.Nil) {
+			return false, r.guard.Refused(ErrNoMemory)
+		}
+	} else {
+		n, err = r.rdb.PFAdd(ctx, r.key(name), args...).Result()
+	}
 	if err != nil {
 		return false, fmt.Errorf("unique: redis add: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // Redis is a Store in Redis: freq.Windows under a prefix of its own (the
@@ -25,10 +26,18 @@ import (
 // A Hit that fails with a timeout may have counted: it is not idempotent,
 // and the client of the Redis connection must not retry it (see
 // internal/redisconn). It is safe for concurrent use.
+//
+// With a Guard (SetGuard), a hit on a counter that has no keys is refused
+// with ErrNoMemory while the guard finds Redis full.
 type Redis struct {
 	w     *freq.Windows
 	clock func() time.Time
+	guard *headroom.Guard // nil: new names always created
 }
+
+// SetGuard makes the store refuse new names while g finds Redis full.
+// Call it before the store is used.
+func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
 
 // keyPart follows the service's base prefix in every key of this store.
 const keyPart = "w:"
@@ -47,7 +56,7 @@ func NewRedis(rdb redis.Scripter, base string) (*Redis, error) {
 // WithClock returns a copy of r that reads the time from clock instead of
 // Redis's TIME, for tests that move time; nil means Redis's clock.
 func (r *Redis) WithClock(clock func() time.Time) *Redis {
-	return &Redis{w: r.w, clock: clock}
+	return &Redis{w: r.w, clock: clock, guard: r.guard}
 }
 
 // Load sends the scripts to Redis, so the first calls need not send them.
@@ -60,9 +69,19 @@ func (r *Redis) Hit(ctx context.Context, name string, window time.Duration) (int
 	}
 	var n int64
 	var err error
-	if r.clock == nil {
+	switch {
+	case r.guard.Full():
+		var at time.Time // zero: Redis's clock
+		if r.clock != nil {
+			at = r.clock()
+		}
+		n, err = r.w.HitExisting(ctx, name, window, at)
+		if errors.Is(err, freq.ErrNewCounter) {
+			return 0, r.guard.Refused(ErrNoMemory)
+		}
+	case r.clock == nil:
 		n, err = r.w.Hit(ctx, name, window)
-	} else {
+	default:
 		n, err = r.w.HitAt(ctx, name, window, r.clock())
 	}
 	return n, wrap(err)
