@@ -76,7 +76,7 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	if _, err := plainUniques.Add(cx, "old", []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
-	plainRes, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix})
+	plainRes, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix, AssumeNoHolders: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	w.SetGuard(g)
 	u, _ := unique.NewRedis(rdb, prefix)
 	u.SetGuard(g)
-	res, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix, Guard: g})
+	res, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix, Guard: g, AssumeNoHolders: true})
 	if err != nil {
 		t.Fatal(err)
 	}

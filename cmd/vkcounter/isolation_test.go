@@ -31,6 +31,22 @@ func ownRedis(t *testing.T, args ...string) *redistest.Target {
 	return &redistest.Target{Kind: redistest.Real, Client: c, Addr: addr, URL: "redis://" + addr}
 }
 
+// acquireBorn acquires 1 of 2 of name through c, waiting (bounded by
+// ctx) for the first lease of a new resource store, which grants nothing.
+func acquireBorn(ctx context.Context, t *testing.T, c *counters.Client, name string) {
+	t.Helper()
+	for {
+		_, err := c.Acquire(ctx, name, 1, 2)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, wire.StatusNotAvailable) {
+			t.Fatalf("acquire %s: %v", name, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling, not ordering
+	}
+}
+
 // TestCounterClientCannotFillTheBotsRedis fills a maxmemory Redis shared
 // by the bot and the counters with new access, window, unique, participant
 // and resource names over the port while the webhook is posted to: every
@@ -39,7 +55,7 @@ func ownRedis(t *testing.T, args ...string) *redistest.Target {
 // and the names that existed keep counting.
 func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	tg := ownRedis(t, "--maxmemory", "24mb", "--maxmemory-policy", "noeviction")
-	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis"))
+	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := counters.Dial(ctx, a.CounterAddr())
@@ -54,6 +70,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	if _, err := cl.WindowHit(ctx, "keep", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	acquireBorn(ctx, t, cl, "keep")
 
 	// The flood: 4 connections, new names of 200 bytes, each kind in turn,
 	// until every kind was refused and a second has passed since.
@@ -87,7 +104,11 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 				case 3:
 					_, _, err = c.Visit(ctx, name, "k", time.Hour)
 				case 4:
-					_, err = c.Acquire(ctx, name, 1, 2) // held until the connection closes
+					// Released at once: the counter stays until the
+					// interval's end, and no lease is left to renew.
+					if _, err = c.Acquire(ctx, name, 1, 2); err == nil {
+						err = c.Release(ctx, name, 1)
+					}
 				}
 				switch {
 				case err == nil:
@@ -214,7 +235,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 func TestCountersOnTheirOwnRedis(t *testing.T) {
 	bots := ownRedis(t)
 	cnts := ownRedis(t)
-	a := startApp(t, bots, env("COUNTERS_REDIS_URL", cnts.URL, "RESOURCE_STORE", "redis"))
+	a := startApp(t, bots, env("COUNTERS_REDIS_URL", cnts.URL, "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := counters.Dial(ctx, a.CounterAddr())
@@ -236,9 +257,7 @@ func TestCountersOnTheirOwnRedis(t *testing.T) {
 	if _, _, err := c.Visit(ctx, "x", "k", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Acquire(ctx, "x", 1, 1); err != nil {
-		t.Fatal(err)
-	}
+	acquireBorn(ctx, t, c, "x")
 	a.mustAPI(t, "POST", "/counters/access/y", "", 200, `{"name":"y","total":1}`)
 	a.waitCnt(t, "1\n", "total", "vk.messages") // the bot's activity
 	cntKeys := redistest.Keys(t, cnts.Client, a.prefix)
