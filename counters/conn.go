@@ -93,7 +93,7 @@ func (c *conn) serve() {
 				c.observe(pe.Header.Opcode, wire.StatusInvalid)
 				c.send(wire.AppendError(c.buf(), pe.Header.Opcode, wire.StatusInvalid, pe.Header.Opaque))
 				c.w.Flush()
-				log.Info().Err(err).Msg("counter client broke the protocol")
+				c.s.protocolLog.Info().Stringer("remote", c.nc.RemoteAddr()).Err(err).Msg("counter client broke the protocol")
 			} else if err != io.EOF && !errors.Is(err, net.ErrClosed) {
 				log.Debug().Err(err).Msg("counter connection ended")
 			}

@@ -55,6 +55,10 @@ const (
 	// server and of HTTPHandler: while a store is down every request fails.
 	storeFailLogEvery = 10 * time.Second
 
+	// protocolLogEvery spaces the "counter client broke the protocol"
+	// lines: a fuzzing or broken client can break it on every connection.
+	protocolLogEvery = 10 * time.Second
+
 	// maxHTTPBody is the largest request body HTTPHandler reads, but for
 	// a unique add: a key of participant.MaxKeyLen bytes, each escaped as
 	// \uXXXX, fits with room.
@@ -192,9 +196,12 @@ type Server struct {
 	// storeFailLog logs store failures, at most one line per
 	// storeFailLogEvery: while a store is down every request fails.
 	storeFailLog *ratelog.Logger
-	table        *resource.Table // nil unless the resources are in memory
-	res          ResourceStore
-	stores       Stores
+	// protocolLog logs protocol breaks, at most one line per
+	// protocolLogEvery.
+	protocolLog *ratelog.Logger
+	table       *resource.Table // nil unless the resources are in memory
+	res         ResourceStore
+	stores      Stores
 
 	// ctx is cancelled by Close, ending store calls in flight.
 	ctx    context.Context
@@ -257,6 +264,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts:         opts,
 		log:          opts.Logger,
 		storeFailLog: ratelog.New(opts.Logger, storeFailLogEvery),
+		protocolLog:  ratelog.New(opts.Logger, protocolLogEvery),
 		table:        table,
 		res:          res,
 		stores:       stores,

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -81,6 +83,42 @@ func TestBadMagicClosesTheConnection(t *testing.T) {
 	got := exchange(t, c, unhex(t, "80 01 00 00 00000000 00000005"), 29)
 	equalBytes(t, "bad magic", got, "91 01 04 00 00000011 00000005 496e76616c696420617267756d656e7473")
 	expectClosed(t, c)
+}
+
+// TestProtocolBreaksAreRateLimited: a client breaking the protocol on
+// connection after connection gets one log line per period, not one each.
+func TestProtocolBreaksAreRateLimited(t *testing.T) {
+	var buf lockedBuffer
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), Logger: zerolog.New(&buf)})
+	for range 50 {
+		c := pipe(t, s)
+		exchange(t, c, unhex(t, "80 01 00 00 00000000 00000005"), 29)
+		expectClosed(t, c)
+	}
+	if n := strings.Count(buf.String(), "counter client broke the protocol"); n != 1 {
+		t.Fatalf("%d protocol lines for 50 broken connections, want 1:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), `"remote"`) {
+		t.Errorf("the line does not name the client: %s", buf.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {

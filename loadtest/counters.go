@@ -220,8 +220,15 @@ type countersRun struct {
 	done   atomic.Int64 // responses checked
 	sent   atomic.Int64 // how long sending lasted (Report.Elapsed), set once it ended
 
-	mu    sync.Mutex // guards check
+	mu    sync.Mutex // guards check and the fields of a shared maximum below
 	check Check
+	// With a shared maximum: the connections the server closed and what
+	// they held, the counts above the maximum to settle at the end, and
+	// those the closed connections explained.
+	closedConns, closedUnits int64
+	closed                   []closedHolding
+	overs                    []overCount
+	excused                  int64
 
 	// held counts, per shared name, what the run's connections hold, with
 	// a shared maximum.
@@ -342,6 +349,7 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 	elapsed := time.Since(r.start)
 	r.sent.Store(int64(elapsed))
 	if o.Maximum > 0 {
+		r.settleOvers()
 		r.checkConsumption(ctx, addrs)
 	}
 	stopped := "done"
@@ -364,6 +372,9 @@ func RunCounters(ctx context.Context, o CountersOptions) (*Report, error) {
 		Scenario: r.scenario(len(addrs)),
 		Target:   o.Addr, Started: r.start, Elapsed: elapsed, Stopped: stopped,
 		Requests: r.done.Load(), Check: r.check,
+	}
+	if o.Maximum > 0 {
+		rep.ClosedByServer = &ClosedByServer{Connections: r.closedConns, Units: r.closedUnits, Excused: r.excused}
 	}
 	rep.Check.Checked = rep.Requests
 	rep.Errors = rep.Check.Wrong()

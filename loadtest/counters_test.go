@@ -12,6 +12,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
@@ -266,6 +267,45 @@ func TestSharedMaximumTwoInstances(t *testing.T) {
 			t.Errorf("scenario %q", rep.Scenario)
 		}
 	})
+}
+
+// TestSharedMaximumClosedByServer: connections the server side closes
+// (here a proxy cutting them, as a server closes a connection whose lease
+// it lost) stop counting their units as held; the reports say so, and the
+// run is no failure.
+func TestSharedMaximumClosedByServer(t *testing.T) {
+	p, err := faultproxy.New(startCounters(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		time.Sleep(200 * time.Millisecond)
+		p.Drop()
+	}()
+	rep := runCounters(t, loadtest.CountersOptions{
+		Addr: p.Addr(), Ops: []loadtest.Op{loadtest.OpAcquire}, Maximum: 2,
+		Conns: 4, Names: 1, Duration: 10 * time.Second,
+	})
+	<-cut
+	c := rep.ClosedByServer
+	if c == nil || c.Connections != 4 || c.Units > 2 {
+		t.Fatalf("closed by server %+v, want 4 connections holding at most 2 units", c)
+	}
+	if rep.Stopped != "connections failed" || rep.Check.Problems[loadtest.Broken] != 0 || rep.Check.Problems[loadtest.OverMaximum] != 0 {
+		t.Fatalf("stopped %q; problems %v", rep.Stopped, rep.Check.Listed)
+	}
+	var table, js strings.Builder
+	rep.WriteTable(&table)
+	rep.WriteJSON(&js)
+	if !strings.Contains(table.String(), "closed by server: 4 connections holding") {
+		t.Errorf("table lacks the closed connections:\n%s", table.String())
+	}
+	if !strings.Contains(js.String(), `"closed_by_server": {`) || !strings.Contains(js.String(), `"connections": 4`) {
+		t.Errorf("JSON lacks closed_by_server:\n%s", js.String())
+	}
 }
 
 // TestSharedMaximumCatchesSplitCounters: two instances that each keep

@@ -168,9 +168,25 @@ type Report struct {
 	// Faults lists the faults injected (callback only), with when each
 	// began and ended.
 	Faults []FaultRecord `json:"faults,omitempty"`
-	Check  Check         `json:"check"`
+	// ClosedByServer, with a shared maximum (counters -max), is what the
+	// connections the servers closed held (a server gives up a
+	// connection whose lease it lost).
+	ClosedByServer *ClosedByServer `json:"closed_by_server,omitempty"`
+	Check          Check           `json:"check"`
 
 	charts []chartSeries
+}
+
+// ClosedByServer is what the connections a server closed held, with a
+// shared maximum. Their units stop counting as held when the close is
+// seen; a count above the maximum they may explain (it happened after the
+// connection's last answer and before the close was seen, and the units
+// bring it within the maximum) is not a problem, and is counted in
+// Excused.
+type ClosedByServer struct {
+	Connections int64 `json:"connections"`
+	Units       int64 `json:"units"`
+	Excused     int64 `json:"excused_over_maximum"`
 }
 
 // RequestsPerSecond is Requests over Elapsed.
@@ -225,6 +241,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "\nfault %s: %s", f.Fault, f.span())
+	}
+	if c := r.ClosedByServer; c != nil {
+		fmt.Fprintf(&b, "\nclosed by server: %s holding %s (no longer counted as held)", plural(c.Connections, "connection", "connections"), plural(c.Units, "unit", "units"))
+		if c.Excused > 0 {
+			fmt.Fprintf(&b, "; %s above the maximum explained by them", plural(c.Excused, "count", "counts"))
+		}
 	}
 	fmt.Fprintf(&b, "\nerrors: %d", r.Errors)
 	for _, k := range sortedKeys(r.ErrorKinds) {

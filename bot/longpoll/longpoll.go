@@ -95,7 +95,9 @@ type Options struct {
 	// whole seconds, at most 90 s).
 	Wait time.Duration
 	// LeaseTTL is how long the lease lasts unless renewed (default
-	// DefaultLeaseTTL); a standby instance takes over within it.
+	// DefaultLeaseTTL). A standby instance checks the lease every
+	// LeaseTTL/3, so it takes over from one that died within LeaseTTL +
+	// LeaseTTL/3 plus one Store call's limit (2 s): 42 s by default.
 	LeaseTTL time.Duration
 	// HandleTimeout bounds Handler.HandleMessage (default
 	// DefaultHandleTimeout).

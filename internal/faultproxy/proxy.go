@@ -84,6 +84,14 @@ func (p *Proxy) Target() string { return p.target }
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.down = true
+	p.mu.Unlock()
+	p.Drop()
+}
+
+// Drop closes every open connection, dropping any bytes held, as a server
+// closing its clients' connections would; new connections go through.
+func (p *Proxy) Drop() {
+	p.mu.Lock()
 	links := p.snapshot()
 	p.mu.Unlock()
 	for _, l := range links {

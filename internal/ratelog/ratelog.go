@@ -37,6 +37,9 @@ func (l *Logger) SetClock(now func() time.Time) { l.now = now }
 // "suppressed": their number.
 func (l *Logger) Warn() *zerolog.Event { return l.event(l.log.Warn) }
 
+// Info is Warn at info level.
+func (l *Logger) Info() *zerolog.Event { return l.event(l.log.Info) }
+
 // Error is Warn at error level.
 func (l *Logger) Error() *zerolog.Event { return l.event(l.log.Error) }
 
