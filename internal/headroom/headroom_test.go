@@ -3,7 +3,9 @@ package headroom_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,5 +154,30 @@ func TestGuardWithoutMaxmemory(t *testing.T) {
 	r, err := g.Read(context.Background())
 	if err != nil || r.Max != 0 || r.Limit != 0 || g.Full() {
 		t.Fatalf("reading %+v, %v", r, err)
+	}
+}
+
+// TestGuardReadsEveryClusterMaster checks that on a cluster the guard reads
+// each master and keeps the fullest.
+func TestGuardReadsEveryClusterMaster(t *testing.T) {
+	tg := redistest.Open(t, redistest.Cluster)
+	g, err := headroom.New(tg.Client, headroom.Options{Percent: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // ForEachMaster runs the masters concurrently
+	var masters []string
+	err = tg.Client.(*redis.ClusterClient).ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, c.Options().Addr)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.Read(context.Background())
+	if err != nil || r.Used <= 0 || !slices.Contains(masters, r.Node) {
+		t.Fatalf("reading %+v, %v; want one of the masters %v", r, err, masters)
 	}
 }
