@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envBenchServer) == "1" {
 		os.Exit(runBenchServer())
 	}
-	code := m.Run()
+	code := redistest.Main(m)
 	benchSrv.stop()
 	os.Exit(code)
 }

@@ -441,6 +441,8 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 		switch {
 		case err == nil && status == http.StatusOK && answer == "ok":
 			return nil
+		case err == nil && (status == http.StatusNotFound || status == http.StatusMethodNotAllowed):
+			return fmt.Errorf("%s answers %d %q: no webhook is served there (a service in VK_MODE=longpoll serves none: use -longpoll; otherwise check CALLBACK_PATH)", r.o.URL, status, answer)
 		case err == nil:
 			return fmt.Errorf("the bot answered an event of group %d with %d %q, not ok: check the group id and secret", r.o.GroupID, status, answer)
 		case ctx.Err() != nil:

@@ -479,6 +479,13 @@ func TestBotNotAnswering(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "does not answer") {
 		t.Fatalf("error %v, want the bot not answering", err)
 	}
+	// Something answers, but serves no webhook: say what answered.
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	_, err = loadtest.RunCallback(context.Background(), options(notFound.URL+"/callback", vk))
+	if err == nil || !strings.Contains(err.Error(), `answers 404 "404 page not found`) || !strings.Contains(err.Error(), "VK_MODE=longpoll") {
+		t.Fatalf("error %v, want what answered and the long-poll hint", err)
+	}
 	_, u := newFakeBot(t, vk)
 	o := options(u, vk)
 	o.Secret = "wrong"

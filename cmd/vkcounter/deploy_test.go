@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -462,7 +463,7 @@ func staticBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := redistest.Main(m)
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
@@ -645,5 +646,54 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	t.Logf("%d events answered ok before SIGTERM closed the listener; all replied", len(okPeers))
 	if !strings.Contains(p.log.String(), `"stopped"`) {
 		t.Error("no 'stopped' log line")
+	}
+}
+
+// TestComposeFile: compose.yaml runs the image next to a Redis that keeps
+// its data (AOF) and never evicts, reaches it by its service name, and
+// publishes every port the image listens on, on loopback only.
+func TestComposeFile(t *testing.T) {
+	raw, err := os.ReadFile("../../compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Image       string            `yaml:"image"`
+			Build       string            `yaml:"build"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+			Ports       []string          `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	r, svc := compose.Services["redis"], compose.Services["vkcounter"]
+	cmd := strings.Join(r.Command, " ")
+	if !strings.HasPrefix(r.Image, "redis:") || !strings.Contains(cmd, "--maxmemory-policy noeviction") || !strings.Contains(cmd, "--appendonly yes") {
+		t.Errorf("redis: image %q, command %q: want Redis with noeviction and AOF", r.Image, cmd)
+	}
+	if svc.Build != "." || svc.Environment["REDIS_URL"] != "redis://redis:6379/0" {
+		t.Errorf("vkcounter: build %q, REDIS_URL %q: want the Dockerfile's image on the redis service", svc.Build, svc.Environment["REDIS_URL"])
+	}
+	env := imageEnv(t)
+	def := defaults()
+	var want []string
+	for _, name := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
+		addr := def[name]
+		if v, ok := env[name]; ok {
+			addr = v
+		}
+		p := strconv.Itoa(portOf(t, addr))
+		want = append(want, "127.0.0.1:"+p+":"+p)
+	}
+	if len(r.Ports) != 0 || !slices.Equal(svc.Ports, want) {
+		t.Errorf("ports: redis %v, vkcounter %v; want Redis unpublished and %v", r.Ports, svc.Ports, want)
+	}
+	for k, v := range svc.Environment {
+		if _, known := def[k]; !known {
+			t.Errorf("compose.yaml sets %s=%q, which is no setting", k, v)
+		}
 	}
 }

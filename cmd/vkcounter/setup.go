@@ -16,9 +16,12 @@ import (
 const setupUsage = `Usage: vkcounter setup -url https://<host>/callback [flags]
 
 Registers the Callback API server of each community (or updates the one
-with the same URL: running it twice changes nothing), sets API version %s
-and the event types to message_new only, then prints the settings for
-vkcounter serve. The communities and tokens come from VK_GROUP_ID and
+with the same URL), sets API version %s and the event types to
+message_new only, then prints the settings for vkcounter serve. Run again
+with the same settings, it says "unchanged" and changes nothing at VK.
+The community's other Callback servers that still receive message_new
+(an old address, another bot) are named: each message would reach them
+too; -disable-others turns message_new off on them. The communities and tokens come from VK_GROUP_ID and
 VK_TOKEN, or VK_GROUPS; the token needs the "manage" right.
 
 The secret key: one given (-secret, VK_SECRET, or the secret of VK_GROUPS)
@@ -40,6 +43,7 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 	token := fs.String("token", "", "community token with the manage right (default VK_TOKEN)")
 	secret := fs.String("secret", "", "secret key (default VK_SECRET; empty keeps the server's or generates one)")
 	apiURL := fs.String("api-url", "", "VK API base URL (default VK_API_URL or https://api.vk.com/method/)")
+	disableOthers := fs.Bool("disable-others", false, "turn message_new off on the community's Callback servers at other URLs")
 	usage := func(err error) int { return usageError(stderr, "setup", err) }
 	if code, ok := parseFlags(fs, args, fmt.Sprintf(setupUsage, vkapi.Version), stdout, stderr); !ok {
 		return code
@@ -82,7 +86,7 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 		if len(c.Tokens()) == 0 {
 			return usage(fmt.Errorf("community %d has no token: setup needs one with the manage right (VK_TOKEN, -token, or the token of VK_GROUPS)", c.GroupID))
 		}
-		o := vkapi.SetupOptions{GroupID: c.GroupID, URL: *cbURL, Title: *title, Secret: c.Secret}
+		o := vkapi.SetupOptions{GroupID: c.GroupID, URL: *cbURL, Title: *title, Secret: c.Secret, DisableOthers: *disableOthers}
 		if err := o.Validate(); err != nil {
 			return usage(err)
 		}
@@ -110,13 +114,28 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 // given is true when the secret came from -secret, VK_SECRET or VK_GROUPS.
 func printSetup(w io.Writer, o vkapi.SetupOptions, res vkapi.SetupResult, given, several bool) {
 	verb := "updated"
-	if res.Created {
+	switch {
+	case res.Created:
 		verb = "created"
+	case res.Unchanged:
+		verb = "unchanged"
 	}
 	fmt.Fprintf(w, "Community %d: Callback server %d %s for %s (API %s, events: %s only).\n",
 		o.GroupID, res.ServerID, verb, o.URL, vkapi.Version, vkapi.EventMessageNew)
 	if len(res.Disabled) > 0 {
 		fmt.Fprintf(w, "Turned off: %s.\n", strings.Join(res.Disabled, ", "))
+	}
+	if len(res.Others) > 0 {
+		list := make([]string, len(res.Others))
+		for i, s := range res.Others {
+			list[i] = fmt.Sprintf("server %d %q at %s (status %s)", s.ID, s.Title, s.URL, s.Status)
+		}
+		if res.OthersDisabled {
+			fmt.Fprintf(w, "message_new turned off on the community's other Callback servers: %s.\n", strings.Join(list, "; "))
+		} else {
+			fmt.Fprintf(w, "Warning: other Callback servers of community %d still receive message_new, so every message reaches them too: %s. Run setup again with -disable-others to turn it off there (or remove them in the community's Callback API settings).\n",
+				o.GroupID, strings.Join(list, "; "))
+		}
 	}
 	switch {
 	case res.SecretGenerated:

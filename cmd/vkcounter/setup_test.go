@@ -57,10 +57,15 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 		}
 	}
 
-	// Again: the same server is updated, its secret kept.
+	// Again with the same settings: nothing to change, and nothing is
+	// asked of VK but reads.
+	edits, sets := vk.Calls("groups.editCallbackServer"), vk.Calls("groups.setCallbackSettings")
 	code, out, errOut = runSetupCmd(vk, nil, "-url", u)
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("Callback server %d updated", s.ID)) || strings.Contains(out, "generated") {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("Callback server %d unchanged", s.ID)) || strings.Contains(out, "generated") || strings.Contains(out, "Warning") {
 		t.Fatalf("second run: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
+	}
+	if e, st := vk.Calls("groups.editCallbackServer")-edits, vk.Calls("groups.setCallbackSettings")-sets; e != 0 || st != 0 {
+		t.Errorf("second run: %d groups.editCallbackServer and %d groups.setCallbackSettings calls, want none", e, st)
 	}
 	if servers := vk.CallbackServers(testGroup); len(servers) != 2 || servers[1].SecretKey != secret {
 		t.Fatalf("servers after the second run: %+v", servers)
@@ -74,8 +79,14 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "The secret given is set at VK: the service must run with it.") || !strings.Contains(out, "VK_SECRET=given-secret\n") {
 		t.Fatalf("third run: exit %d, stdout:\n%s", code, out)
 	}
-	if got := vk.CallbackServers(testGroup)[1].SecretKey; got != "given-secret" {
-		t.Errorf("secret = %q, want the one given", got)
+	if got := vk.CallbackServers(testGroup)[1].SecretKey; got != "given-secret" || !strings.Contains(out, "updated") {
+		t.Errorf("secret = %q, want the one given, and the server told as updated:\n%s", got, out)
+	}
+	// A new title is an update too; the events, already right, are not set again.
+	sets = vk.Calls("groups.setCallbackSettings")
+	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u, "-title", "counter")
+	if code != 0 || !strings.Contains(out, "updated") || vk.CallbackServers(testGroup)[1].Title != "counter" || vk.Calls("groups.setCallbackSettings") != sets {
+		t.Errorf("new title: exit %d, title %q, %d settings calls:\n%s", code, vk.CallbackServers(testGroup)[1].Title, vk.Calls("groups.setCallbackSettings")-sets, out)
 	}
 	if n := vk.Calls("groups.addCallbackServer"); n != 1 {
 		t.Errorf("groups.addCallbackServer called %d times, want 1", n)
@@ -115,7 +126,8 @@ func TestSetupExitCodes(t *testing.T) {
 		t.Errorf("%d servers registered by bad invocations", n)
 	}
 	// The help tells what a second run does with the secret.
-	if _, out, _ := runSetupCmd(vk, nil, "-h"); strings.Contains(out, "printed once") || !strings.Contains(out, "running setup again\nwith the same -url prints the same one") {
+	if _, out, _ := runSetupCmd(vk, nil, "-h"); strings.Contains(out, "printed once") || !strings.Contains(out, "running setup again\nwith the same -url prints the same one") ||
+		!strings.Contains(out, `says "unchanged" and changes nothing at VK`) || !strings.Contains(out, "-disable-others") {
 		t.Errorf("setup -h on the secret:\n%s", out)
 	}
 
@@ -134,5 +146,48 @@ func TestConfirmationFetchedAtStart(t *testing.T) {
 	}
 	if n := a.vk.Calls("groups.getCallbackConfirmationCode"); n != 1 {
 		t.Errorf("%d calls of groups.getCallbackConfirmationCode, want 1", n)
+	}
+}
+
+// TestSetupOtherServers: setup at a new URL names the community's other
+// servers still receiving message_new (each message would reach them
+// too), and -disable-others turns it off there, leaving servers that do
+// not receive it alone.
+func TestSetupOtherServers(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	quiet := vk.AddCallbackServer(testGroup, "other bot", "https://other.example/cb", "x") // message_new off
+	if code, _, errOut := runSetupCmd(vk, nil, "-url", "https://old.example/callback"); code != 0 {
+		t.Fatalf("first setup: exit %d %s", code, errOut)
+	}
+	old := vk.CallbackServers(testGroup)[1]
+	vk.SetCallbackStatus(testGroup, old.ID, "ok")
+
+	code, out, _ := runSetupCmd(vk, nil, "-url", "https://new.example/callback")
+	want := fmt.Sprintf(`Warning: other Callback servers of community %d still receive message_new, so every message reaches them too: server %d "vkcounter" at https://old.example/callback (status ok). Run setup again with -disable-others`, testGroup, old.ID)
+	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "other.example") {
+		t.Fatalf("setup at a new URL: exit %d, want %q, and nothing of server %d, in:\n%s", code, want, quiet, out)
+	}
+	if vk.CallbackServers(testGroup)[1].Events["message_new"] != 1 {
+		t.Fatal("the old server's message_new was turned off without -disable-others")
+	}
+
+	code, out, _ = runSetupCmd(vk, nil, "-url", "https://new.example/callback", "-disable-others")
+	if code != 0 || !strings.Contains(out, "message_new turned off on the community's other Callback servers: server "+strconv.Itoa(old.ID)) ||
+		!strings.Contains(out, "unchanged") {
+		t.Fatalf("-disable-others: exit %d:\n%s", code, out)
+	}
+	for _, s := range vk.CallbackServers(testGroup) {
+		want := map[bool]int{true: 1, false: 0}[s.URL == "https://new.example/callback"]
+		if s.Events["message_new"] != want {
+			t.Errorf("server %d at %s: message_new %d, want %d", s.ID, s.URL, s.Events["message_new"], want)
+		}
+	}
+	if old := vk.CallbackServers(testGroup)[1]; old.Events["wall_post_new"] != 0 || old.URL != "https://old.example/callback" {
+		t.Errorf("the old server's other settings changed: %+v", old)
+	}
+	// Once off, a new run has nothing to say about them.
+	if _, out, _ = runSetupCmd(vk, nil, "-url", "https://new.example/callback"); strings.Contains(out, "old.example") {
+		t.Errorf("a run after -disable-others still names the old server:\n%s", out)
 	}
 }

@@ -9,7 +9,10 @@
 // real-server variants.
 //
 // Tests share the real servers with other packages running in parallel, so
-// they never flush: each test gets its own key prefix from Prefix.
+// they never flush: each test gets its own key prefix from Prefix, whose
+// keys are deleted when the test ends. A package's tests run through Main
+// (its TestMain), which checks that none was left behind and says how many
+// variants were skipped.
 package redistest
 
 import (
@@ -77,6 +80,7 @@ func Run(t *testing.T, fn func(t *testing.T, tg *Target), kinds ...Kind) {
 // EnvRequire is set) and fails it when the backend is unreachable.
 func Open(t testing.TB, k Kind) *Target {
 	t.Helper()
+	mustRunUnderMain(t)
 	switch k {
 	case Mini:
 		m := miniredis.RunT(t)
@@ -107,13 +111,19 @@ func Open(t testing.TB, k Kind) *Target {
 
 func configured(t testing.TB, env string) string {
 	t.Helper()
+	kind := Real
+	if env == EnvCluster {
+		kind = Cluster
+	}
 	v := os.Getenv(env)
 	if v == "" {
 		if os.Getenv(EnvRequire) == "1" {
 			t.Fatalf("%s is not set but %s=1: the real-server variant of this test must run", env, EnvRequire)
 		}
+		countVariant(kind, false)
 		t.Skipf("%s not set; real-server variant skipped", env)
 	}
+	countVariant(kind, true)
 	return v
 }
 
@@ -128,35 +138,42 @@ func ping(t testing.TB, c redis.UniversalClient, env string) {
 
 // Prefix returns a key prefix unique to this test run, ending in ":".
 // Tests put every key they create under it, so they can share a server.
+// When t ends, after the cleanups registered after this call (a service
+// the test started stops first), every key under it is deleted from the
+// real servers the environment names, and Main checks at the end that
+// nothing without a TTL was written there since.
 func Prefix(t testing.TB) string {
+	t.Helper()
+	mustRunUnderMain(t)
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	return "test:" + hex.EncodeToString(b[:]) + ":"
+	p := "test:" + hex.EncodeToString(b[:]) + ":"
+	mu.Lock()
+	prefixes = append(prefixes, p)
+	mu.Unlock()
+	t.Cleanup(func() {
+		if err := deletePrefix(p); err != nil {
+			t.Errorf("redistest: delete the keys under %s: %v", p, err)
+		}
+	})
+	return p
 }
 
-// Keys returns every key under prefix, scanning all masters of a cluster.
+// Keys returns every key under prefix (a SCAN MATCH pattern, to which
+// "*" is added), scanning all masters of a cluster.
 func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	t.Helper()
-	ctx := context.Background()
-	var mu sync.Mutex // ForEachMaster scans masters concurrently
+	var mu sync.Mutex // eachNode visits a cluster's masters concurrently
 	var out []string
-	scan := func(ctx context.Context, n redis.UniversalClient) error {
-		it := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			out = append(out, it.Val())
-			mu.Unlock()
-		}
-		return it.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return scan(ctx, n) })
-	} else {
-		err = scan(ctx, c)
-	}
+	err := eachNode(context.Background(), c, func(ctx context.Context, n redis.Cmdable) error {
+		keys, err := scanPrefix(ctx, n, prefix)
+		mu.Lock()
+		out = append(out, keys...)
+		mu.Unlock()
+		return err
+	})
 	if err != nil {
 		t.Fatalf("scan %s*: %v", prefix, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/SevereCloud/vksdk/v2/api"
+	"github.com/SevereCloud/vksdk/v2/object"
 )
 
 // EventMessageNew is the one event type the bot needs.
@@ -41,14 +42,30 @@ type SetupOptions struct {
 	// secret of the server being updated, or generates one for a new
 	// server.
 	Secret string
+	// DisableOthers turns message_new off on the community's other
+	// Callback servers, so that no other address gets the messages too.
+	DisableOthers bool
+}
+
+// An OtherServer is a Callback server of the community at another URL
+// that receives message_new.
+type OtherServer struct {
+	ID     int
+	Title  string
+	URL    string
+	Status string // VK's: "ok" (confirmed: VK posts to it), "unconfigured", "failed", "wait"
 }
 
 // SetupResult is what Setup did.
 type SetupResult struct {
 	// ServerID is the Callback server's id in the community.
 	ServerID int
-	// Created is true when the server was added, false when it was updated.
+	// Created is true when the server was added.
 	Created bool
+	// Unchanged is true when the server was already registered exactly
+	// so (title, secret, API version and events): no change was asked of
+	// VK.
+	Unchanged bool
 	// Secret is the server's secret key.
 	Secret string
 	// SecretGenerated is true when Setup generated Secret.
@@ -58,6 +75,12 @@ type SetupResult struct {
 	Confirmation string
 	// Disabled are the event types Setup turned off.
 	Disabled []string
+	// Others are the community's other servers that receive message_new
+	// (each message would reach them too), or, with
+	// SetupOptions.DisableOthers, that did and no longer do.
+	Others []OtherServer
+	// OthersDisabled tells that message_new was turned off on Others.
+	OthersDisabled bool
 }
 
 // Validate checks opts without calling VK.
@@ -81,7 +104,9 @@ func (o *SetupOptions) Validate() error {
 // Setup registers or updates the community's Callback server for opts.URL
 // so that VK sends message_new events only, in API version Version, with
 // the secret key; it then fetches the confirmation code. Running it again
-// with the same URL updates the same server: it is idempotent.
+// with the same settings changes nothing (no edit is sent: an edited
+// server may need confirming again). It reports the other servers that
+// receive message_new, and turns it off there with opts.DisableOthers.
 func Setup(ctx context.Context, vk *api.VK, opts SetupOptions) (SetupResult, error) {
 	if opts.Title == "" {
 		opts.Title = DefaultTitle
@@ -95,14 +120,18 @@ func Setup(ctx context.Context, vk *api.VK, opts SetupOptions) (SetupResult, err
 	if err != nil {
 		return res, fmt.Errorf("groups.getCallbackServers: %w", err)
 	}
-	for _, s := range list.Items {
-		if s.URL == opts.URL {
+	var current *object.GroupsCallbackServer
+	var others []object.GroupsCallbackServer
+	for i, s := range list.Items {
+		if s.URL == opts.URL && current == nil {
+			current = &list.Items[i]
 			res.ServerID = s.ID
 			if opts.Secret == "" {
 				opts.Secret = s.SecretKey
 			}
-			break
+			continue
 		}
+		others = append(others, s)
 	}
 	if opts.Secret == "" {
 		if opts.Secret, err = NewSecret(); err != nil {
@@ -118,14 +147,34 @@ func Setup(ctx context.Context, vk *api.VK, opts SetupOptions) (SetupResult, err
 			return res, fmt.Errorf("groups.addCallbackServer: %w", err)
 		}
 		res.ServerID, res.Created = added.ServerID, true
-	} else {
+	} else if current.Title != opts.Title || current.SecretKey != opts.Secret {
 		server["server_id"] = res.ServerID
 		if _, err := vk.GroupsEditCallbackServer(server.WithContext(ctx)); err != nil {
 			return res, fmt.Errorf("groups.editCallbackServer: %w", err)
 		}
+	} else {
+		res.Unchanged = true
 	}
-	if res.Disabled, err = setEvents(ctx, vk, group, res.ServerID); err != nil {
+	var eventsChanged bool
+	if eventsChanged, res.Disabled, err = setEvents(ctx, vk, group, res.ServerID); err != nil {
 		return res, err
+	}
+	res.Unchanged = res.Unchanged && !eventsChanged
+	for _, o := range others {
+		on, err := receivesMessages(ctx, vk, group, o.ID)
+		if err != nil {
+			return res, err
+		}
+		if !on {
+			continue
+		}
+		if opts.DisableOthers {
+			if _, err := vk.GroupsSetCallbackSettings(api.Params{"group_id": group, "server_id": o.ID, EventMessageNew: 0}.WithContext(ctx)); err != nil {
+				return res, fmt.Errorf("groups.setCallbackSettings of server %d: %w", o.ID, err)
+			}
+			res.OthersDisabled = true
+		}
+		res.Others = append(res.Others, OtherServer{ID: o.ID, Title: o.Title, URL: o.URL, Status: o.Status})
 	}
 	if res.Confirmation, err = Confirmation(ctx, vk, group); err != nil {
 		return res, err
@@ -133,36 +182,61 @@ func Setup(ctx context.Context, vk *api.VK, opts SetupOptions) (SetupResult, err
 	return res, nil
 }
 
-// setEvents sets the server's API version to Version and turns
-// message_new on and every other event type VK lists off. It returns the
-// types it turned off.
-func setEvents(ctx context.Context, vk *api.VK, group, server int) ([]string, error) {
-	// Decoded here rather than with vksdk's GroupsGetCallbackSettings: its
-	// fixed struct of event types lags behind the API, and a type VK added
-	// since would stay on.
-	var current struct {
-		Events map[string]json.RawMessage `json:"events"`
-	}
-	if err := vk.RequestUnmarshal("groups.getCallbackSettings", &current,
+// callbackSettings are a server's groups.getCallbackSettings, decoded here
+// rather than with vksdk's GroupsGetCallbackSettings: its fixed struct of
+// event types lags behind the API, and a type VK added since would be
+// missed.
+type callbackSettings struct {
+	APIVersion string                     `json:"api_version"`
+	Events     map[string]json.RawMessage `json:"events"`
+}
+
+func getSettings(ctx context.Context, vk *api.VK, group, server int) (callbackSettings, error) {
+	var cs callbackSettings
+	if err := vk.RequestUnmarshal("groups.getCallbackSettings", &cs,
 		api.Params{"group_id": group, "server_id": server}.WithContext(ctx)); err != nil {
-		return nil, fmt.Errorf("groups.getCallbackSettings: %w", err)
+		return cs, fmt.Errorf("groups.getCallbackSettings of server %d: %w", server, err)
+	}
+	return cs, nil
+}
+
+// on reports whether an event setting is on (VK answers 1 or true).
+func on(v json.RawMessage) bool { return string(v) != "0" && string(v) != "false" }
+
+// receivesMessages reports whether a server gets message_new.
+func receivesMessages(ctx context.Context, vk *api.VK, group, server int) (bool, error) {
+	cs, err := getSettings(ctx, vk, group, server)
+	return on(cs.Events[EventMessageNew]), err
+}
+
+// setEvents sets the server's API version to Version and turns
+// message_new on and every other event type VK lists off, unless they are
+// so already. It reports whether it changed anything, and the types it
+// turned off.
+func setEvents(ctx context.Context, vk *api.VK, group, server int) (changed bool, disabled []string, err error) {
+	current, err := getSettings(ctx, vk, group, server)
+	if err != nil {
+		return false, nil, err
 	}
 	params := api.Params{"group_id": group, "server_id": server, "api_version": Version, EventMessageNew: 1}
-	var disabled []string
-	for name, on := range current.Events {
+	changed = current.APIVersion != Version || !on(current.Events[EventMessageNew])
+	for name, v := range current.Events {
 		if name == EventMessageNew {
 			continue
 		}
 		params[name] = 0
-		if string(on) != "0" && string(on) != "false" {
+		if on(v) {
 			disabled = append(disabled, name)
 		}
 	}
+	if !changed && len(disabled) == 0 {
+		return false, nil, nil
+	}
 	if _, err := vk.GroupsSetCallbackSettings(params.WithContext(ctx)); err != nil {
-		return nil, fmt.Errorf("groups.setCallbackSettings: %w", err)
+		return false, nil, fmt.Errorf("groups.setCallbackSettings: %w", err)
 	}
 	sort.Strings(disabled)
-	return disabled, nil
+	return true, disabled, nil
 }
 
 // Confirmation returns the string the community's Callback server must

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/counters/wire"
+)
+
+// The monitoring files under deploy/.
+const (
+	rulesFile     = "../../deploy/prometheus/vkcounter-rules.yml"
+	dashboardFile = "../../deploy/grafana/vkcounter.json"
+)
+
+// alertRules is the shape of a Prometheus rules file, every field known.
+type alertRules struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// dashboard is the part of a Grafana dashboard the test reads.
+type dashboard struct {
+	UID        string `json:"uid"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		Type       string          `json:"type"`
+		Title      string          `json:"title"`
+		Datasource json.RawMessage `json:"datasource"`
+		Targets    []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+// promQueries returns every PromQL expression of the alert rules and the
+// dashboard, each named by where it is, after checking the files' shape.
+func promQueries(t *testing.T) map[string]string {
+	t.Helper()
+	queries := map[string]string{}
+	raw, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules alertRules
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&rules); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			switch {
+			case r.Alert == "" || alerts[r.Alert]:
+				t.Errorf("rule %q: every rule is an alert with a name of its own", r.Alert)
+			case r.Labels["severity"] != "critical" && r.Labels["severity"] != "warning":
+				t.Errorf("alert %s: severity %q, want critical or warning", r.Alert, r.Labels["severity"])
+			case r.Annotations["summary"] == "" || r.Annotations["description"] == "":
+				t.Errorf("alert %s: needs a summary and a description", r.Alert)
+			}
+			if _, err := model.ParseDuration(r.For); r.For != "" && err != nil {
+				t.Errorf("alert %s: for %q: %v", r.Alert, r.For, err)
+			}
+			alerts[r.Alert] = true
+			queries["alert "+r.Alert] = r.Expr
+		}
+	}
+	// The alerts the operators were promised.
+	for _, want := range []string{"VkcounterRepliesWaiting", "VkcounterVKFailing", "VkcounterWebhook5xx", "VkcounterRedisUnreachable", "VkcounterCountersRefused"} {
+		if !alerts[want] {
+			t.Errorf("no alert %s in %s", want, rulesFile)
+		}
+	}
+
+	raw, err = os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	if d.UID == "" || d.Title == "" || !slices.ContainsFunc(d.Templating.List, func(v struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}) bool {
+		return v.Type == "datasource"
+	}) {
+		t.Errorf("%s: an importable dashboard has a uid, a title and a data source variable", dashboardFile)
+	}
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 || !strings.Contains(string(p.Datasource), "${datasource}") {
+			t.Errorf("panel %q: no query, or not on the data source variable", p.Title)
+		}
+		for i, tg := range p.Targets {
+			queries[fmt.Sprintf("panel %q query %d", p.Title, i+1)] = tg.Expr
+		}
+	}
+	return queries
+}
+
+// selectorRE finds the series a query names and its label matchers.
+var (
+	selectorRE = regexp.MustCompile(`\b(vkcounter_[a-z0-9_]+|up)\b(\{[^}]*\})?`)
+	matcherRE  = regexp.MustCompile(`([a-z_]+)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+)
+
+// scrapeFamilies returns the metric families of a live scrape of the
+// service in callback mode with its counter port, and of one in long-poll
+// mode (whose series only exist there), after a little traffic.
+func scrapeFamilies(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	a := startApp(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"})
+	a.mustOK(t, event("dash", 1, 1, "hello"))
+	a.waitSends(t, 1)
+	lp := startLongPoll(t, nil, newLongPollVK(t, 10), nil)
+	families := map[string]*dto.MetricFamily{}
+	for _, text := range []string{a.scrapeMetrics(t), lp.scrapeMetrics(t)} {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		got, err := p.TextToMetricFamilies(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, f := range got {
+			if have, ok := families[name]; ok {
+				f.Metric = append(f.Metric, have.Metric...)
+			}
+			families[name] = f
+		}
+	}
+	return families
+}
+
+// TestDashboardAndAlertsQueryLiveSeries: every series the Grafana
+// dashboard and the alert rules under deploy/ query exists in a live
+// scrape, with the labels they match on and label values the service
+// produces; where promtool is installed (Debian's prometheus package), it
+// parses the rules and every dashboard query as PromQL.
+func TestDashboardAndAlertsQueryLiveSeries(t *testing.T) {
+	queries := promQueries(t)
+	families := scrapeFamilies(t)
+	// Label values a series takes only once it happens: the counter
+	// port's statuses, the webhook's outcomes, any HTTP status code.
+	known := map[string]func(string) bool{
+		"status": func(v string) bool {
+			for b := range 256 {
+				if wire.Status(b).Label() == v {
+					return true
+				}
+			}
+			return false
+		},
+		"outcome": func(v string) bool { return slices.Contains(callback.Outcomes(), v) },
+		"code":    regexp.MustCompile(`^[1-5][0-9][0-9]$`).MatchString,
+	}
+	// Series and labels Prometheus adds itself.
+	synthetic := map[string]bool{"up": true}
+	scrapeLabels := map[string]bool{"instance": true, "job": true}
+
+	for where, q := range queries {
+		sels := selectorRE.FindAllStringSubmatch(q, -1)
+		if len(sels) == 0 {
+			t.Errorf("%s: %q names no vkcounter series", where, q)
+		}
+		for _, sel := range sels {
+			name := sel[1]
+			if synthetic[name] {
+				continue
+			}
+			f := families[name]
+			if f == nil {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if base, ok := strings.CutSuffix(name, suffix); ok && families[base] != nil && families[base].GetType() == dto.MetricType_HISTOGRAM {
+						f = families[base]
+					}
+				}
+			}
+			if f == nil {
+				t.Errorf("%s: series %s is not in a live scrape", where, name)
+				continue
+			}
+			for _, m := range matcherRE.FindAllStringSubmatch(sel[2], -1) {
+				label, op, value := m[1], m[2], m[3]
+				if scrapeLabels[label] {
+					continue
+				}
+				values := map[string]bool{}
+				for _, metric := range f.Metric {
+					for _, lp := range metric.Label {
+						if lp.GetName() == label {
+							values[lp.GetValue()] = true
+						}
+					}
+				}
+				switch {
+				case len(values) == 0:
+					t.Errorf("%s: %s has no label %q", where, name, label)
+				case op == "=" && !values[value] && (known[label] == nil || !known[label](value)):
+					t.Errorf("%s: %s{%s=%q}: the service never gives %s that value", where, name, label, value, label)
+				}
+			}
+		}
+	}
+
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed (Debian: apt-get install prometheus): PromQL syntax not checked")
+		return
+	}
+	// The dashboard's queries as recording rules, its variables filled in.
+	fill := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	i := 0
+	for where, q := range queries {
+		if strings.HasPrefix(where, "panel ") {
+			i++
+			fmt.Fprintf(&b, "      - record: dashboard:query%d\n        expr: %q\n", i, fill.Replace(q))
+		}
+	}
+	dash := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(dash, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", rulesFile, dash).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+}

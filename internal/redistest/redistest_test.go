@@ -1,0 +1,69 @@
+package redistest
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+// TestPrefixCleanup: the keys a test writes under its Prefix are gone
+// from the real servers when it ends, whether they carry a TTL or not; a
+// key written there after the test ended, without a TTL, is what Main's
+// check reports.
+func TestPrefixCleanup(t *testing.T) {
+	Run(t, func(t *testing.T, tg *Target) {
+		ctx := t.Context()
+		var p string
+		t.Run("writer", func(t *testing.T) {
+			p = Prefix(t)
+			for _, k := range []string{"a", "b", "{x}c", "{y}d", "outbox{7}"} { // several slots of a cluster
+				if err := tg.Client.Set(ctx, p+k, "v", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tg.Client.Set(ctx, p+"ttl", "v", time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(Keys(t, tg.Client, p)); n != 6 {
+				t.Fatalf("%d keys written, want 6", n)
+			}
+		})
+		if left := Keys(t, tg.Client, p); len(left) != 0 {
+			t.Fatalf("keys left after the test ended: %v", left)
+		}
+
+		// A late writer (a goroutine outliving its test) is caught.
+		late := p + "late"
+		if err := tg.Client.Set(ctx, late, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := leftovers(); !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, late+" ("+string(tg.Kind)+")") }) {
+			t.Errorf("leftovers() = %v, want %s listed", got, late)
+		}
+		// With a TTL it would expire: not reported.
+		if err := tg.Client.Expire(ctx, late, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := leftovers(); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, late) }) {
+			t.Errorf("leftovers() = %v lists a key with a TTL", got)
+		}
+		tg.Client.Del(ctx, late)
+	}, Real, Cluster)
+}
+
+// TestPrefixOf: the prefix a key is under, as Main's check groups keys.
+func TestPrefixOf(t *testing.T) {
+	for key, want := range map[string]string{
+		"test:0a1b2c3d4e5f:outbox{1}": "test:0a1b2c3d4e5f:",
+		"test:0a1b2c3d4e5f:":          "test:0a1b2c3d4e5f:",
+		"test:bench-1":                "",
+	} {
+		if got := prefixOf(key); got != want {
+			t.Errorf("prefixOf(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
