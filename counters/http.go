@@ -68,7 +68,8 @@ var httpCodes = map[wire.Status]int{
 // for a unique add, which may carry 1000 keys), 500 for an access counter
 // whose count files are all corrupt (the File store; retrying does not
 // help), 501 for a listing the store cannot do (the File store), 503 (with
-// Retry-After) when the store fails or is slower than Stores.Timeout.
+// Retry-After) when the store fails or is slower than Stores.Timeout, 507
+// when a new name would pass a store's cap (the error names it).
 //
 // It is safe for concurrent use.
 type HTTPHandler struct {
