@@ -34,7 +34,9 @@ func (s *sortedSlice) Add(_ context.Context, name string, n int64) (int64, error
 }
 
 // benchName is the name of counter i: short, and in random byte order.
-func benchName(i uint64) string { return fmt.Sprintf("page:%016x", rand.New(rand.NewPCG(i, 7)).Uint64()) }
+func benchName(i uint64) string {
+	return fmt.Sprintf("page:%016x", rand.New(rand.NewPCG(i, 7)).Uint64())
+}
 
 // BenchmarkCreate measures the creation of a name in a store that holds 1 M
 // or 5 M names already (short names in random order, so each lands at a
