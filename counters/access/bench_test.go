@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -45,18 +47,58 @@ func BenchmarkAdd(b *testing.B) {
 // benchmarkCount runs op on every store from 50 goroutines and reports
 // the calls per second as unit.
 func benchmarkCount(b *testing.B, unit string, op func(ctx context.Context, s access.Store) error) {
-	benchStores(b, func(b *testing.B, s access.Store) {
-		ctx := context.Background()
-		b.SetParallelism(benchParallelism)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := op(ctx, s); err != nil {
-					b.Error(err)
-					return
-				}
+	benchStores(b, func(b *testing.B, s access.Store) { benchmarkCountOn(b, s, unit, op) })
+}
+
+// benchmarkCountOn runs op on s from 50 goroutines and reports the calls
+// per second as unit.
+func benchmarkCountOn(b *testing.B, s access.Store, unit string, op func(ctx context.Context, s access.Store) error) {
+	ctx := context.Background()
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(ctx, s); err != nil {
+				b.Error(err)
+				return
 			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+		}
 	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+}
+
+// BenchmarkHitPastHeadroom measures a hit on an existing counter with the
+// headroom guard finding Redis full (a script that checks the key, then
+// INCRBY) beside the plain INCRBY, on a Redis of the benchmark's own.
+func BenchmarkHitPastHeadroom(b *testing.B) {
+	addr := redistest.StartServer(b, "--maxmemory", "64mb", "--maxmemory-policy", "noeviction")
+	rdb, err := redisconn.Open(redisconn.Config{Addr: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	g, err := headroom.New(rdb, headroom.Options{Percent: 99}) // an empty Redis is past 1% of 64 MiB
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r, err := g.Read(context.Background()); err != nil || !r.Full() {
+		b.Fatalf("reading %+v, %v: want full", r, err)
+	}
+	for _, guard := range []*headroom.Guard{nil, g} {
+		name := "plain"
+		if guard != nil {
+			name = "past-headroom"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := newRedis(b, rdb, "bench:")
+			if _, err := s.Add(context.Background(), "bench", 1); err != nil {
+				b.Fatal(err)
+			}
+			s.SetGuard(guard)
+			benchmarkCountOn(b, s, "hits/s", func(ctx context.Context, s access.Store) error {
+				_, err := access.Hit(ctx, s, "bench")
+				return err
+			})
+		})
+	}
 }
