@@ -81,6 +81,10 @@ type Activity interface {
 	AddUnique(ctx context.Context, name string, keys []string) (estimate int64, err error)
 }
 
+// MaxBatch is the most replies one VK call sends: the most API calls one
+// execute call may make.
+const MaxBatch = 25
+
 // ErrClosed is returned by HandleMessage once Close has begun: the message
 // is not counted and VK should deliver it again (to another instance).
 var ErrClosed = errors.New("bot: shutting down")
@@ -106,8 +110,8 @@ type Options struct {
 	// Quote says which replies quote the message they answer (default
 	// QuoteChats).
 	Quote Quote
-	// MaxBatch is the most replies sent in one VK call (default 25, the
-	// most one execute call may make).
+	// MaxBatch is the most replies sent in one VK call (default and at
+	// most MaxBatch).
 	MaxBatch int
 	// RatePerToken is the most VK calls per second per token (default 20).
 	RatePerToken float64
@@ -162,8 +166,8 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() {
-	if o.MaxBatch <= 0 || o.MaxBatch > 25 {
-		o.MaxBatch = 25
+	if o.MaxBatch <= 0 || o.MaxBatch > MaxBatch {
+		o.MaxBatch = MaxBatch
 	}
 	if o.RatePerToken <= 0 {
 		o.RatePerToken = 20

@@ -69,6 +69,9 @@ const (
 	DefaultRetryMax  = 30 * time.Second
 )
 
+// MaxWait is the longest wait of one long-poll request VK accepts.
+const MaxWait = 90 * time.Second
+
 // storeTimeout bounds each call of the Store (the lease and the ts), well
 // below the Redis client's own timeout (REDIS_TIMEOUT, long enough to outlast
 // a stall): a call that Redis answers late is given up and made again on the
@@ -92,7 +95,7 @@ type Options struct {
 	// Owner names this poller in the lease; "" means a random name.
 	Owner string
 	// Wait is how long one request waits for events (default DefaultWait,
-	// whole seconds, at most 90 s).
+	// whole seconds, at most MaxWait).
 	Wait time.Duration
 	// LeaseTTL is how long the lease lasts unless renewed (default
 	// DefaultLeaseTTL). A standby instance checks the lease every
@@ -154,8 +157,8 @@ func New(opts Options) (*Poller, error) {
 		return nil, fmt.Errorf("longpoll: group id %d: must be positive", opts.GroupID)
 	case opts.API == nil || opts.Handler == nil || opts.Store == nil:
 		return nil, errors.New("longpoll: API, Handler and Store are required")
-	case opts.Wait < 0 || opts.Wait > 90*time.Second || opts.Wait%time.Second != 0:
-		return nil, fmt.Errorf("longpoll: wait %v: must be whole seconds, at most 90s", opts.Wait)
+	case opts.Wait < 0 || opts.Wait > MaxWait || opts.Wait%time.Second != 0:
+		return nil, fmt.Errorf("longpoll: wait %v: must be whole seconds, at most %ds", opts.Wait, MaxWait/time.Second)
 	}
 	if opts.Owner == "" {
 		b := make([]byte, 8)

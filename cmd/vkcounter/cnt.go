@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -59,34 +60,171 @@ Example: vkcounter cnt -addr 127.0.0.1:11215 acquire jobs 1 10 get jobs
 Flags:
 `
 
-// cntCommand is one parsed command: its name, the counter name and the
-// other arguments it takes.
-type cntCommand struct {
-	name      string
-	counter   string
-	resources uint32
-	maximum   uint32
-	key       string
-	timeout   time.Duration
-	delta     int64
+// A cntOp is one command of `vkcounter cnt`, all of it in one entry of
+// cntOps: its arguments, and parse, which reads and checks them (with the
+// client's own checks, so that a bad command anywhere in the list runs
+// none of them) and returns the call that runs it.
+type cntOp struct {
+	args    string // e.g. "NAME RESOURCES MAXIMUM"; as many arguments as words
+	example string // arguments of an example, for errors; "" for none
+	parse   func(a []string) (cntCall, error)
 }
 
-// cntSynopsis shows each command with its arguments, for errors.
-var cntSynopsis = map[string]string{
-	"noop": "noop", "get": "get NAME", "acquire": "acquire NAME RESOURCES MAXIMUM (e.g. acquire jobs 1 10)",
-	"release": "release NAME RESOURCES (e.g. release jobs 1)", "stats": "stats", "dump": "dump",
-	"hit": "hit NAME", "add": "add NAME N (e.g. add pages 5)", "total": "total NAME", "list": "list PREFIX (e.g. list page_)",
-	"visit": "visit NAME KEY TIMEOUT (e.g. visit room alice 300)", "leave": "leave NAME KEY",
-	"active": "active NAME TIMEOUT (e.g. active room 300)",
-	"whit":   "whit NAME WINDOW (e.g. whit api:42 3600)", "wcount": "wcount NAME WINDOW (e.g. wcount api:42 3600)",
-	"uadd": "uadd NAME KEY (e.g. uadd visitors alice)", "ucount": "ucount NAME[,NAME...] (e.g. ucount mon,tue)",
+// A cntCall runs a parsed command and prints its answer.
+type cntCall func(ctx context.Context, r *cntRun) error
+
+// cntOps are the commands.
+var cntOps = map[string]cntOp{
+	"noop": {"", "", func([]string) (cntCall, error) {
+		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+			err := c.Noop(ctx)
+			if err == nil {
+				println("OK")
+			}
+			return err
+		}), nil
+	}},
+	"stats": {"", "", func([]string) (cntCall, error) {
+		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+			stats, err := c.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			for _, s := range stats {
+				println(s.Name, s.Value)
+			}
+			return nil
+		}), nil
+	}},
+	"dump": {"", "", func([]string) (cntCall, error) {
+		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+			return c.Dump(ctx, func(e wire.DumpEntry) error {
+				println(e.Consumption, e.MaxConsumption, e.Name)
+				return nil
+			})
+		}), nil
+	}},
+	"get": {"NAME", "", func(a []string) (cntCall, error) {
+		return one(func(ctx context.Context, c *counters.RingClient) (uint32, error) { return c.Get(ctx, a[0]) }), wire.CheckName(a[0])
+	}},
+	"acquire": {"NAME RESOURCES MAXIMUM", "jobs 1 10", func(a []string) (cntCall, error) {
+		res, err := parseUint32("RESOURCES", a[1])
+		if err != nil {
+			return nil, err
+		}
+		maximum, err := parseUint32("MAXIMUM", a[2])
+		if err != nil {
+			return nil, err
+		}
+		return one(func(ctx context.Context, c *counters.RingClient) (uint32, error) {
+				return c.Acquire(ctx, a[0], res, maximum)
+			}),
+			counters.CheckAcquire(a[0], res, maximum)
+	}},
+	"release": {"NAME RESOURCES", "jobs 1", func(a []string) (cntCall, error) {
+		res, err := parseUint32("RESOURCES", a[1])
+		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+				return "OK", c.Release(ctx, a[0], res)
+			}),
+			cmp.Or(err, wire.CheckName(a[0]))
+	}},
+	"hit": {"NAME", "", func(a []string) (cntCall, error) {
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Hit(ctx, a[0]) }), wire.CheckKindName(a[0])
+	}},
+	"add": {"NAME N", "pages 5", func(a []string) (cntCall, error) {
+		delta, err := strconv.ParseInt(a[1], 10, 64)
+		if err != nil || delta < 1 {
+			return nil, fmt.Errorf("N %q: want a whole number from 1 to %d, such as 5", a[1], int64(wire.MaxDelta))
+		}
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Add(ctx, a[0], delta) }), wire.CheckKindName(a[0])
+	}},
+	"total": {"NAME", "", func(a []string) (cntCall, error) {
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Total(ctx, a[0]) }), wire.CheckKindName(a[0])
+	}},
+	"list": {"PREFIX", "page_", func(a []string) (cntCall, error) {
+		if len(a[0]) > wire.MaxListField {
+			return nil, fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
+		}
+		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+			for after := ""; ; {
+				entries, more, err := c.List(ctx, a[0], after, access.MaxListLimit)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					println(e.Total, e.Name)
+					after = e.Name
+				}
+				if !more || len(entries) == 0 {
+					return nil
+				}
+			}
+		}), nil
+	}},
+	"visit": {"NAME KEY TIMEOUT", "room alice 300", func(a []string) (cntCall, error) {
+		timeout, err := parseTimeout(a[2])
+		if err != nil {
+			return nil, err
+		}
+		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+			n, isNew, err := c.Visit(ctx, a[0], a[1], timeout)
+			return fmt.Sprint(n, " ", flag01(isNew)), err
+		}), cmp.Or(counters.CheckTimeout(timeout), wire.CheckKey(a[1]), wire.CheckKindName(a[0]))
+	}},
+	"leave": {"NAME KEY", "", func(a []string) (cntCall, error) {
+		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+			n, removed, err := c.Leave(ctx, a[0], a[1])
+			return fmt.Sprint(n, " ", flag01(removed)), err
+		}), cmp.Or(wire.CheckKey(a[1]), wire.CheckKindName(a[0]))
+	}},
+	"active": {"NAME TIMEOUT", "room 300", func(a []string) (cntCall, error) {
+		timeout, err := parseTimeout(a[1])
+		if err != nil {
+			return nil, err
+		}
+		return one(func(ctx context.Context, c *counters.RingClient) (int, error) { return c.Active(ctx, a[0], timeout) }),
+			cmp.Or(counters.CheckTimeout(timeout), wire.CheckKindName(a[0]))
+	}},
+	"whit": {"NAME WINDOW", "api:42 3600", func(a []string) (cntCall, error) {
+		w, err := parseWindow(a[1])
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.WindowHit(ctx, a[0], w) }),
+			cmp.Or(err, counters.CheckWindow(a[0], w))
+	}},
+	"wcount": {"NAME WINDOW", "api:42 3600", func(a []string) (cntCall, error) {
+		w, err := parseWindow(a[1])
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.WindowCount(ctx, a[0], w) }),
+			cmp.Or(err, counters.CheckWindow(a[0], w))
+	}},
+	"uadd": {"NAME KEY", "visitors alice", func(a []string) (cntCall, error) {
+		return one(func(ctx context.Context, c *counters.RingClient) (int, error) {
+			changed, err := c.UniqueAdd(ctx, a[0], []string{a[1]})
+			return flag01(changed), err
+		}), counters.CheckUniqueAdd(a[0], []string{a[1]})
+	}},
+	"ucount": {"NAME[,NAME...]", "mon,tue", func(a []string) (cntCall, error) {
+		names := strings.Split(a[0], ",")
+		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.UniqueCount(ctx, names...) }),
+			counters.CheckUniqueCount(names)
+	}},
 }
 
-// cntArity is the number of arguments of each command.
-var cntArity = map[string]int{
-	"noop": 0, "get": 1, "acquire": 3, "release": 2, "stats": 0, "dump": 0,
-	"hit": 1, "add": 2, "total": 1, "list": 1, "visit": 3, "leave": 2, "active": 2,
-	"whit": 2, "wcount": 2, "uadd": 2, "ucount": 1,
+// one is the call of a command sent to its name's server, printing its
+// answer.
+func one[T any](f func(ctx context.Context, c *counters.RingClient) (T, error)) cntCall {
+	return func(ctx context.Context, r *cntRun) error {
+		v, err := f(ctx, r.c)
+		if err == nil {
+			fmt.Fprintln(r.stdout, v)
+		}
+		return err
+	}
+}
+
+// each is the call of a command sent to every server (see cntRun.each).
+func each(f func(ctx context.Context, c *counters.Client, println func(...any)) error) cntCall {
+	return func(ctx context.Context, r *cntRun) error {
+		return r.each(ctx, func(c *counters.Client, println func(...any)) error { return f(ctx, c, println) })
+	}
 }
 
 // runCnt is `vkcounter cnt`: it runs counter protocol commands against a
@@ -138,7 +276,7 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	r := cntRun{c: c, stdout: stdout, stderr: stderr, prefix: len(c.Servers()) > 1}
 	for _, cmd := range cmds {
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
-		err := r.run(cctx, cmd)
+		err := cmd.call(cctx, &r)
 		cancel()
 		if r.statusErr != nil {
 			return exitFailure
@@ -161,101 +299,45 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// parseCnt splits the arguments into commands and checks their numbers.
+// A cntCommand is a command as parsed: its name and its call.
+type cntCommand struct {
+	name string
+	call cntCall
+}
+
+// parseCnt splits the arguments into commands and checks them. An error
+// of the client's checks (wire.ErrInvalid) names the command and its
+// arguments; a bad number names itself.
 func parseCnt(args []string) ([]cntCommand, error) {
 	if len(args) == 0 {
 		return nil, errors.New("no command given; for example: noop, or acquire NAME 1 10")
 	}
 	var cmds []cntCommand
 	for len(args) > 0 {
-		n, ok := cntArity[args[0]]
+		name := args[0]
+		op, ok := cntOps[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown command %q (see the list with -h)", args[0])
+			return nil, fmt.Errorf("unknown command %q (see the list with -h)", name)
 		}
+		n := len(strings.Fields(op.args))
 		if len(args)-1 < n {
-			return nil, fmt.Errorf("%s needs %d arguments: %s", args[0], n, cntSynopsis[args[0]])
+			synopsis := strings.TrimSpace(name + " " + op.args)
+			if op.example != "" {
+				synopsis += " (e.g. " + name + " " + op.example + ")"
+			}
+			return nil, fmt.Errorf("%s needs %d arguments: %s", name, n, synopsis)
 		}
-		cmd := cntCommand{name: args[0]}
-		if n > 0 {
-			cmd.counter = args[1]
+		call, err := op.parse(args[1 : 1+n])
+		if errors.Is(err, wire.ErrInvalid) {
+			return nil, fmt.Errorf("%s %q: %w", name, args[1:1+n], err)
 		}
-		var err error
-		switch cmd.name {
-		case "acquire":
-			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
-				return nil, err
-			}
-			if cmd.maximum, err = parseUint32("MAXIMUM", args[3]); err != nil {
-				return nil, err
-			}
-		case "release":
-			if cmd.resources, err = parseUint32("RESOURCES", args[2]); err != nil {
-				return nil, err
-			}
-		case "visit":
-			cmd.key = args[2]
-			if cmd.timeout, err = parseTimeout(args[3]); err != nil {
-				return nil, err
-			}
-		case "add":
-			if cmd.delta, err = strconv.ParseInt(args[2], 10, 64); err != nil || cmd.delta < 1 {
-				return nil, fmt.Errorf("N %q: want a whole number from 1 to %d, such as 5", args[2], int64(wire.MaxDelta))
-			}
-		case "leave":
-			cmd.key = args[2]
-		case "active":
-			if cmd.timeout, err = parseTimeout(args[2]); err != nil {
-				return nil, err
-			}
-		case "whit", "wcount":
-			if cmd.timeout, err = parseWindow(args[2]); err != nil {
-				return nil, fmt.Errorf("%s %q: %w", cmd.name, args[1:1+n], err)
-			}
-		case "uadd":
-			cmd.key = args[2]
+		if err != nil {
+			return nil, err
 		}
-		if err := checkCnt(cmd); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", cmd.name, args[1:1+n], err)
-		}
-		cmds = append(cmds, cmd)
+		cmds = append(cmds, cntCommand{name, call})
 		args = args[1+n:]
 	}
 	return cmds, nil
-}
-
-// checkCnt applies the client's own checks to cmd before anything is sent,
-// so that a bad command anywhere in the list runs none of them.
-func checkCnt(cmd cntCommand) error {
-	switch cmd.name {
-	case "noop", "stats", "dump":
-		return nil
-	case "acquire":
-		return counters.CheckAcquire(cmd.counter, cmd.resources, cmd.maximum)
-	case "whit", "wcount":
-		return counters.CheckWindow(cmd.counter, cmd.timeout)
-	case "list":
-		if len(cmd.counter) > wire.MaxListField {
-			return fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
-		}
-		return nil
-	case "uadd":
-		return counters.CheckUniqueAdd(cmd.counter, []string{cmd.key})
-	case "ucount":
-		return counters.CheckUniqueCount(strings.Split(cmd.counter, ","))
-	case "visit", "active":
-		if err := counters.CheckTimeout(cmd.timeout); err != nil {
-			return err
-		}
-	}
-	if cmd.name == "visit" || cmd.name == "leave" {
-		if err := wire.CheckKey(cmd.key); err != nil {
-			return err
-		}
-	}
-	if cmd.name == "get" || cmd.name == "release" {
-		return wire.CheckName(cmd.counter)
-	}
-	return wire.CheckKindName(cmd.counter)
 }
 
 func parseUint32(what, s string) (uint32, error) {
@@ -328,127 +410,4 @@ func (r *cntRun) each(ctx context.Context, fn func(c *counters.Client, println f
 		}
 		return err
 	})
-}
-
-// run runs one command and prints its answer.
-func (r *cntRun) run(ctx context.Context, cmd cntCommand) error {
-	c, w := r.c, r.stdout
-	switch cmd.name {
-	case "noop":
-		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
-			if err := c.Noop(ctx); err != nil {
-				return err
-			}
-			println("OK")
-			return nil
-		})
-	case "stats":
-		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
-			stats, err := c.Stats(ctx)
-			if err != nil {
-				return err
-			}
-			for _, s := range stats {
-				println(s.Name, s.Value)
-			}
-			return nil
-		})
-	case "dump":
-		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
-			return c.Dump(ctx, func(e wire.DumpEntry) error {
-				println(e.Consumption, e.MaxConsumption, e.Name)
-				return nil
-			})
-		})
-	case "get":
-		v, err := c.Get(ctx, cmd.counter)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "acquire":
-		v, err := c.Acquire(ctx, cmd.counter, cmd.resources, cmd.maximum)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "release":
-		if err := c.Release(ctx, cmd.counter, cmd.resources); err != nil {
-			return err
-		}
-		fmt.Fprintln(w, "OK")
-	case "hit", "total":
-		hitOrTotal := c.Total
-		if cmd.name == "hit" {
-			hitOrTotal = c.Hit
-		}
-		v, err := hitOrTotal(ctx, cmd.counter)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "list":
-		return r.each(ctx, func(c *counters.Client, println func(...any)) error {
-			for after := ""; ; {
-				entries, more, err := c.List(ctx, cmd.counter, after, access.MaxListLimit)
-				if err != nil {
-					return err
-				}
-				for _, e := range entries {
-					println(e.Total, e.Name)
-					after = e.Name
-				}
-				if !more || len(entries) == 0 {
-					return nil
-				}
-			}
-		})
-	case "whit", "wcount":
-		op := c.WindowCount
-		if cmd.name == "whit" {
-			op = c.WindowHit
-		}
-		v, err := op(ctx, cmd.counter, cmd.timeout)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "uadd":
-		changed, err := c.UniqueAdd(ctx, cmd.counter, []string{cmd.key})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, flag01(changed))
-	case "ucount":
-		v, err := c.UniqueCount(ctx, strings.Split(cmd.counter, ",")...)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "add":
-		v, err := c.Add(ctx, cmd.counter, cmd.delta)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, v)
-	case "visit":
-		n, isNew, err := c.Visit(ctx, cmd.counter, cmd.key, cmd.timeout)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, n, flag01(isNew))
-	case "leave":
-		n, removed, err := c.Leave(ctx, cmd.counter, cmd.key)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, n, flag01(removed))
-	case "active":
-		n, err := c.Active(ctx, cmd.counter, cmd.timeout)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(w, n)
-	}
-	return nil
 }

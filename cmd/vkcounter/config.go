@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/longpoll"
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -81,18 +83,6 @@ type Config struct {
 // COUNTERS_MEMORY_MAX_BYTES.
 var memoryLimits = memcap.Limits{MaxNames: memcap.DefaultMaxNames, MaxBytes: memcap.DefaultMaxBytes}
 
-// The COUNTERS_STORE values: where access, participant, window and unique
-// counters live.
-const (
-	// StoreRedis keeps them in the bot's Redis (embedded or real), shared
-	// by every instance using it.
-	StoreRedis = "redis"
-	// StoreMemory keeps them in this process only.
-	StoreMemory = "memory"
-	// StoreFile keeps them in the BBS's files under COUNTERS_DIR.
-	StoreFile = "file"
-)
-
 // The VK_MODE values: how events arrive.
 const (
 	// ModeCallback has VK post events to the webhook.
@@ -142,10 +132,10 @@ func settings(c *Config) []setting {
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
 		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},
 		{"REPLY_QUOTE", "chats", "which replies quote the message they answer: chats (group chats, with messages.send's forward), all (private dialogs too, with reply_to where the message id is known) or off", str(&c.ReplyQuote)},
-		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, 1s to 90s)", dur(&c.LongPollWait)},
+		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, 1s to " + strconv.Itoa(int(longpoll.MaxWait/time.Second)) + "s)", dur(&c.LongPollWait)},
 		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
 		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
-		{"VK_BATCH", "25", "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
+		{"VK_BATCH", strconv.Itoa(bot.MaxBatch), "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
 		{"OUTBOX_MAX_LEN", "100000", "replies that may wait per community in the outbox before the webhook answers 503", num(&c.OutboxMaxLen)},
 		{"OUTBOX_CLAIM_AFTER", "30s", "how long a reply may stay with a sender that stopped (a crashed instance) before another takes it over", dur(&c.ClaimAfter)},
 		{"LOG_LEVEL", "info", "trace, debug, info, warn or error", str(&c.LogLevel)},
@@ -157,9 +147,9 @@ func settings(c *Config) []setting {
 		{"COUNTER_MAX_CONNECTIONS", "10000", "most counter connections at once (lowered at start if the open-file limit leaves no headroom); 0 = unlimited", num(&c.CounterMaxConnections)},
 		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
-		{"RESOURCE_STORE", StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
+		{"RESOURCE_STORE", counters.StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
 		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
-		{"COUNTERS_STORE", StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
+		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
 		{"COUNTERS_REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses for the counters alone, instead of COUNTERS_REDIS_URL", str(&c.CountersRedisCluster)},
 		{"COUNTERS_REDIS_HEADROOM", "20", "percent of the counters' Redis maxmemory kept free (for the bot, when they share it): past maxmemory less this, the counter stores create no new names (port: Out of memory, HTTP 507; existing names keep counting); 0 disables; nothing is refused when Redis has no maxmemory", num(&c.CountersRedisHeadroom)},
@@ -251,7 +241,24 @@ func printSettingsTable(w io.Writer, list []setting) {
 	tw.Flush()
 }
 
+// validate checks every setting, each bad one in an error of its own;
+// the limits are the owning packages' constants.
 func (c *Config) validate() error {
+	errs := append(c.validateRedis(), c.validateService(), c.validateVK(), c.validateCounterPort(), c.validateCounters(), c.validateCommunities())
+	return errors.Join(errs...)
+}
+
+// positive is the check of a setting that must be above 0.
+func positive[T int | int64 | float64 | time.Duration](env string, v T) error {
+	if v <= 0 {
+		return fmt.Errorf("%s: must be positive", env)
+	}
+	return nil
+}
+
+// validateService checks the window, the webhook, the outbox, the time
+// limits and the logs.
+func (c *Config) validateService() error {
 	var errs []error
 	if c.Window < time.Second || c.Window%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("WINDOW %s: must be whole seconds, at least 1s", c.Window))
@@ -259,61 +266,81 @@ func (c *Config) validate() error {
 	if !strings.HasPrefix(c.CallbackPath, "/") {
 		errs = append(errs, fmt.Errorf("CALLBACK_PATH %q: must start with /", c.CallbackPath))
 	}
-	errs = append(errs, c.validateRedis()...)
+	if c.ClaimAfter < 100*time.Millisecond {
+		errs = append(errs, errors.New("OUTBOX_CLAIM_AFTER: must be at least 100ms"))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: must be json or console", c.LogFormat))
+	}
+	return errors.Join(append(errs, positive("OUTBOX_MAX_LEN", c.OutboxMaxLen), positive("MAX_BODY_BYTES", c.MaxBodyBytes),
+		positive("SHUTDOWN_TIMEOUT", c.ShutdownTimeout), positive("WEBHOOK_TIMEOUT", c.WebhookTimeout),
+		positive("REDIS_TIMEOUT", c.RedisTimeout))...)
+}
+
+// validateVK checks the settings of VK's side: the API, the mode, the
+// replies.
+func (c *Config) validateVK() error {
+	var errs []error
 	if u, err := url.Parse(c.VKAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || !strings.HasSuffix(u.Path, "/") {
 		errs = append(errs, fmt.Errorf("VK_API_URL %q: must be an http(s) URL ending in /", c.VKAPIURL))
 	}
 	switch c.VKMode {
 	case ModeCallback:
 	case ModeLongPoll:
-		if cs, err := c.Communities(); err == nil && c.demo() {
-			errs = append(errs, errors.New("VK_MODE=longpoll needs VK_GROUP_ID and VK_TOKEN (or VK_GROUPS, with a token for each community)"))
-		} else if err == nil {
-			for _, g := range cs {
-				if len(g.Tokens()) == 0 {
-					errs = append(errs, fmt.Errorf("VK_MODE=longpoll: community %d has no token (VK_TOKEN or the token of VK_GROUPS); long poll needs one", g.GroupID))
-				}
-			}
-		}
+		errs = append(errs, c.validateLongPoll())
 	default:
 		errs = append(errs, fmt.Errorf("VK_MODE %q: must be callback or longpoll", c.VKMode))
 	}
 	if _, err := bot.ParseQuote(c.ReplyQuote); err != nil {
 		errs = append(errs, fmt.Errorf("REPLY_QUOTE %q: must be chats, all or off", c.ReplyQuote))
 	}
-	if c.LongPollWait < time.Second || c.LongPollWait > 90*time.Second || c.LongPollWait%time.Second != 0 {
-		errs = append(errs, fmt.Errorf("LONGPOLL_WAIT %s: must be whole seconds, 1s to 90s", c.LongPollWait))
+	if c.LongPollWait < time.Second || c.LongPollWait > longpoll.MaxWait || c.LongPollWait%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("LONGPOLL_WAIT %s: must be whole seconds, 1s to %ds", c.LongPollWait, longpoll.MaxWait/time.Second))
 	}
-	if c.VKTimeout <= 0 {
-		errs = append(errs, errors.New("VK_TIMEOUT: must be positive"))
+	if c.VKBatch < 1 || c.VKBatch > bot.MaxBatch {
+		errs = append(errs, fmt.Errorf("VK_BATCH %d: must be 1 to %d", c.VKBatch, bot.MaxBatch))
 	}
-	if c.VKRate <= 0 {
-		errs = append(errs, errors.New("VK_RATE: must be positive"))
+	return errors.Join(append(errs, positive("VK_TIMEOUT", c.VKTimeout), positive("VK_RATE", c.VKRate))...)
+}
+
+// validateLongPoll checks that VK_MODE=longpoll has a token for every
+// community.
+func (c *Config) validateLongPoll() error {
+	cs, err := c.Communities()
+	if err != nil {
+		return nil // said by validateCommunities
 	}
-	if c.OutboxMaxLen <= 0 {
-		errs = append(errs, errors.New("OUTBOX_MAX_LEN: must be positive"))
+	if c.demo() {
+		return errors.New("VK_MODE=longpoll needs VK_GROUP_ID and VK_TOKEN (or VK_GROUPS, with a token for each community)")
 	}
-	if c.ClaimAfter < 100*time.Millisecond {
-		errs = append(errs, errors.New("OUTBOX_CLAIM_AFTER: must be at least 100ms"))
+	var errs []error
+	for _, g := range cs {
+		if len(g.Tokens()) == 0 {
+			errs = append(errs, fmt.Errorf("VK_MODE=longpoll: community %d has no token (VK_TOKEN or the token of VK_GROUPS); long poll needs one", g.GroupID))
+		}
 	}
-	if c.VKBatch < 1 || c.VKBatch > 25 {
-		errs = append(errs, fmt.Errorf("VK_BATCH %d: must be 1 to 25", c.VKBatch))
+	return errors.Join(errs...)
+}
+
+// validateCommunities checks the communities, and with REQUIRE_VK_TOKEN
+// that each has a token.
+func (c *Config) validateCommunities() error {
+	cs, err := c.Communities()
+	if err != nil || !c.RequireVKToken {
+		return err
 	}
-	if c.MaxBodyBytes <= 0 {
-		errs = append(errs, errors.New("MAX_BODY_BYTES: must be positive"))
+	var errs []error
+	for _, g := range cs {
+		if len(g.Tokens()) == 0 {
+			errs = append(errs, fmt.Errorf("REQUIRE_VK_TOKEN=true: community %d has no token (set VK_GROUP_ID and VK_TOKEN, or a token for each community in VK_GROUPS); dry-run is refused", g.GroupID))
+		}
 	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT: must be positive"))
-	}
-	if c.WebhookTimeout <= 0 {
-		errs = append(errs, errors.New("WEBHOOK_TIMEOUT: must be positive"))
-	}
-	if c.RedisTimeout <= 0 {
-		errs = append(errs, errors.New("REDIS_TIMEOUT: must be positive"))
-	}
-	if c.LogFormat != "json" && c.LogFormat != "console" {
-		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: must be json or console", c.LogFormat))
-	}
+	return errors.Join(errs...)
+}
+
+// validateCounterPort checks the COUNTER_* and RESOURCE_* settings.
+func (c *Config) validateCounterPort() error {
+	var errs []error
 	if c.CounterStatsInterval < 10 {
 		errs = append(errs, fmt.Errorf("COUNTER_STATS_INTERVAL %d: minimum is 10 seconds", c.CounterStatsInterval))
 	}
@@ -321,22 +348,12 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))
 	}
 	switch c.ResourceStore {
-	case StoreMemory, StoreRedis:
+	case counters.StoreMemory, counters.StoreRedis:
 	default:
 		errs = append(errs, fmt.Errorf("RESOURCE_STORE %q: must be memory or redis", c.ResourceStore))
 	}
 	if c.ResourceLease < time.Second {
 		errs = append(errs, fmt.Errorf("RESOURCE_LEASE %v: minimum is 1s", c.ResourceLease))
-	}
-	errs = append(errs, c.validateCounters()...)
-	if cs, err := c.Communities(); err != nil {
-		errs = append(errs, err)
-	} else if c.RequireVKToken {
-		for _, g := range cs {
-			if len(g.Tokens()) == 0 {
-				errs = append(errs, fmt.Errorf("REQUIRE_VK_TOKEN=true: community %d has no token (set VK_GROUP_ID and VK_TOKEN, or a token for each community in VK_GROUPS); dry-run is refused", g.GroupID))
-			}
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -418,14 +435,14 @@ func isHostPort(v string) bool {
 }
 
 // validateCounters checks the COUNTERS_* settings.
-func (c *Config) validateCounters() []error {
+func (c *Config) validateCounters() error {
 	var errs []error
 	switch c.CountersStore {
-	case StoreRedis, StoreMemory:
+	case counters.StoreRedis, counters.StoreMemory:
 		if c.CountersDir != "" {
 			errs = append(errs, fmt.Errorf("COUNTERS_DIR %q: only used with COUNTERS_STORE=file", c.CountersDir))
 		}
-	case StoreFile:
+	case counters.StoreFile:
 		if c.CountersDir == "" {
 			errs = append(errs, errors.New("COUNTERS_DIR: required with COUNTERS_STORE=file"))
 		}
@@ -435,7 +452,7 @@ func (c *Config) validateCounters() []error {
 	if c.CountersRedisURL != "" && c.CountersRedisCluster != "" {
 		errs = append(errs, errors.New("COUNTERS_REDIS_URL and COUNTERS_REDIS_CLUSTER: give one, not both"))
 	}
-	if (c.CountersRedisURL != "" || c.CountersRedisCluster != "") && c.CountersStore != StoreRedis && c.ResourceStore != StoreRedis {
+	if (c.CountersRedisURL != "" || c.CountersRedisCluster != "") && c.CountersStore != counters.StoreRedis && c.ResourceStore != counters.StoreRedis {
 		errs = append(errs, errors.New("COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER: only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"))
 	}
 	if c.CountersRedisHeadroom < 0 || c.CountersRedisHeadroom > 99 {
@@ -444,16 +461,13 @@ func (c *Config) validateCounters() []error {
 	if c.CountersFileLevels < 1 || c.CountersFileLevels > access.MaxLevels {
 		errs = append(errs, fmt.Errorf("COUNTERS_FILE_LEVELS %d: must be 1 to %d", c.CountersFileLevels, access.MaxLevels))
 	}
-	if c.CountersTimeout <= 0 {
-		errs = append(errs, errors.New("COUNTERS_TIMEOUT: must be positive"))
-	}
 	if c.CountersMemoryMaxNames < 1 {
 		errs = append(errs, fmt.Errorf("COUNTERS_MEMORY_MAX_NAMES %d: must be positive", c.CountersMemoryMaxNames))
 	}
 	if c.CountersMemoryMaxBytes < 1 {
 		errs = append(errs, fmt.Errorf("COUNTERS_MEMORY_MAX_BYTES %d: must be positive", c.CountersMemoryMaxBytes))
 	}
-	return errs
+	return errors.Join(append(errs, positive("COUNTERS_TIMEOUT", c.CountersTimeout))...)
 }
 
 // A Community is one VK community the process serves.

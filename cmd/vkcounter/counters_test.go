@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -310,7 +311,7 @@ func TestCountersConfig(t *testing.T) {
 		})
 	}
 	c, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
-	if err != nil || c.CountersStore != StoreRedis || c.CountersFileLevels != 5 || c.CountersTimeout.Seconds() != 2 {
+	if err != nil || c.CountersStore != counters.StoreRedis || c.CountersFileLevels != 5 || c.CountersTimeout.Seconds() != 2 {
 		t.Fatalf("defaults %+v, %v", c, err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,12 +18,8 @@ import (
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
-	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
-	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
-	"github.com/vkcounter/vkcounter/counters/unique"
-	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
@@ -55,8 +50,8 @@ type Main struct {
 	groups    []int // the communities served
 	bot       *bot.Bot
 	metrics   *metrics.Metrics
-	stores    counters.Stores // access and participant counters (COUNTERS_STORE)
-	activity  activity        // the bot's activity counters: stores, without the guard
+	stores    counters.Stores   // access and participant counters (COUNTERS_STORE)
+	activity  counters.Activity // the bot's activity counters: stores, without the guard
 
 	httpLn     net.Listener // public: webhook, /counters/, /healthz
 	httpSrv    *http.Server
@@ -103,7 +98,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
-	if err := m.openStores(); err != nil {
+	if m.stores, m.activity, err = counters.OpenStores(counters.StoreOptions{Kind: m.cfg.CountersStore, Redis: m.cntRdb,
+		Prefix: m.cfg.KeyPrefix, Embedded: m.countersEmbedded(), Guard: m.guard, Dir: m.cfg.CountersDir, FileLevels: m.cfg.CountersFileLevels,
+		Timeout: m.cfg.CountersTimeout, Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}}); err != nil {
 		return err
 	}
 	communities, err := m.cfg.Communities()
@@ -184,121 +181,6 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 	return ln, srv, nil
 }
 
-// openStores builds the counter stores of COUNTERS_STORE, shared by the
-// counter port and the HTTP API, and the bot's activity counters: the same
-// counters, but never refused by the guard (the bot's few names are not
-// what it protects the bot from).
-func (m *Main) openStores() error {
-	switch m.cfg.CountersStore {
-	case StoreRedis:
-		var err error
-		if m.stores, err = m.redisStores(m.guard); err != nil {
-			return err
-		}
-		m.activity = activity{m.stores.Access, m.stores.Participants, m.stores.Uniques}
-		if m.guard != nil {
-			bots, err := m.redisStores(nil)
-			if err != nil {
-				return err
-			}
-			m.activity = activity{bots.Access, bots.Participants, bots.Uniques}
-		}
-	case StoreMemory:
-		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
-	case StoreFile:
-		a, err := access.NewFile(filepath.Join(m.cfg.CountersDir, "count"), m.cfg.CountersFileLevels)
-		if err != nil {
-			return fmt.Errorf("COUNTERS_DIR: %w", err)
-		}
-		p, err := participant.NewFile(filepath.Join(m.cfg.CountersDir, "bbs.cnt"), nil)
-		if err != nil {
-			return fmt.Errorf("COUNTERS_DIR: %w", err)
-		}
-		// The file store has no window or unique counters: they stay in
-		// this process's memory (see docs/COUNTERS.md).
-		m.stores = counters.MemoryStoresWithin(nil, m.memoryLimits())
-		m.stores.Access, m.stores.Participants = a, p
-	default:
-		return fmt.Errorf("COUNTERS_STORE %q: unknown", m.cfg.CountersStore)
-	}
-	if m.activity.hits == nil {
-		m.activity = activity{m.stores.Access, m.stores.Participants, m.stores.Uniques}
-	}
-	m.stores.Timeout = m.cfg.CountersTimeout
-	return nil
-}
-
-// memoryLimits are the caps of COUNTERS_MEMORY_MAX_NAMES and
-// COUNTERS_MEMORY_MAX_BYTES, for each kind's memory store.
-func (m *Main) memoryLimits() memcap.Limits {
-	return memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}
-}
-
-// redisStores returns the counter stores on the counters' Redis, refusing
-// new names while guard finds it full (never with a nil guard).
-func (m *Main) redisStores(guard *headroom.Guard) (counters.Stores, error) {
-	w, err := window.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
-	if err != nil {
-		return counters.Stores{}, err
-	}
-	w.SetGuard(guard)
-	var u unique.Store = unique.NewMemory(m.memoryLimits())
-	// The embedded Redis's HyperLogLog is not Redis's: PFCOUNT of
-	// several keys adds their counts up, and PFADD may answer 1 for a
-	// key already added. The memory store is Redis's algorithm and
-	// lives exactly as long as the embedded Redis (which has no guard,
-	// so the bot's activity shares this one).
-	if !m.countersEmbedded() {
-		ru, err := unique.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
-		if err != nil {
-			return counters.Stores{}, err
-		}
-		ru.SetGuard(guard)
-		u = ru
-	}
-	a, err := access.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
-	if err != nil {
-		return counters.Stores{}, err
-	}
-	a.SetGuard(guard)
-	p, err := participant.NewRedis(m.cntRdb, m.cfg.KeyPrefix)
-	if err != nil {
-		return counters.Stores{}, err
-	}
-	p.SetGuard(guard)
-	return counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}, nil
-}
-
-// activity feeds the bot's activity counters into the counter stores.
-type activity struct {
-	hits    access.Store
-	visits  participant.Store
-	uniques unique.Store
-}
-
-// AddOnce adds n once per batch where the store's outcome can be unknown
-// (Redis); a store in this process knows its outcome, so Add is enough.
-func (a activity) AddOnce(ctx context.Context, name string, n int64, batch string) (int64, error) {
-	if once, ok := a.hits.(access.OnceAdder); ok {
-		return once.AddOnce(ctx, name, n, batch)
-	}
-	return a.hits.Add(ctx, name, n)
-}
-
-func (a activity) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
-	return a.visits.VisitMany(ctx, name, keys, timeout)
-}
-
-// AddUnique adds keys to a unique counter and reads its estimate.
-func (a activity) AddUnique(ctx context.Context, name string, keys []string) (int64, error) {
-	if _, err := a.uniques.Add(ctx, name, keys); err != nil {
-		return 0, err
-	}
-	return a.uniques.Count(ctx, name)
-}
-
-var _ bot.Activity = activity{}
-
 // CounterOff is the COUNTER_ADDR value that disables the counter port.
 const CounterOff = "off"
 
@@ -308,7 +190,7 @@ func (m *Main) serveCounters(ctx context.Context) error {
 		return nil
 	}
 	var res counters.ResourceStore
-	if m.cfg.ResourceStore == StoreRedis {
+	if m.cfg.ResourceStore == counters.StoreRedis {
 		if err := m.openResources(ctx); err != nil {
 			return err
 		}
@@ -465,7 +347,7 @@ func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.counters
 // (COUNTERS_REDIS_HEADROOM), unless no store of theirs is in Redis.
 func (m *Main) openCountersRedis(ctx context.Context) error {
 	m.cntRdb = m.rdb
-	if m.cfg.CountersStore != StoreRedis && m.cfg.ResourceStore != StoreRedis {
+	if m.cfg.CountersStore != counters.StoreRedis && m.cfg.ResourceStore != counters.StoreRedis {
 		return nil
 	}
 	if m.countersOwnRedis() {
