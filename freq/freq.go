@@ -113,8 +113,10 @@ type Store struct {
 	prefix string
 	window time.Duration
 	// Script arguments that never change, precomputed: window, key TTL
-	// and dedupe bucket in seconds.
+	// and dedupe bucket in seconds; fixed is them as the first ARGV on
+	// Redis's clock, boxed once.
 	windowArg, keyTTLArg, dedupeArg string
+	fixed                           [4]any
 }
 
 // New returns a Store that runs its script on rdb (a *redis.Client,
@@ -153,6 +155,7 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 	s.windowArg = strconv.FormatInt(int64(s.window/time.Second), 10)
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
 	s.dedupeArg = strconv.FormatInt(int64((dedupe+time.Second-1)/time.Second), 10)
+	s.fixed = [4]any{s.windowArg, s.keyTTLArg, s.dedupeArg, ""}
 	return s, nil
 }
 
@@ -221,8 +224,9 @@ type Then struct {
 // It answers as Count.
 func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (previous int64, duplicate bool, err error) {
 	k := s.keys(identity, dedupe, 1)
-	args := append([]any{s.windowArg, s.keyTTLArg, s.dedupeArg, "", k.hash, then.MaxLen, then.Field}, then.Fields...)
-	v, err := recordScript.Run(ctx, s.rdb, append(k.keys, then.Stream), args...).Result()
+	args := make([]any, 0, len(s.fixed)+3+len(then.Fields))
+	args = append(append(args, s.fixed[:]...), k.hash, then.MaxLen, then.Field)
+	v, err := recordScript.Run(ctx, s.rdb, append(k.keys, then.Stream), append(args, then.Fields...)...).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
 			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))

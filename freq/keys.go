@@ -33,31 +33,64 @@ type textKeys struct {
 	hash string   // dedupeHashBytes bytes, or "" without a dedupe key
 }
 
+// scratch holds the buffers keys hashes and builds names in, so that a
+// count allocates only its key strings (one allocation) and their slice.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // keys returns the script's KEYS for identity and dedupe (see textKeys),
-// with room for extra more at the end.
+// with room for extra more at the end. The names are substrings of one
+// string.
 func (s *Store) keys(identity, dedupe string, extra int) textKeys {
-	sum := sha256.Sum256([]byte(identity))
+	bp := scratch.Get().(*[]byte)
+	defer scratch.Put(bp)
+	sum := sha256.Sum256(append((*bp)[:0], identity...))
 	var hexTag [32]byte
 	hex.Encode(hexTag[:], sum[:16])
-	tag := s.prefix + "{" + slotTag(slot(hexTag[:])) + "}"
-	old := s.prefix + "{" + string(hexTag[:]) + "}:"
+	tag := slotTag(slot(hexTag[:]))
 	n := 5
 	if dedupe != "" {
 		n = 6
 	}
-	keys := make([]string, n, n+extra)
-	keys[0] = tag + string(sum[16:16+textHashBytes])
-	keys[1], keys[2] = tag+"e0", tag+"e1"
-	keys[3], keys[4] = old+"l", old+"n"
-	if dedupe == "" {
-		return textKeys{keys: keys}
+	// The names, one after another, then the message's hash.
+	b := (*bp)[:0]
+	var ends [6]int
+	text := func() { b = append(append(append(append(b, s.prefix...), '{'), tag...), '}') }
+	former := func() { b = append(append(append(append(b, s.prefix...), '{'), hexTag[:]...), "}:"...) }
+	text()
+	b = append(b, sum[16:16+textHashBytes]...)
+	ends[0] = len(b)
+	text()
+	b = append(b, "e0"...)
+	ends[1] = len(b)
+	text()
+	b = append(b, "e1"...)
+	ends[2] = len(b)
+	former()
+	b = append(b, 'l')
+	ends[3] = len(b)
+	former()
+	b = append(b, 'n')
+	ends[4] = len(b)
+	if dedupe != "" {
+		former()
+		b = append(append(b, "e:"...), KeyPart(dedupe)...)
+		ends[5] = len(b)
+		// The message's hash: of the identity's digest and the dedupe key.
+		h := sha256.Sum256(append(append(b[len(b):], sum[:]...), dedupe...))
+		b = append(b, h[:dedupeHashBytes]...)
 	}
-	keys[5] = old + "e:" + KeyPart(dedupe)
-	h := sha256.New()
-	h.Write(sum[:])
-	h.Write([]byte(dedupe))
-	var m [sha256.Size]byte
-	return textKeys{keys: keys, hash: string(h.Sum(m[:0])[:dedupeHashBytes])}
+	*bp = b
+	all := string(b)
+	k := textKeys{keys: make([]string, n, n+extra)}
+	start := 0
+	for i := range n {
+		k.keys[i] = all[start:ends[i]]
+		start = ends[i]
+	}
+	if dedupe != "" {
+		k.hash = all[start:]
+	}
+	return k
 }
 
 // KeyPart returns s as it is written into a Redis key name: s itself when
