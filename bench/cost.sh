@@ -13,6 +13,8 @@
 #     costs of first use (script cache, Lua, a few hundred KB that do not
 #     grow with the messages) weigh on that measure, so a second 20,000
 #     (another KEY_PREFIX) is measured on the same server too;
+#   * the floor: one SET with a TTL per text, a 20-byte name and an
+#     integer value, on a fresh server;
 #   * a hot text: one text stored at every second of a day (vkcounter
 #     prefill -expired 86400): its keys' MEMORY USAGE;
 #   * the ceiling: redis-benchmark running the tree's count script alone (a
@@ -117,5 +119,10 @@ measure() { # measure LABEL TREE BINARY
 
 machine
 echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages"
+start_redis 26490
+m0=$(mem)
+redis-cli -p "$port" EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('SET', string.format('vkc:f:{%03d}%09d', i % 1000, i), 1764000000 + i, 'EX', 86460) end" 0 "$messages" >/dev/null
+echo "== floor: one key per text with a TTL (a 20-byte name, an integer value), fresh server: $(per "$m0" "$(mem)" "$messages") B per text"
+stop_redis
 measure "before ($(git rev-parse --short "$before"))" "$work/before" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" . "$work/vkcounter"

@@ -31,17 +31,18 @@ func MessageKey(m callback.Message) msgkey.Message {
 // collapsed to one space and trimmed, so "Hi  there" and "hi there " are
 // the same message.
 func TextKey(m callback.Message, normalize bool) string {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(m.GroupID))
 	text := m.Text
 	if normalize {
 		text = normalizeText(text)
 	}
 	if text != "" || len(m.Attachments) == 0 {
-		b.WriteString(":t:")
-		b.WriteString(text)
-		return b.String()
+		// One allocation: the common case.
+		var buf [24]byte
+		g := strconv.AppendInt(buf[:0], int64(m.GroupID), 10)
+		return string(g) + ":t:" + text
 	}
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(m.GroupID))
 	b.WriteString(":a:")
 	for i, a := range m.Attachments {
 		if i > 0 {

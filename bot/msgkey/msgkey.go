@@ -13,10 +13,7 @@
 // delivers at most one reply per random_id.
 package msgkey
 
-import (
-	"hash/fnv"
-	"strconv"
-)
+import "strconv"
 
 // A Message is what the rule reads of a message: its community (GroupID),
 // its conversation (PeerID), its number there (ConversationMessageID) or in
@@ -31,14 +28,21 @@ type Message struct {
 // dialogs without one, "peer:m<n>" by its message id; failing both,
 // "peer:e<id>" by its event id. ok is false when m carries none of them.
 func (m Message) Key() (key string, ok bool) {
-	key = strconv.Itoa(m.PeerID) + ":"
+	var buf [64]byte
+	b, ok := m.appendKey(buf[:0])
+	return string(b), ok
+}
+
+// appendKey appends the message key of m (see Key) to b.
+func (m Message) appendKey(b []byte) ([]byte, bool) {
+	b = append(strconv.AppendInt(b, int64(m.PeerID), 10), ':')
 	switch {
 	case m.ConversationMessageID != 0:
-		return key + "c" + strconv.Itoa(m.ConversationMessageID), true
+		return strconv.AppendInt(append(b, 'c'), int64(m.ConversationMessageID), 10), true
 	case m.ID != 0:
-		return key + "m" + strconv.Itoa(m.ID), true
+		return strconv.AppendInt(append(b, 'm'), int64(m.ID), 10), true
 	default:
-		return key + "e" + m.EventID, m.EventID != ""
+		return append(append(b, 'e'), m.EventID...), m.EventID != ""
 	}
 }
 
@@ -47,10 +51,14 @@ func (m Message) Key() (key string, ok bool) {
 // (0 means "no deduplication" to VK). The result is a positive 31-bit
 // number, as VK expects.
 func (m Message) RandomID() int32 {
-	key, _ := m.Key()
-	h := fnv.New64a()
-	h.Write([]byte(strconv.Itoa(m.GroupID) + ":" + key))
-	id := int32(h.Sum64() & 0x7fffffff)
+	var buf [64]byte
+	b, _ := m.appendKey(append(strconv.AppendInt(buf[:0], int64(m.GroupID), 10), ':'))
+	h := uint64(14695981039346656037) // FNV-1a, 64 bits
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	id := int32(h & 0x7fffffff)
 	if id == 0 {
 		id = 1
 	}
@@ -67,8 +75,9 @@ func (m Message) DedupeKey() string {
 	if m.ConversationMessageID == 0 && m.ID == 0 {
 		return m.EventID
 	}
-	key, _ := m.Key()
-	return "msg/" + key
+	var buf [64]byte
+	b, _ := m.appendKey(append(buf[:0], "msg/"...))
+	return string(b)
 }
 
 // ReplyKey returns what the outbox keeps one reply per: the message key,

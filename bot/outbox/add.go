@@ -84,7 +84,7 @@ func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{count
 // the entry is stored once per dedupe key (see freq.Store.CountThen). A
 // full outbox refuses a new message with ErrFull, and nothing is counted.
 func (rec *Recorder) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
-	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, freq.Then{Stream: rec.o.key(e.GroupID), MaxLen: rec.o.opts.MaxLen,
+	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, freq.Then{Stream: rec.o.community(e.GroupID).key, MaxLen: rec.o.opts.MaxLen,
 		Field: messageField, Fields: entryFields(e)})
 	if errors.Is(err, freq.ErrStreamFull) {
 		err = fmt.Errorf("%w: community %d: %w", ErrFull, e.GroupID, err)

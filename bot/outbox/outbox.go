@@ -81,6 +81,7 @@ type Outbox struct {
 
 // A community is this instance's state of one community's outbox.
 type community struct {
+	key      string   // the stream (Outbox.key), built once for the hot path
 	handouts handouts // what is handed out: never an entry twice (its own lock)
 
 	mu        sync.Mutex // guards the fields below
@@ -120,7 +121,7 @@ func (o *Outbox) community(group int) *community {
 	defer o.mu.Unlock()
 	c := o.communities[group]
 	if c == nil {
-		c = &community{}
+		c = &community{key: o.key(group)}
 		o.communities[group] = c
 	}
 	return c
