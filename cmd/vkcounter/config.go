@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
+	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -65,6 +66,7 @@ type Config struct {
 	CounterStatsInterval  int
 	ResourceStore         string
 	ResourceLease         time.Duration
+	ResourceMaxMemory     int64
 
 	CountersStore         string
 	CountersRedisURL      string
@@ -149,6 +151,7 @@ func settings(c *Config) []setting {
 		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
 		{"RESOURCE_STORE", counters.StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
 		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
+		{"RESOURCE_MAX_MEMORY", strconv.FormatInt(resource.DefaultMaxMemory, 10), "with RESOURCE_STORE=memory: estimated bytes the resource counters may take (names, counters, holdings); when full, counters released to 0 are deleted first, oldest first, then a new counter or holding is refused (0x82)", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.ResourceMaxMemory, n, 0, h) }},
 		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
 		{"COUNTERS_REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses for the counters alone, instead of COUNTERS_REDIS_URL", str(&c.CountersRedisCluster)},
@@ -354,6 +357,9 @@ func (c *Config) validateCounterPort() error {
 	}
 	if c.ResourceLease < time.Second {
 		errs = append(errs, fmt.Errorf("RESOURCE_LEASE %v: minimum is 1s", c.ResourceLease))
+	}
+	if c.ResourceMaxMemory <= 0 {
+		errs = append(errs, fmt.Errorf("RESOURCE_MAX_MEMORY %d: must be positive", c.ResourceMaxMemory))
 	}
 	return errors.Join(errs...)
 }

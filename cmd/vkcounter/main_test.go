@@ -435,6 +435,7 @@ func TestConfigErrors(t *testing.T) {
 		{"stats interval", map[string]string{"COUNTER_STATS_INTERVAL": "5"}, "COUNTER_STATS_INTERVAL"},
 		{"resource store", map[string]string{"RESOURCE_STORE": "file"}, "RESOURCE_STORE"},
 		{"resource lease", map[string]string{"RESOURCE_LEASE": "500ms"}, "RESOURCE_LEASE"},
+		{"resource max memory", map[string]string{"RESOURCE_MAX_MEMORY": "0"}, "RESOURCE_MAX_MEMORY 0: must be positive"},
 		{"log format", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"both counters redis", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_REDIS_CLUSTER": "a:1"}, "COUNTERS_REDIS_CLUSTER: give one"},
 		{"counters redis unused", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_STORE": "memory"}, "only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"},

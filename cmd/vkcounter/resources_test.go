@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,4 +83,36 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 			t.Fatalf("the dead instance's holdings were free after %v, lease %v", waited, lease)
 		}
 	})
+}
+
+// TestResourceMaxMemory: RESOURCE_MAX_MEMORY caps the resource counters in
+// memory; a counter released to 0 makes room for another client's new
+// name.
+func TestResourceMaxMemory(t *testing.T) {
+	addr := freePort(t)
+	startBinary(t, map[string]string{"COUNTER_ADDR": addr, "RESOURCE_MAX_MEMORY": "100000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *counters.Client {
+		c, err := counters.Dial(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := dial(), dial()
+	long := func(c byte) string { return strings.Repeat(string(c), 65535) } // 64 KiB of the cap each
+	if _, err := a.Acquire(ctx, long('a'), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, long('b'), 1, 1); !errors.Is(err, wire.StatusOutOfMemory) {
+		t.Fatalf("a second long name past the cap: %v, want 0x82", err)
+	}
+	if err := a.Release(ctx, long('a'), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, long('b'), 1, 1); err != nil {
+		t.Fatalf("after the first was released: %v", err)
+	}
 }

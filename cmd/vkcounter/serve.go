@@ -200,6 +200,7 @@ func (m *Main) serveCounters(ctx context.Context) error {
 		Resources:      res,
 		MaxConnections: m.counterConnLimit(openFileLimit()),
 		Buckets:        m.cfg.CounterBuckets,
+		MaxMemory:      m.cfg.ResourceMaxMemory,
 		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Logger:         m.log,
 		Observer:       m.metrics,
