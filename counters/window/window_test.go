@@ -156,7 +156,7 @@ func TestInvalid(t *testing.T) {
 }
 
 // TestMemoryBounded: a hot counter costs one entry per distinct second,
-// at most its window's seconds, and quiet counters are swept.
+// at most its window's seconds, and quiet counters are dropped.
 func TestMemoryBounded(t *testing.T) {
 	c := newClock(t0)
 	m := window.NewMemory(c.Now, window.MemoryLimits{})
@@ -181,6 +181,6 @@ func TestMemoryBounded(t *testing.T) {
 		hit(t, m, "late", 10*time.Second, int64(i))
 	}
 	if n := m.Len(); n != 1 {
-		t.Fatalf("%d counters held after the others' windows passed; want the sweep to leave only the live one", n)
+		t.Fatalf("%d counters held after the others' windows passed; want only the live one left", n)
 	}
 }
