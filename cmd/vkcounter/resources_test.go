@@ -22,6 +22,17 @@ func redisEnv(tg *redistest.Target) map[string]string {
 	return map[string]string{"REDIS_URL": tg.URL}
 }
 
+// dialCounters connects a counter client to addr, closed when t ends.
+func dialCounters(ctx context.Context, t *testing.T, addr string) *counters.Client {
+	t.Helper()
+	c, err := counters.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestKill9ResourceHoldingsExpire: kill -9 of an instance with holdings:
 // they are still held just after, and another instance on the same Redis
 // can acquire them once RESOURCE_LEASE has passed.
@@ -40,15 +51,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		dial := func(addr string) *counters.Client {
-			c, err := counters.Dial(ctx, addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return c
-		}
-		holder, other := dial(addrs[0]), dial(addrs[1])
+		holder, other := dialCounters(ctx, t, addrs[0]), dialCounters(ctx, t, addrs[1])
 		// A new store grants nothing for its first lease.
 		for {
 			_, err := holder.Acquire(ctx, "jobs", 3, 4)
@@ -93,15 +96,7 @@ func TestResourceMaxMemory(t *testing.T) {
 	startBinary(t, map[string]string{"COUNTER_ADDR": addr, "RESOURCE_MAX_MEMORY": "100000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dial := func() *counters.Client {
-		c, err := counters.Dial(ctx, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	a, b := dial(), dial()
+	a, b := dialCounters(ctx, t, addr), dialCounters(ctx, t, addr)
 	long := func(c byte) string { return strings.Repeat(string(c), 65535) } // 64 KiB of the cap each
 	if _, err := a.Acquire(ctx, long('a'), 1, 1); err != nil {
 		t.Fatal(err)
