@@ -103,6 +103,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Timeout: m.cfg.CountersTimeout, Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}}); err != nil {
 		return err
 	}
+	m.setMemoryLimit()
 	communities, err := m.cfg.Communities()
 	if err != nil {
 		return err

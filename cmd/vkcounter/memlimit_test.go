@@ -1,0 +1,55 @@
+package main
+
+import (
+	"io/fs"
+	"testing"
+
+	"github.com/vkcounter/vkcounter/counters"
+)
+
+func TestMemoryLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name            string
+		resource, kinds string
+		embedded        bool
+		want            int64
+	}{
+		{"all in memory", counters.StoreMemory, counters.StoreMemory, false, 256*mib + 100*mib + 4*10*mib},
+		{"file store", counters.StoreRedis, counters.StoreFile, false, 256*mib + 2*10*mib},
+		{"embedded Redis", counters.StoreMemory, counters.StoreRedis, true, 256*mib + 100*mib + 10*mib},
+		{"nothing in memory", counters.StoreRedis, counters.StoreRedis, false, 256 * mib},
+	} {
+		c := &Config{ResourceStore: tc.resource, CountersStore: tc.kinds, ResourceMaxMemory: 100 * mib, CountersMemoryMaxBytes: 10 * mib}
+		if got := memoryLimit(c, tc.embedded); got != tc.want {
+			t.Errorf("%s: memoryLimit = %d MiB, want %d MiB", tc.name, got/mib, tc.want/mib)
+		}
+	}
+}
+
+func TestMachineMemory(t *testing.T) {
+	files := func(m map[string]string) func(string) ([]byte, error) {
+		return func(p string) ([]byte, error) {
+			if s, ok := m[p]; ok {
+				return []byte(s), nil
+			}
+			return nil, fs.ErrNotExist
+		}
+	}
+	meminfo := "MemTotal:       2048000 kB\nMemFree:        1000 kB\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  int64
+	}{
+		{"machine only", map[string]string{"/proc/meminfo": meminfo}, 2048000 << 10},
+		{"cgroup v2 smaller", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "268435456\n"}, 268435456},
+		{"cgroup v2 unlimited", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory.max": "max\n"}, 2048000 << 10},
+		{"cgroup v1 unlimited", map[string]string{"/proc/meminfo": meminfo, "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, 2048000 << 10},
+		{"nothing readable", nil, 0},
+	} {
+		if got := machineMemory(files(tc.files)); got != tc.want {
+			t.Errorf("%s: machineMemory = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
