@@ -23,6 +23,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -221,9 +222,9 @@ const (
 // requests/s, latency percentiles, and the CPU seconds per million
 // requests of the server process and of the load generator.
 func benchmarkServer(b *testing.B, addr string, conns, depth int, w workload) {
-	clients := make([]*counters.Client, conns)
+	clients := make([]*client.Client, conns)
 	for i := range clients {
-		clients[i] = client(b, addr)
+		clients[i] = dialClient(b, addr)
 	}
 	step := depth // requests per Exec
 	if w == acquireRelease && step%2 == 1 {
@@ -325,7 +326,7 @@ func benchAddr(b *testing.B, store string) string {
 
 // execBench runs the pipeline, requires every answer to be a success and
 // records the latencies.
-func execBench(p *counters.Pipeline, lats *[]time.Duration) error {
+func execBench(p *client.Pipeline, lats *[]time.Duration) error {
 	res, err := p.Exec(context.Background())
 	if err != nil {
 		return err
@@ -377,7 +378,7 @@ func TestBenchServerChild(t *testing.T) {
 	if err := benchSrv.start(); err != nil {
 		t.Fatal(err)
 	}
-	c := client(t, benchSrv.addr)
+	c := dialClient(t, benchSrv.addr)
 	before, err := benchSrv.cpu()
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +399,7 @@ func TestBenchServerChild(t *testing.T) {
 		return
 	}
 	// The Redis-backed port serves the extension opcodes.
-	r := client(t, benchSrv.redisAddr)
+	r := dialClient(t, benchSrv.redisAddr)
 	if _, err := r.Hit(ctx(t), "child-check"); err != nil {
 		t.Fatalf("Hit on the Redis-backed port: %v", err)
 	}

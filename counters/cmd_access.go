@@ -15,7 +15,7 @@ func (c *conn) hit(f wire.Frame) error {
 	defer cancel()
 	total, err := access.Hit(ctx, c.s.stores.Access, string(name))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(total)))
 	return nil
@@ -32,7 +32,7 @@ func (c *conn) add(f wire.Frame) error {
 	// ParseAdd keeps the delta within int64.
 	total, err := c.s.stores.Access.Add(ctx, string(req.Name), int64(req.Delta))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(total)))
 	return nil
@@ -49,7 +49,7 @@ func (c *conn) total(f wire.Frame) error {
 	defer cancel()
 	total, err := c.s.stores.Access.Total(ctx, string(name))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(total)))
 	return nil
@@ -71,7 +71,7 @@ func (c *conn) list(f wire.Frame) error {
 	defer cancel()
 	entries, more, err := lister.List(ctx, string(req.Prefix), string(req.After), int(req.Limit))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	for _, e := range entries {
 		c.send(wire.AppendListEntry(c.buf(), f.Opaque, e.Name, uint64(e.Total)))

@@ -15,7 +15,7 @@ func (c *conn) windowHit(f wire.Frame) error {
 	defer cancel()
 	n, err := c.s.stores.Windows.Hit(ctx, string(req.Name), seconds(req.Window))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(n)))
 	return nil
@@ -31,7 +31,7 @@ func (c *conn) windowCount(f wire.Frame) error {
 	defer cancel()
 	n, err := c.s.stores.Windows.Count(ctx, string(req.Name), seconds(req.Window))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(n)))
 	return nil
@@ -52,7 +52,7 @@ func (c *conn) uniqueAdd(f wire.Frame) error {
 	defer cancel()
 	changed, err := c.s.stores.Uniques.Add(ctx, string(req.Name), keys)
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendFlag(c.buf(), f.Opcode, f.Opaque, changed))
 	return nil
@@ -73,7 +73,7 @@ func (c *conn) uniqueCount(f wire.Frame) error {
 	defer cancel()
 	n, err := c.s.stores.Uniques.Count(ctx, names...)
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint64(c.buf(), f.Opcode, f.Opaque, uint64(n)))
 	return nil

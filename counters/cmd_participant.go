@@ -19,7 +19,7 @@ func (c *conn) visit(f wire.Frame) error {
 	defer cancel()
 	n, isNew, err := participant.Visit(ctx, c.s.stores.Participants, string(req.Name), string(req.Key), seconds(req.Timeout))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint32Flag(c.buf(), f.Opcode, f.Opaque, count32(n), isNew))
 	return nil
@@ -36,7 +36,7 @@ func (c *conn) leave(f wire.Frame) error {
 	defer cancel()
 	n, removed, err := c.s.stores.Participants.Leave(ctx, string(req.Name), string(req.Key))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint32Flag(c.buf(), f.Opcode, f.Opaque, count32(n), removed))
 	return nil
@@ -52,7 +52,7 @@ func (c *conn) active(f wire.Frame) error {
 	defer cancel()
 	n, err := c.s.stores.Participants.Active(ctx, string(req.Name), seconds(req.Timeout))
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, count32(n)))
 	return nil

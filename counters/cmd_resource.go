@@ -18,7 +18,7 @@ func (c *conn) get(f wire.Frame) error {
 	defer cancel()
 	v, err := c.s.res.Get(ctx, name)
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, v))
 	return nil
@@ -34,7 +34,7 @@ func (c *conn) acquire(f wire.Frame) error {
 	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	if err := c.holder.Acquire(ctx, req.Name, req.Resources, req.Maximum); err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, req.Resources))
 	return nil
@@ -49,7 +49,7 @@ func (c *conn) release(f wire.Frame) error {
 	ctx, cancel := c.s.resourceContext()
 	defer cancel()
 	if err := c.holder.Release(ctx, req.Name, req.Resources); err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendResponse(c.buf(), f.Opcode, wire.StatusOK, f.Opaque, nil))
 	return nil
@@ -69,7 +69,7 @@ func (c *conn) dump(f wire.Frame) error {
 	}
 	if err != nil {
 		// Entries already sent stay sent; the error ends the series.
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendDumpEnd(c.buf(), f.Opaque))
 	return nil
@@ -143,7 +143,7 @@ func (c *conn) batch(b resourceBatcher, f wire.Frame) {
 			}
 		}
 		if err != nil {
-			err = storeError(err)
+			err = StoreError(err)
 		}
 		c.finish(g, err)
 	}

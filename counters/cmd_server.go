@@ -14,7 +14,7 @@ func (c *conn) stats(f wire.Frame) error {
 	defer cancel()
 	stats, err := c.s.stats(ctx)
 	if err != nil {
-		return storeError(err)
+		return StoreError(err)
 	}
 	c.send(wire.AppendStatsResponse(c.buf(), f.Opaque, stats))
 	return nil

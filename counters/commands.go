@@ -10,12 +10,11 @@ import (
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
-	"github.com/vkcounter/vkcounter/freq"
 )
 
 // A handler runs one request. On success it queues its response(s) with
-// c.send; on failure it returns an error that statusOf maps to the status
-// of the error response. An error statusOf does not know ends the
+// c.send; on failure it returns an error that StatusOf maps to the status
+// of the error response. An error StatusOf does not know ends the
 // connection.
 type handler func(c *conn, f wire.Frame) error
 
@@ -52,8 +51,8 @@ var errUnknownCommand = errors.New("unknown command")
 var errStoreFailed = errors.New("counter store failed")
 
 // statuses maps the errors of the codec and the stores to protocol
-// statuses: the one place where they are classified. HTTPHandler maps
-// these statuses on to HTTP ones.
+// statuses: the one place where they are classified. The HTTP API
+// (package httpapi) maps these statuses on to HTTP ones.
 var statuses = []struct {
 	err error
 	st  wire.Status
@@ -83,9 +82,7 @@ var statuses = []struct {
 	{window.ErrInvalidName, wire.StatusInvalid},
 	{window.ErrNoMemory, wire.StatusOutOfMemory},
 	{window.ErrInvalidWindow, wire.StatusInvalid},
-	// freq's own argument check, which window's checks leave only a
-	// WithClock time outside 1970 to 9999 to fail.
-	{freq.ErrInvalid, wire.StatusInvalid},
+	{window.ErrInvalidTime, wire.StatusInvalid},
 	{unique.ErrInvalidName, wire.StatusInvalid},
 	{unique.ErrNoMemory, wire.StatusOutOfMemory},
 	{unique.ErrInvalidKey, wire.StatusInvalid},
@@ -95,9 +92,10 @@ var statuses = []struct {
 	{errStoreFailed, wire.StatusStoreFailure},
 }
 
-// statusOf returns the status answering err, or false if err is not a
-// request failure (an I/O error, say).
-func statusOf(err error) (wire.Status, bool) {
+// StatusOf returns the status answering err, or false if err is not a
+// request failure (an I/O error, say). The HTTP API maps these statuses on
+// to HTTP ones.
+func StatusOf(err error) (wire.Status, bool) {
 	for _, s := range statuses {
 		if errors.Is(err, s.err) {
 			return s.st, true
@@ -106,11 +104,11 @@ func statusOf(err error) (wire.Status, bool) {
 	return 0, false
 }
 
-// storeError classifies the error of a store call: an error the statuses
+// StoreError classifies the error of a store call: an error the statuses
 // table knows (bad arguments, not found) is returned as it is, anything
-// else is wrapped in errStoreFailed.
-func storeError(err error) error {
-	if _, ok := statusOf(err); ok {
+// else is wrapped in an error StatusOf answers wire.StatusStoreFailure.
+func StoreError(err error) error {
+	if _, ok := StatusOf(err); ok {
 		return err
 	}
 	return fmt.Errorf("%w: %w", errStoreFailed, err)

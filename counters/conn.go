@@ -140,7 +140,7 @@ func (c *conn) finish(f wire.Frame, err error) error {
 		c.observe(f.Opcode, wire.StatusOK)
 		return nil
 	}
-	st, ok := statusOf(err)
+	st, ok := StatusOf(err)
 	if !ok {
 		return err
 	}

@@ -2,6 +2,3 @@ package counters
 
 // RunGC runs the table's GC now, as the GC loop does just after a boundary.
 func (s *Server) RunGC() int { return s.table.GC() }
-
-// RequireToken is the token check NewHTTPHandler puts before every route.
-var RequireToken = requireToken

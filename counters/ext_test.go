@@ -16,7 +16,8 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
-	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/client"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -149,45 +150,6 @@ func TestExtensionPipelined(t *testing.T) {
 	}
 }
 
-// fakeStore is an access and participant store whose calls go to fn,
-// which gets the call's context and its operation name.
-type fakeStore struct {
-	fn func(ctx context.Context, op string) error
-}
-
-func (f fakeStore) Hit(ctx context.Context, name string) (int64, error) {
-	return 1, f.fn(ctx, "hit")
-}
-
-func (f fakeStore) Add(ctx context.Context, name string, n int64) (int64, error) {
-	return n, f.fn(ctx, "add")
-}
-
-func (f fakeStore) VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (int, int, error) {
-	return len(keys), len(keys), f.fn(ctx, "visit")
-}
-
-func (f fakeStore) Total(ctx context.Context, name string) (int64, error) {
-	return 1, f.fn(ctx, "total")
-}
-
-func (f fakeStore) Visit(ctx context.Context, name, key string, timeout time.Duration) (int, bool, error) {
-	return 1, true, f.fn(ctx, "visit")
-}
-
-func (f fakeStore) Leave(ctx context.Context, name, key string) (int, bool, error) {
-	return 0, true, f.fn(ctx, "leave")
-}
-
-func (f fakeStore) Active(ctx context.Context, name string, timeout time.Duration) (int, error) {
-	return 1, f.fn(ctx, "active")
-}
-
-var (
-	_ access.Store      = fakeStore{}
-	_ participant.Store = fakeStore{}
-)
-
 // memoryStoresWith returns memory stores changed by edit.
 func memoryStoresWith(edit func(*counters.Stores)) counters.Stores {
 	s := counters.MemoryStores(nil)
@@ -196,10 +158,7 @@ func memoryStoresWith(edit func(*counters.Stores)) counters.Stores {
 }
 
 func fakeStores(fn func(ctx context.Context, op string) error) counters.Stores {
-	f := fakeStore{fn: fn}
-	stores := counters.MemoryStores(nil)
-	stores.Access, stores.Participants = f, f
-	return stores
+	return counterstest.FakeStores(fn)
 }
 
 func TestStoreFailureKeepsTheConnection(t *testing.T) {
@@ -247,7 +206,7 @@ func TestRedisDownIsAStoreFailure(t *testing.T) {
 		s.Access, s.Participants = redisAccess(t, tg.Client, prefix), redisParticipants(t, tg.Client, prefix)
 		s.Timeout = 200 * time.Millisecond
 	})})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	if n, err := c.Hit(cx, "h"); n != 1 || err != nil {
 		t.Fatalf("Hit = %d, %v", n, err)
@@ -267,45 +226,21 @@ func TestRedisDownIsAStoreFailure(t *testing.T) {
 	}
 }
 
-// blocker is a store whose "slow" calls wait until released or their
-// context ends; it reports each call's start and end.
-type blocker struct {
-	started chan string
-	ended   chan error
-	release chan struct{}
-}
-
-func newBlocker() *blocker {
-	return &blocker{started: make(chan string, 10), ended: make(chan error, 10), release: make(chan struct{})}
-}
-
-func (b *blocker) call(ctx context.Context, op string) error {
-	b.started <- op
-	var err error
-	select {
-	case <-b.release:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	b.ended <- err
-	return err
-}
-
 // TestSlowStoreStallsOnlyItsConnection: while one connection's store call
 // hangs, another connection is served; the call ends at the store timeout
 // with Store unavailable.
 func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
-	b := newBlocker()
+	b := counterstest.NewBlocker()
 	fast := access.NewMemory(access.MemoryLimits{})
-	slow := fakeStore{fn: b.call}
+	slow := fakeStores(b.Call).Participants
 	s := newServer(t, counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
 		s.Access, s.Participants, s.Timeout = fast, slow, 100*time.Millisecond
 	})})
 	addr := listen(t, s)
-	stalled, other := client(t, addr), client(t, addr)
+	stalled, other := dialClient(t, addr), dialClient(t, addr)
 	done := make(chan error, 1)
 	go func() { _, _, err := stalled.Visit(context.Background(), "v", "k", 0); done <- err }()
-	if op := <-b.started; op != "visit" {
+	if op := <-b.Started; op != "visit" {
 		t.Fatalf("store call %q", op)
 	}
 	if n, err := other.Hit(ctx(t), "h"); n != 1 || err != nil {
@@ -314,7 +249,7 @@ func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
 	if err := <-done; !errors.Is(err, wire.StatusStoreFailure) {
 		t.Fatalf("hung Visit: %v, want Store unavailable", err)
 	}
-	if err := <-b.ended; !errors.Is(err, context.DeadlineExceeded) {
+	if err := <-b.Ended; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the store call ended with %v, want the store timeout", err)
 	}
 	if err := stalled.Noop(ctx(t)); err != nil {
@@ -325,19 +260,19 @@ func TestSlowStoreStallsOnlyItsConnection(t *testing.T) {
 // TestCloseCancelsStoreCalls: Close does not wait for a store call's
 // timeout; it cancels the call.
 func TestCloseCancelsStoreCalls(t *testing.T) {
-	b := newBlocker()
+	b := counterstest.NewBlocker()
 	s, err := counters.NewServer(counters.ServerOptions{Stores: memoryStoresWith(func(s *counters.Stores) {
-		s.Access, s.Timeout = fakeStore{fn: b.call}, time.Hour
+		s.Access, s.Timeout = fakeStores(b.Call).Access, time.Hour
 	})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := pipe(t, s)
 	go c.Write(wire.AppendHit(nil, 1, "h"))
-	<-b.started
+	<-b.Started
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	if err := <-b.ended; !errors.Is(err, context.Canceled) {
+	if err := <-b.Ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("store call ended with %v, want context.Canceled", err)
 	}
 	if err := <-closed; err != nil {
@@ -355,7 +290,7 @@ func TestNewServerRejectsNegativeStoreTimeout(t *testing.T) {
 func TestClientExtension(t *testing.T) {
 	clock := newFakeClock(day)
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	if _, err := c.Total(cx, "views"); !errors.Is(err, wire.StatusNotFound) {
 		t.Fatalf("Total never hit: %v", err)
@@ -403,72 +338,9 @@ func TestClientExtension(t *testing.T) {
 	}
 }
 
-func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
-	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
-	cx := ctx(t)
-	long := strings.Repeat("n", wire.MaxNameLen+1)
-	for name, err := range map[string]error{
-		"hit empty name":      func() error { _, err := c.Hit(cx, ""); return err }(),
-		"total long name":     func() error { _, err := c.Total(cx, long); return err }(),
-		"visit empty key":     func() error { _, _, err := c.Visit(cx, "n", "", 0); return err }(),
-		"visit empty name":    func() error { _, _, err := c.Visit(cx, "", "k", 0); return err }(),
-		"visit long key":      func() error { _, _, err := c.Visit(cx, "n", long, 0); return err }(),
-		"visit under 1s":      func() error { _, _, err := c.Visit(cx, "n", "k", time.Millisecond); return err }(),
-		"visit negative":      func() error { _, _, err := c.Visit(cx, "n", "k", -time.Second); return err }(),
-		"visit over 2^32 s":   func() error { _, _, err := c.Visit(cx, "n", "k", participant.MaxTimeout+time.Second); return err }(),
-		"leave empty key":     func() error { _, _, err := c.Leave(cx, "n", ""); return err }(),
-		"active empty name":   func() error { _, err := c.Active(cx, "", 0); return err }(),
-		"active bad timeout":  func() error { _, err := c.Active(cx, "n", -1); return err }(),
-		"leave empty name":    func() error { _, _, err := c.Leave(cx, "", "k"); return err }(),
-		"total empty name":    func() error { _, err := c.Total(cx, ""); return err }(),
-		"visit 1ns over zero": func() error { _, _, err := c.Visit(cx, "n", "k", 1); return err }(),
-	} {
-		if !errors.Is(err, wire.ErrInvalid) {
-			t.Errorf("%s: %v, want wire.ErrInvalid", name, err)
-		}
-	}
-	for _, op := range []string{"hit", "total", "visit", "leave", "active"} {
-		if v := statsMap(s)["command:"+op]; v != "0" {
-			t.Errorf("an invalid %s reached the server: command:%s = %s", op, op, v)
-		}
-	}
-	if err := c.Noop(cx); err != nil {
-		t.Fatalf("the client is unusable after refusing arguments: %v", err)
-	}
-}
-
-func TestClientMalformedExtensionAnswers(t *testing.T) {
-	hit := func(c *counters.Client) error { _, err := c.Hit(ctx(t), "n"); return err }
-	visit := func(c *counters.Client) error { _, _, err := c.Visit(ctx(t), "n", "k", 0); return err }
-	for _, tc := range []struct {
-		name   string
-		answer func(h wire.Header) []byte
-		call   func(c *counters.Client) error
-	}{
-		{"total beyond int64", func(h wire.Header) []byte { return wire.AppendUint64(nil, h.Opcode, h.Opaque, 1<<63) }, hit},
-		{"4-byte total", func(h wire.Header) []byte { return wire.AppendUint32(nil, h.Opcode, h.Opaque, 1) }, hit},
-		{"flag byte 2", func(h wire.Header) []byte {
-			return append(wire.AppendUint32(nil, h.Opcode, h.Opaque, 1)[:wire.HeaderSize+4], 2)
-		}, visit},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := fakeServer(t, func(h wire.Header) []byte {
-				b := tc.answer(h)
-				// Fix up the body length for the hand-made flag answer.
-				copy(b[4:8], wire.AppendHeader(nil, wire.Header{BodyLen: uint32(len(b) - wire.HeaderSize)})[4:8])
-				return b
-			})
-			if err := tc.call(c); !errors.Is(err, wire.ErrMalformed) || errors.As(err, new(*wire.StatusError)) {
-				t.Fatalf("%v, want a malformed-answer connection error", err)
-			}
-		})
-	}
-}
-
 func TestPipelineExtension(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	p := c.Pipeline()
 	p.Total("t")
 	p.Hit("t")
@@ -486,7 +358,7 @@ func TestPipelineExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []counters.Result{
+	want := []client.Result{
 		{Op: wire.OpTotal, Status: wire.StatusNotFound, Message: "Not found"},
 		{Op: wire.OpHit, Total: 1},
 		{Op: wire.OpHit, Total: 2},
@@ -520,12 +392,12 @@ func TestRedisStoresSharedByServers(t *testing.T) {
 		t.Cleanup(func() { delKeys(t, tg, prefix) })
 		stores := counters.MemoryStores(nil)
 		stores.Access, stores.Participants = redisAccess(t, tg.Client, prefix), redisParticipants(t, tg.Client, prefix)
-		a := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
-		b := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		a := dialClient(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		b := dialClient(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		cx := ctx(t)
 		var wg sync.WaitGroup
 		errs := make(chan error, 2)
-		for _, c := range []*counters.Client{a, b} {
+		for _, c := range []*client.Client{a, b} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -584,7 +456,7 @@ func TestClientExtensionBytes(t *testing.T) {
 	c1, c2 := net.Pipe()
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	c2.SetDeadline(time.Now().Add(testTimeout))
-	c := counters.NewClient(c1)
+	c := client.NewClient(c1)
 	cx := ctx(t)
 	pairs := func(n int, flag bool, err error) (string, error) { return fmt.Sprint(n, " ", flag), err }
 	steps := []struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
@@ -101,7 +102,7 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	}
 	defer res.Close()
 	stores := counters.Stores{Access: a, Participants: p, Windows: w, Uniques: u}
-	c := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores, Resources: counters.RedisResources(res)})))
+	c := dialClient(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores, Resources: counters.RedisResources(res)})))
 
 	oom := func(what string, err error) {
 		t.Helper()
@@ -156,7 +157,7 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 		t.Errorf("release old after a refused acquire: %v", err)
 	}
 
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

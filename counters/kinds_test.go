@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
@@ -46,7 +47,7 @@ func forEachKindStore(t *testing.T, body func(t *testing.T, clock *fakeClock, st
 // client, pipelined, and with invalid arguments.
 func TestKindsOverThePort(t *testing.T) {
 	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
-		c := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		c := dialClient(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		cx := ctx(t)
 		for want := range int64(3) {
 			if n, err := c.WindowHit(cx, "api", time.Minute); n != want || err != nil {
@@ -100,7 +101,7 @@ func TestKindsOverThePort(t *testing.T) {
 // TestKindsStats: the new opcodes are counted in Stats.
 func TestKindsStats(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	c.WindowHit(cx, "a", time.Second)
 	c.WindowCount(cx, "a", time.Second)
@@ -116,7 +117,7 @@ func TestKindsStats(t *testing.T) {
 
 func TestKindsHTTP(t *testing.T) {
 	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
-		h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+		h, err := httpapi.New(stores, httpapi.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestKindsHTTP(t *testing.T) {
 }
 
 func TestAccessListHTTP(t *testing.T) {
-	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), counters.HTTPOptions{})
+	h, err := httpapi.New(counters.MemoryStores(nil), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestAccessListHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err = counters.NewHTTPHandler(memoryStoresWith(func(s *counters.Stores) { s.Access = file }), counters.HTTPOptions{})
+	h, err = httpapi.New(memoryStoresWith(func(s *counters.Stores) { s.Access = file }), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestAccessListHTTP(t *testing.T) {
 // List opcode: each counter once, in byte order, with its total.
 func TestListOverThePort(t *testing.T) {
 	forEachKindStore(t, func(t *testing.T, clock *fakeClock, stores counters.Stores) {
-		c := client(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
+		c := dialClient(t, listen(t, newServer(t, counters.ServerOptions{Stores: stores})))
 		cx := ctx(t)
 		for i := range 25 {
 			if _, err := c.Add(cx, "page_"+strconv.Itoa(i), int64(i+1)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -22,8 +23,8 @@ func TestMemoryCapOverPortAndHTTP(t *testing.T) {
 	clock := newFakeClock(day)
 	stores := counters.MemoryStoresWithin(clock.Now, memcap.Limits{MaxNames: maxNames})
 	srv := newServer(t, counters.ServerOptions{Stores: stores, Clock: clock.Now})
-	c := client(t, listen(t, srv))
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	c := dialClient(t, listen(t, srv))
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -46,7 +47,7 @@ func eachResourceStore(t *testing.T, fn func(t *testing.T, addr string, another 
 func TestResourceRulesOverThePort(t *testing.T) {
 	eachResourceStore(t, func(t *testing.T, addr string, _ func() string) {
 		cx := ctx(t)
-		c := client(t, addr)
+		c := dialClient(t, addr)
 		for range 3 {
 			if err := c.Noop(cx); err != nil {
 				t.Fatal(err)
@@ -58,7 +59,7 @@ func TestResourceRulesOverThePort(t *testing.T) {
 				t.Fatalf("%s: %v, want %v", what, err, want)
 			}
 		}
-		get := func(c *counters.Client, name string, want uint32) {
+		get := func(c *client.Client, name string, want uint32) {
 			t.Helper()
 			if v, err := c.Get(cx, name); v != want || err != nil {
 				t.Fatalf("get %s = %d, %v; want %d", name, v, err, want)
@@ -79,7 +80,7 @@ func TestResourceRulesOverThePort(t *testing.T) {
 		_, err = c.Acquire(cx, "hoge", 2, 10)
 		step("acquire 2", err, nil)
 		// multi_clients: a closed connection's holdings are released.
-		c1, c2 := client(t, addr), client(t, addr)
+		c1, c2 := dialClient(t, addr), dialClient(t, addr)
 		_, err = c1.Acquire(cx, "fuga", 1, 10)
 		step("c1 acquires 1", err, nil)
 		_, err = c2.Acquire(cx, "fuga", 9, 10)
@@ -158,7 +159,7 @@ func TestSharedMaximumOverThePort(t *testing.T) {
 		}
 		b := another()
 		cx := ctx(t)
-		ca, cb := client(t, a), client(t, b)
+		ca, cb := dialClient(t, a), dialClient(t, b)
 		if _, err := ca.Acquire(cx, "db-slots", 3, 4); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestLostLeaseClosesHoldingConnections(t *testing.T) {
 		proxy := redistest.NewProxy(t, tg.Addr)
 		cut := redisServer(t, tg.NoRetryClient(t, proxy.Addr()), prefix, lease)
 		live := redisServer(t, tg.NoRetryClient(t, ""), prefix, lease)
-		holder, idle := dial(t, cut), client(t, cut)
+		holder, idle := dial(t, cut), dialClient(t, cut)
 		acquired := time.Now()
 		exchange(t, holder, wire.AppendAcquire(nil, 1, "lock", 1, 1), 16)
 		if err := idle.Noop(ctx(t)); err != nil {
@@ -199,7 +200,7 @@ func TestLostLeaseClosesHoldingConnections(t *testing.T) {
 			holder.Read(b[:]) // ends when the server closes the connection
 			closed <- time.Now()
 		}()
-		other := client(t, live)
+		other := dialClient(t, live)
 		var gotAt time.Time
 		for deadline := time.Now().Add(10 * lease); gotAt.IsZero(); {
 			switch _, err := other.Acquire(ctx(t), "lock", 1, 1); {
@@ -251,9 +252,9 @@ func TestConcurrentAcquireAcrossInstances(t *testing.T) {
 			maximum = 7
 		)
 		var held, peak atomic.Int64
-		clients := make([]*counters.Client, conns)
+		clients := make([]*client.Client, conns)
 		for i := range clients {
-			clients[i] = client(t, servers[i%2])
+			clients[i] = dialClient(t, servers[i%2])
 		}
 		holds := together.Run(t, conns, func(i int) (uint32, error) {
 			c := clients[i]
@@ -287,7 +288,7 @@ func TestConcurrentAcquireAcrossInstances(t *testing.T) {
 			sum += h
 		}
 		for _, s := range servers {
-			if v, err := client(t, s).Get(ctx(t), "pool"); v != sum || err != nil {
+			if v, err := dialClient(t, s).Get(ctx(t), "pool"); v != sum || err != nil {
 				t.Fatalf("final consumption on %s = %d, %v; the open connections hold %d", s, v, err, sum)
 			}
 		}
@@ -337,7 +338,7 @@ func TestPipelinedResourceRequests(t *testing.T) {
 		}
 		c.Close()
 		eventually(t, 5*time.Second, "the closed connection's holdings released", func() bool {
-			v, err := client(t, addr).Get(ctx(t), "c")
+			v, err := dialClient(t, addr).Get(ctx(t), "c")
 			return err == nil && v == 0
 		})
 	})

@@ -1,18 +1,19 @@
-// Package counters serves the yrmcds counter protocol on a TCP port and
-// talks to it.
+// Package counters serves the yrmcds counter protocol on a TCP port.
 //
 // Server hosts the resource counters (acquire/release, package resource) and
 // speaks the protocol of package wire byte for byte, so existing yrmcds
-// counter clients (libyrmcds, yc-cnt) work unchanged. On the same port it
-// answers the extension opcodes of the access counters (Hit, Total, Add,
-// List; package access), participant counters (Visit, Leave, Active;
-// package participant), window counters (WHit, WCount; package window) and
-// unique counters (UAdd, UCount; package unique), whose stores it is given
-// in Stores. HTTPHandler serves those same stores as JSON over HTTP. Client
-// is a Go client for the port, with pipelining for load generators.
+// counter clients (libyrmcds, yc-cnt, package client) work unchanged. On the
+// same port it answers the extension opcodes of the access counters (Hit,
+// Total, Add, List; package access), participant counters (Visit, Leave,
+// Active; package participant), window counters (WHit, WCount; package
+// window) and unique counters (UAdd, UCount; package unique), whose stores
+// it is given in Stores (OpenStores opens them by kind). StatusOf is the one
+// table from the stores' errors to the protocol's statuses, which the HTTP
+// API (package httpapi, serving the same Stores as JSON) maps on to HTTP
+// ones.
 //
-// The port and the HTTP API have no authentication: bind them to loopback
-// or a private network.
+// The port has no authentication: bind it to loopback or a private
+// network.
 //
 // A server:
 //
@@ -51,23 +52,15 @@ const (
 	// DefaultStoreTimeout is the default Stores.Timeout.
 	DefaultStoreTimeout = 2 * time.Second
 
-	// storeFailLogEvery spaces the "counter store failed" lines of the
-	// server and of HTTPHandler: while a store is down every request fails.
-	storeFailLogEvery = 10 * time.Second
+	// StoreFailLogEvery spaces the "counter store failed" lines of the
+	// server and of the HTTP API: while a store is down every request
+	// fails.
+	StoreFailLogEvery = 10 * time.Second
 
 	// protocolLogEvery spaces the "counter client broke the protocol"
 	// lines: a fuzzing or broken client can break it on every connection.
 	protocolLogEvery = 10 * time.Second
 
-	// maxHTTPBody is the largest request body HTTPHandler reads, but for
-	// a unique add: a key of participant.MaxKeyLen bytes, each escaped as
-	// \uXXXX, fits with room.
-	maxHTTPBody = 16 << 10
-	// maxUniqueAddBody is the largest body of a unique add: unique.MaxKeys
-	// keys of unique.MaxKeyLen bytes, each byte escaped as \uXXXX (6
-	// bytes), with their quotes and commas, plus maxHTTPBody for the rest
-	// (about 1.5 MiB).
-	maxUniqueAddBody = unique.MaxKeys*(6*unique.MaxKeyLen+3) + maxHTTPBody
 	// maxAcceptBackoff bounds the pause after a failed Accept.
 	maxAcceptBackoff = time.Second
 	// writeBufferSize is the per-connection response buffer.
@@ -124,10 +117,10 @@ func MemoryStoresWithin(clock func() time.Time, lim memcap.Limits) Stores {
 	}
 }
 
-// withDefaults returns s with its timeout defaulted, or an error if s is
+// WithDefaults returns s with its timeout defaulted, or an error if s is
 // invalid: a negative timeout, or a store not given (a quiet default would
 // give each consumer counters of its own).
-func (s Stores) withDefaults() (Stores, error) {
+func (s Stores) WithDefaults() (Stores, error) {
 	if s.Timeout < 0 {
 		return s, fmt.Errorf("counters: store timeout %v: must not be negative", s.Timeout)
 	}
@@ -194,7 +187,7 @@ type Server struct {
 	opts ServerOptions
 	log  zerolog.Logger
 	// storeFailLog logs store failures, at most one line per
-	// storeFailLogEvery: while a store is down every request fails.
+	// StoreFailLogEvery: while a store is down every request fails.
 	storeFailLog *ratelog.Logger
 	// protocolLog logs protocol breaks, at most one line per
 	// protocolLogEvery.
@@ -242,7 +235,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	stores, err := opts.Stores.withDefaults()
+	stores, err := opts.Stores.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +256,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s := &Server{
 		opts:         opts,
 		log:          opts.Logger,
-		storeFailLog: ratelog.New(opts.Logger, storeFailLogEvery),
+		storeFailLog: ratelog.New(opts.Logger, StoreFailLogEvery),
 		protocolLog:  ratelog.New(opts.Logger, protocolLogEvery),
 		table:        table,
 		res:          res,

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -238,7 +239,7 @@ func TestAnswersBeforeTheRestOfARequest(t *testing.T) {
 func TestReleaseRulesPerConnection(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
-	a, b := client(t, addr), client(t, addr)
+	a, b := dialClient(t, addr), dialClient(t, addr)
 	cx := ctx(t)
 	if _, err := a.Acquire(cx, "r", 3, 10); err != nil {
 		t.Fatal(err)
@@ -264,7 +265,7 @@ func TestReleaseRulesPerConnection(t *testing.T) {
 
 func TestAcquireDoesNotWrap(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	if _, err := c.Acquire(cx, "w", 0xFFFFFFFF, 0xFFFFFFFF); err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestAcquireDoesNotWrap(t *testing.T) {
 func TestCloseReleasesWithin100ms(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
-	holder, watcher := client(t, addr), client(t, addr)
+	holder, watcher := dialClient(t, addr), dialClient(t, addr)
 	cx := ctx(t)
 	if _, err := holder.Acquire(cx, "held", 3, 3); err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestRequestsBeforeCloseRunFirst(t *testing.T) {
 		m := statsMap(s)
 		return m["command:acquire"] == "1" && m["curr_connections"] == "0"
 	})
-	c := client(t, addr)
+	c := dialClient(t, addr)
 	if v, err := c.Get(ctx(t), "brief"); v != 0 || err != nil {
 		t.Fatalf("Get = %d, %v: want the counter at 0 after the auto-release", v, err)
 	}
@@ -328,7 +329,7 @@ func TestRequestsBeforeCloseRunFirst(t *testing.T) {
 func TestStats(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), StatsInterval: 60 * time.Second})
 	addr := listen(t, s)
-	c := client(t, addr)
+	c := dialClient(t, addr)
 	cx := ctx(t)
 	c.Noop(cx)
 	c.Acquire(cx, "a", 1, 1)
@@ -437,7 +438,7 @@ func checkStatsBytes(t *testing.T, raw net.Conn) {
 func TestGCAndMaxConsumptionAcrossBoundaries(t *testing.T) {
 	clock := newFakeClock(day + 10)
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now, StatsInterval: 3600 * time.Second})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	must := func(err error) {
 		t.Helper()
@@ -490,7 +491,7 @@ func TestMaxConnections(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), MaxConnections: 2})
 	addr := listen(t, s)
 	cx := ctx(t)
-	a, b := client(t, addr), client(t, addr)
+	a, b := dialClient(t, addr), dialClient(t, addr)
 	if err := a.Noop(cx); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +505,7 @@ func TestMaxConnections(t *testing.T) {
 	}
 	a.Close()
 	eventually(t, time.Second, "slot freed", func() bool { return statsMap(s)["curr_connections"] == "1" })
-	c := client(t, addr)
+	c := dialClient(t, addr)
 	if err := c.Noop(cx); err != nil {
 		t.Fatalf("a freed slot is not reusable: %v", err)
 	}
@@ -521,12 +522,12 @@ func TestHammer(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("hammer-%d", i)
 	}
-	clients := make([]*counters.Client, conns)
+	clients := make([]*client.Client, conns)
 	held := make([]map[string]uint32, conns)
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
 	for i := range conns {
-		clients[i] = client(t, addr)
+		clients[i] = dialClient(t, addr)
 		held[i] = make(map[string]uint32)
 		wg.Add(1)
 		go func() {
@@ -569,7 +570,7 @@ func TestHammer(t *testing.T) {
 	eventually(t, 5*time.Second, "closed connections served out", func() bool {
 		return statsMap(s)["curr_connections"] == strconv.Itoa(conns/2)
 	})
-	checker := client(t, addr)
+	checker := dialClient(t, addr)
 	for _, name := range names {
 		var want uint32
 		for i := 1; i < conns; i += 2 {
@@ -590,7 +591,7 @@ func TestStalledClientDoesNotDelayOthers(t *testing.T) {
 	// net.Pipe has no buffer: the server's answer write blocks at once.
 	go stalled.Write(wire.AppendAcquire(nil, 1, "st", 1, 10))
 	eventually(t, 5*time.Second, "stalled request read", func() bool { return statsMap(s)["command:acquire"] == "1" })
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	if v, err := c.Get(ctx(t), "st"); v != 1 || err != nil {
 		t.Fatalf("another client is not served: %d, %v", v, err)
 	}
@@ -603,7 +604,7 @@ func TestWriteTimeoutDisconnects(t *testing.T) {
 	got := exchange(t, stalled, wire.AppendAcquire(nil, 1, "wt", 2, 10), 16)
 	equalBytes(t, "acquire", got, "91 02 00 00 00000004 00000001 00000002")
 	go stalled.Write(wire.AppendNoop(nil, 2)) // its answer is never read
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	eventually(t, 5*time.Second, "stalled client disconnected and released", func() bool {
 		v, err := c.Get(ctx(t), "wt")
 		return err == nil && v == 0
@@ -615,7 +616,7 @@ func TestIdleTimeout(t *testing.T) {
 	idle := pipe(t, s)
 	exchange(t, idle, wire.AppendAcquire(nil, 1, "idle", 1, 1), 16)
 	expectClosed(t, idle)
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	eventually(t, 5*time.Second, "idle client released", func() bool {
 		v, err := c.Get(ctx(t), "idle")
 		return err == nil && v == 0
@@ -633,7 +634,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ln) }()
-	c := client(t, ln.Addr().String())
+	c := dialClient(t, ln.Addr().String())
 	if _, err := c.Acquire(ctx(t), "x", 1, 1); err != nil {
 		t.Fatal(err)
 	}

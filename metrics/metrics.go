@@ -22,7 +22,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
@@ -117,7 +117,7 @@ func (m *Metrics) initLabels() {
 	for _, op := range wire.Opcodes() {
 		m.counterRequests.WithLabelValues(op.String(), wire.StatusOK.Label())
 	}
-	for _, r := range counters.HTTPRoutes() {
+	for _, r := range httpapi.Routes() {
 		m.httpRequests.WithLabelValues(r.Method, r.Pattern, "200")
 		m.httpDuration.WithLabelValues(r.Pattern)
 	}

@@ -12,9 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters"
-	"github.com/vkcounter/vkcounter/counters/access"
-	"github.com/vkcounter/vkcounter/counters/window"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -23,7 +21,7 @@ const cntUsage = `Usage: vkcounter cnt [-addr HOST:PORT[,HOST:PORT...] | -dns HO
 Talks to counter ports like yc-cnt. Commands run in order, on one connection
 per server. With several servers (-addr A,B,C, or every address -dns
 resolves to), each named command goes to the server owning the name on the
-consistent-hashing ring (counters.Ring: ketama, 100 points per server), and
+consistent-hashing ring (client.Ring: ketama, 100 points per server), and
 noop, stats and dump go to every server, each output line prefixed with its
 server's address. Commands:
   noop
@@ -76,7 +74,7 @@ type cntCall func(ctx context.Context, r *cntRun) error
 // cntOps are the commands.
 var cntOps = map[string]cntOp{
 	"noop": {"", "", func([]string) (cntCall, error) {
-		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+		return each(func(ctx context.Context, c *client.Client, println func(...any)) error {
 			err := c.Noop(ctx)
 			if err == nil {
 				println("OK")
@@ -85,7 +83,7 @@ var cntOps = map[string]cntOp{
 		}), nil
 	}},
 	"stats": {"", "", func([]string) (cntCall, error) {
-		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+		return each(func(ctx context.Context, c *client.Client, println func(...any)) error {
 			stats, err := c.Stats(ctx)
 			if err != nil {
 				return err
@@ -97,7 +95,7 @@ var cntOps = map[string]cntOp{
 		}), nil
 	}},
 	"dump": {"", "", func([]string) (cntCall, error) {
-		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+		return each(func(ctx context.Context, c *client.Client, println func(...any)) error {
 			return c.Dump(ctx, func(e wire.DumpEntry) error {
 				println(e.Consumption, e.MaxConsumption, e.Name)
 				return nil
@@ -105,7 +103,7 @@ var cntOps = map[string]cntOp{
 		}), nil
 	}},
 	"get": {"NAME", "", func(a []string) (cntCall, error) {
-		return one(func(ctx context.Context, c *counters.RingClient) (uint32, error) { return c.Get(ctx, a[0]) }), wire.CheckName(a[0])
+		return one(func(ctx context.Context, c *client.RingClient) (uint32, error) { return c.Get(ctx, a[0]) }), wire.CheckName(a[0])
 	}},
 	"acquire": {"NAME RESOURCES MAXIMUM", "jobs 1 10", func(a []string) (cntCall, error) {
 		res, err := parseUint32("RESOURCES", a[1])
@@ -116,38 +114,38 @@ var cntOps = map[string]cntOp{
 		if err != nil {
 			return nil, err
 		}
-		return one(func(ctx context.Context, c *counters.RingClient) (uint32, error) {
+		return one(func(ctx context.Context, c *client.RingClient) (uint32, error) {
 				return c.Acquire(ctx, a[0], res, maximum)
 			}),
-			counters.CheckAcquire(a[0], res, maximum)
+			client.CheckAcquire(a[0], res, maximum)
 	}},
 	"release": {"NAME RESOURCES", "jobs 1", func(a []string) (cntCall, error) {
 		res, err := parseUint32("RESOURCES", a[1])
-		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+		return one(func(ctx context.Context, c *client.RingClient) (string, error) {
 				return "OK", c.Release(ctx, a[0], res)
 			}),
 			cmp.Or(err, wire.CheckName(a[0]))
 	}},
 	"hit": {"NAME", "", func(a []string) (cntCall, error) {
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Hit(ctx, a[0]) }), wire.CheckKindName(a[0])
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.Hit(ctx, a[0]) }), wire.CheckKindName(a[0])
 	}},
 	"add": {"NAME N", "pages 5", func(a []string) (cntCall, error) {
 		delta, err := strconv.ParseInt(a[1], 10, 64)
 		if err != nil || delta < 1 {
 			return nil, fmt.Errorf("N %q: want a whole number from 1 to %d, such as 5", a[1], int64(wire.MaxDelta))
 		}
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Add(ctx, a[0], delta) }), wire.CheckKindName(a[0])
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.Add(ctx, a[0], delta) }), wire.CheckKindName(a[0])
 	}},
 	"total": {"NAME", "", func(a []string) (cntCall, error) {
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.Total(ctx, a[0]) }), wire.CheckKindName(a[0])
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.Total(ctx, a[0]) }), wire.CheckKindName(a[0])
 	}},
 	"list": {"PREFIX", "page_", func(a []string) (cntCall, error) {
 		if len(a[0]) > wire.MaxListField {
 			return nil, fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
 		}
-		return each(func(ctx context.Context, c *counters.Client, println func(...any)) error {
+		return each(func(ctx context.Context, c *client.Client, println func(...any)) error {
 			for after := ""; ; {
-				entries, more, err := c.List(ctx, a[0], after, access.MaxListLimit)
+				entries, more, err := c.List(ctx, a[0], after, wire.MaxListLimit)
 				if err != nil {
 					return err
 				}
@@ -166,13 +164,13 @@ var cntOps = map[string]cntOp{
 		if err != nil {
 			return nil, err
 		}
-		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+		return one(func(ctx context.Context, c *client.RingClient) (string, error) {
 			n, isNew, err := c.Visit(ctx, a[0], a[1], timeout)
 			return fmt.Sprint(n, " ", flag01(isNew)), err
-		}), cmp.Or(counters.CheckTimeout(timeout), wire.CheckKey(a[1]), wire.CheckKindName(a[0]))
+		}), cmp.Or(client.CheckTimeout(timeout), wire.CheckKey(a[1]), wire.CheckKindName(a[0]))
 	}},
 	"leave": {"NAME KEY", "", func(a []string) (cntCall, error) {
-		return one(func(ctx context.Context, c *counters.RingClient) (string, error) {
+		return one(func(ctx context.Context, c *client.RingClient) (string, error) {
 			n, removed, err := c.Leave(ctx, a[0], a[1])
 			return fmt.Sprint(n, " ", flag01(removed)), err
 		}), cmp.Or(wire.CheckKey(a[1]), wire.CheckKindName(a[0]))
@@ -182,35 +180,35 @@ var cntOps = map[string]cntOp{
 		if err != nil {
 			return nil, err
 		}
-		return one(func(ctx context.Context, c *counters.RingClient) (int, error) { return c.Active(ctx, a[0], timeout) }),
-			cmp.Or(counters.CheckTimeout(timeout), wire.CheckKindName(a[0]))
+		return one(func(ctx context.Context, c *client.RingClient) (int, error) { return c.Active(ctx, a[0], timeout) }),
+			cmp.Or(client.CheckTimeout(timeout), wire.CheckKindName(a[0]))
 	}},
 	"whit": {"NAME WINDOW", "api:42 3600", func(a []string) (cntCall, error) {
 		w, err := parseWindow(a[1])
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.WindowHit(ctx, a[0], w) }),
-			cmp.Or(err, counters.CheckWindow(a[0], w))
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.WindowHit(ctx, a[0], w) }),
+			cmp.Or(err, client.CheckWindow(a[0], w))
 	}},
 	"wcount": {"NAME WINDOW", "api:42 3600", func(a []string) (cntCall, error) {
 		w, err := parseWindow(a[1])
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.WindowCount(ctx, a[0], w) }),
-			cmp.Or(err, counters.CheckWindow(a[0], w))
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.WindowCount(ctx, a[0], w) }),
+			cmp.Or(err, client.CheckWindow(a[0], w))
 	}},
 	"uadd": {"NAME KEY", "visitors alice", func(a []string) (cntCall, error) {
-		return one(func(ctx context.Context, c *counters.RingClient) (int, error) {
+		return one(func(ctx context.Context, c *client.RingClient) (int, error) {
 			changed, err := c.UniqueAdd(ctx, a[0], []string{a[1]})
 			return flag01(changed), err
-		}), counters.CheckUniqueAdd(a[0], []string{a[1]})
+		}), client.CheckUniqueAdd(a[0], []string{a[1]})
 	}},
 	"ucount": {"NAME[,NAME...]", "mon,tue", func(a []string) (cntCall, error) {
 		names := strings.Split(a[0], ",")
-		return one(func(ctx context.Context, c *counters.RingClient) (int64, error) { return c.UniqueCount(ctx, names...) }),
-			counters.CheckUniqueCount(names)
+		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.UniqueCount(ctx, names...) }),
+			client.CheckUniqueCount(names)
 	}},
 }
 
 // one is the call of a command sent to its name's server, printing its
 // answer.
-func one[T any](f func(ctx context.Context, c *counters.RingClient) (T, error)) cntCall {
+func one[T any](f func(ctx context.Context, c *client.RingClient) (T, error)) cntCall {
 	return func(ctx context.Context, r *cntRun) error {
 		v, err := f(ctx, r.c)
 		if err == nil {
@@ -221,9 +219,9 @@ func one[T any](f func(ctx context.Context, c *counters.RingClient) (T, error)) 
 }
 
 // each is the call of a command sent to every server (see cntRun.each).
-func each(f func(ctx context.Context, c *counters.Client, println func(...any)) error) cntCall {
+func each(f func(ctx context.Context, c *client.Client, println func(...any)) error) cntCall {
 	return func(ctx context.Context, r *cntRun) error {
-		return r.each(ctx, func(c *counters.Client, println func(...any)) error { return f(ctx, c, println) })
+		return r.each(ctx, func(c *client.Client, println func(...any)) error { return f(ctx, c, println) })
 	}
 }
 
@@ -233,7 +231,7 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:11215", "counter server(s), comma-separated `HOST:PORT,...`")
 	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr (not with it)")
-	vnodes := fs.Int("vnodes", counters.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
+	vnodes := fs.Int("vnodes", client.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")
 	hold := fs.Bool("hold", false, "after the commands, keep the connection (and what it acquired) until interrupted")
 	if code, ok := parseFlags(fs, args, cntUsage, stdout, stderr); !ok {
@@ -247,7 +245,7 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var addrs []string
 	switch {
 	case *vnodes < 0:
-		return usageError(stderr, "cnt", fmt.Errorf("-vnodes %d: want 0 (the default, %d) or more", *vnodes, counters.DefaultVirtualNodes))
+		return usageError(stderr, "cnt", fmt.Errorf("-vnodes %d: want 0 (the default, %d) or more", *vnodes, client.DefaultVirtualNodes))
 	case given["addr"] && given["dns"]:
 		return usageError(stderr, "cnt", errors.New("-addr and -dns both name the servers: give one, not both"))
 	case *dns != "":
@@ -256,14 +254,14 @@ func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	default:
 		addrs = strings.Split(*addr, ",")
-		if _, err := counters.NewRing(addrs, *vnodes); err != nil {
+		if _, err := client.NewRing(addrs, *vnodes); err != nil {
 			return usageError(stderr, "cnt", fmt.Errorf("-addr %q: %w", *addr, err))
 		}
 	}
 
-	opts := counters.RingOptions{VirtualNodes: *vnodes, DNS: *dns}
+	opts := client.RingOptions{VirtualNodes: *vnodes, DNS: *dns}
 	dctx, cancel := context.WithTimeout(ctx, *timeout)
-	c, err := counters.NewRingClient(dctx, addrs, opts)
+	c, err := client.NewRingClient(dctx, addrs, opts)
 	cancel()
 	if err != nil {
 		servers := "-addr " + *addr
@@ -349,13 +347,13 @@ func parseUint32(what, s string) (uint32, error) {
 }
 
 // parseWindow parses a WINDOW argument: whole seconds, 1 to
-// window.MaxWindow. Its error speaks seconds, as the user does.
+// wire.MaxWindow. Its error speaks seconds, as the user does.
 func parseWindow(s string) (time.Duration, error) {
-	most := uint64(window.MaxWindow / time.Second)
+	most := uint64(wire.MaxWindow / time.Second)
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v < 1 || v > most {
 		return 0, fmt.Errorf("%w: WINDOW %q, want whole seconds from 1 to %d (%d days), such as 3600",
-			wire.ErrInvalid, s, most, window.MaxWindow/(24*time.Hour))
+			wire.ErrInvalid, s, most, wire.MaxWindow/(24*time.Hour))
 	}
 	return time.Duration(v) * time.Second, nil
 }
@@ -378,7 +376,7 @@ func flag01(b bool) int {
 // cntRun runs commands on a ring of servers and prints their answers as
 // yc-cnt does.
 type cntRun struct {
-	c              *counters.RingClient
+	c              *client.RingClient
 	stdout, stderr io.Writer
 	// prefix puts the server's address before each line of noop, stats
 	// and dump: set with several servers.
@@ -391,8 +389,8 @@ type cntRun struct {
 
 // each runs fn on every server with a printer for its lines. An error
 // status is printed on its server's line and the other servers still run.
-func (r *cntRun) each(ctx context.Context, fn func(c *counters.Client, println func(a ...any)) error) error {
-	return r.c.Each(ctx, func(addr string, c *counters.Client) error {
+func (r *cntRun) each(ctx context.Context, fn func(c *client.Client, println func(a ...any)) error) error {
+	return r.c.Each(ctx, func(addr string, c *client.Client) error {
 		printer := func(w io.Writer) func(a ...any) {
 			if r.prefix {
 				return func(a ...any) { fmt.Fprintln(w, append([]any{addr}, a...)...) }

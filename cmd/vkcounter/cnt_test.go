@@ -12,23 +12,24 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 )
 
 // cntServer serves a counter port on loopback for the test and returns its
 // address and a client of it.
-func cntServer(t *testing.T) (string, *counters.Client) {
+func cntServer(t *testing.T) (string, *client.Client) {
 	t.Helper()
 	return cntServerWith(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 }
 
 // cntServerWith is cntServer with options.
-func cntServerWith(t *testing.T, opts counters.ServerOptions) (string, *counters.Client) {
+func cntServerWith(t *testing.T, opts counters.ServerOptions) (string, *client.Client) {
 	t.Helper()
 	addr := counterstest.Start(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := counters.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestCntHoldOutlivesTimeout(t *testing.T) {
 func TestCntHoldServerGone(t *testing.T) {
 	srv := counterstest.NewServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := counterstest.Listen(t, srv)
-	watcher, err := counters.Dial(context.Background(), addr)
+	watcher, err := client.Dial(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,13 +376,13 @@ func TestCntStoreFailure(t *testing.T) {
 // and noop, stats and dump to every server, each line prefixed with it.
 func TestCntRing(t *testing.T) {
 	var addrs []string
-	watchers := map[string]*counters.Client{}
+	watchers := map[string]*client.Client{}
 	for range 3 {
 		addr, w := cntServer(t)
 		addrs = append(addrs, addr)
 		watchers[addr] = w
 	}
-	ring, err := counters.NewRing(addrs, 0)
+	ring, err := client.NewRing(addrs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -33,7 +33,7 @@ func ownRedis(t *testing.T, args ...string) *redistest.Target {
 
 // acquireBorn acquires 1 of 2 of name through c, waiting (bounded by
 // ctx) for the first lease of a new resource store, which grants nothing.
-func acquireBorn(ctx context.Context, t *testing.T, c *counters.Client, name string) {
+func acquireBorn(ctx context.Context, t *testing.T, c *client.Client, name string) {
 	t.Helper()
 	for {
 		_, err := c.Acquire(ctx, name, 1, 2)
@@ -58,7 +58,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := counters.Dial(ctx, a.CounterAddr())
+	cl, err := client.Dial(ctx, a.CounterAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := counters.Dial(ctx, a.CounterAddr())
+			c, err := client.Dial(ctx, a.CounterAddr())
 			if err != nil {
 				errOnce.Do(func() { floodErr = err })
 				return
@@ -238,7 +238,7 @@ func TestCountersOnTheirOwnRedis(t *testing.T) {
 	a := startApp(t, bots, env("COUNTERS_REDIS_URL", cnts.URL, "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := counters.Dial(ctx, a.CounterAddr())
+	c, err := client.Dial(ctx, a.CounterAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

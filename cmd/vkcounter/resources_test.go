@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -23,9 +23,9 @@ func redisEnv(tg *redistest.Target) map[string]string {
 }
 
 // dialCounters connects a counter client to addr, closed when t ends.
-func dialCounters(ctx context.Context, t *testing.T, addr string) *counters.Client {
+func dialCounters(ctx context.Context, t *testing.T, addr string) *client.Client {
 	t.Helper()
-	c, err := counters.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

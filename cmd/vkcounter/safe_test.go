@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -115,7 +115,7 @@ func TestAdminEndpointsNotPublic(t *testing.T) {
 			t.Errorf("admin %s: %d, want 200", p, got)
 		}
 	}
-	for _, u := range []string{a.url("/healthz"), a.adminURL("/healthz"), a.url(counters.HTTPPrefix + "participants/room")} {
+	for _, u := range []string{a.url("/healthz"), a.adminURL("/healthz"), a.url(httpapi.Prefix + "participants/room")} {
 		if got := status(u); got != http.StatusOK {
 			t.Errorf("%s: %d, want 200", u, got)
 		}

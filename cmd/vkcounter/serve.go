@@ -18,6 +18,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
@@ -458,7 +459,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := counters.NewHTTPHandler(m.stores, counters.HTTPOptions{Token: m.cfg.CountersHTTPToken, Logger: m.log})
+	api, err := httpapi.New(m.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -467,7 +468,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if m.cfg.VKMode == ModeCallback {
 		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
 	}
-	pub.Handle(counters.HTTPPrefix, m.metrics.CountersHTTP(api))
+	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))
 	pub.HandleFunc("GET /healthz", healthz)
 	adm := http.NewServeMux()
 	adm.Handle("GET /metrics", m.metrics.Handler())

@@ -3,10 +3,13 @@ package access
 import (
 	"context"
 	"fmt"
+
+	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
-// MaxListLimit is the most counters one List call returns.
-const MaxListLimit = 1000
+// MaxListLimit is the most counters one List call returns: the
+// protocol's List limit.
+const MaxListLimit = wire.MaxListLimit
 
 // An Entry is one counter of a listing.
 type Entry struct {

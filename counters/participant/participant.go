@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/internal/names"
+	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
 // Limits and defaults.
@@ -52,7 +53,7 @@ const (
 	DefaultTimeout = 300 * time.Second
 	// MaxTimeout is the longest timeout: the most the counter protocol's
 	// 32-bit seconds field can carry.
-	MaxTimeout = (1<<32 - 1) * time.Second
+	MaxTimeout = wire.MaxTimeout
 )
 
 // A Store holds participant sets, one per name.

@@ -111,7 +111,7 @@ func wrap(err error) error {
 		return nil
 	}
 	if errors.Is(err, freq.ErrInvalid) {
-		return fmt.Errorf("window: %w", err)
+		return fmt.Errorf("%w: %w", ErrInvalidTime, err)
 	}
 	return fmt.Errorf("window: redis: %w", err)
 }

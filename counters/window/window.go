@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/internal/names"
+	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
 // Limits.
@@ -30,8 +31,8 @@ const (
 	// MaxNameLen is the length limit of a counter name, in bytes: the name
 	// rule every counter kind but the resource counters shares.
 	MaxNameLen = names.MaxLen
-	// MaxWindow is the longest window.
-	MaxWindow = 7 * 24 * time.Hour
+	// MaxWindow is the longest window: the protocol's.
+	MaxWindow = wire.MaxWindow
 )
 
 // A Store holds named window counters. Every method returns
@@ -57,6 +58,9 @@ var (
 	// ErrInvalidWindow is returned for a window that is not whole seconds
 	// from 1 s to MaxWindow.
 	ErrInvalidWindow = errors.New("window: invalid window")
+	// ErrInvalidTime is returned by a Redis store given a clock
+	// (WithClock) whose time is outside 1970 to 9999.
+	ErrInvalidTime = errors.New("window: invalid time")
 )
 
 var (

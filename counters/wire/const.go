@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/vkcounter/vkcounter/counters/internal/names"
+import (
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
+)
 
 // Framing constants.
 const (
@@ -73,7 +77,21 @@ const (
 	MaxUnionNames = 100
 	// MaxUniqueFieldLen is the longest name or key of UAdd and UCount.
 	MaxUniqueFieldLen = MaxFieldLen
+
+	// MaxListLimit is the most access counters one List answers.
+	MaxListLimit = 1000
+	// MaxTimeout is the longest participant timeout (Visit, Active): the
+	// most the 32-bit seconds field carries.
+	MaxTimeout = (1<<32 - 1) * time.Second
+	// MaxWindow is the longest window of WHit and WCount.
+	MaxWindow = 7 * 24 * time.Hour
 )
+
+// A ListEntry is one access counter of a List answer.
+type ListEntry struct {
+	Name  string
+	Total int64
+}
 
 // An Opcode says what a request asks for. Responses copy the opcode of their
 // request.

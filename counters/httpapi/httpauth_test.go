@@ -1,12 +1,11 @@
-package counters_test
+package httpapi_test
 
 import (
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/vkcounter/vkcounter/counters"
 )
 
 func TestRequireToken(t *testing.T) {
@@ -36,7 +35,7 @@ func TestRequireToken(t *testing.T) {
 				req.Header.Set("Authorization", tc.auth)
 			}
 			rec := httptest.NewRecorder()
-			counters.RequireToken(tc.token, ok).ServeHTTP(rec, req)
+			httpapi.RequireToken(tc.token, ok).ServeHTTP(rec, req)
 			if rec.Code != tc.want {
 				t.Fatalf("status %d, want %d (%s)", rec.Code, tc.want, rec.Body)
 			}

@@ -1,4 +1,4 @@
-package counters
+package httpapi
 
 import (
 	"crypto/sha256"

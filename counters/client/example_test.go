@@ -1,17 +1,14 @@
-package counters_test
+package client_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -28,7 +25,7 @@ func Example() {
 	go s.Serve(ln)
 
 	ctx := context.Background()
-	c, err := counters.Dial(ctx, ln.Addr().String())
+	c, err := client.Dial(ctx, ln.Addr().String())
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +76,7 @@ func ExampleClient_Hit() {
 	}
 	go s.Serve(ln)
 	ctx := context.Background()
-	c, err := counters.Dial(ctx, ln.Addr().String())
+	c, err := client.Dial(ctx, ln.Addr().String())
 	if err != nil {
 		panic(err)
 	}
@@ -105,36 +102,45 @@ func ExampleClient_Hit() {
 	// 1 <nil>
 }
 
-func ExampleHTTPHandler() {
-	h, err := counters.NewHTTPHandler(counters.MemoryStores(nil), counters.HTTPOptions{})
-	if err != nil {
-		panic(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
-	for _, r := range []struct{ method, path, body string }{
-		{"POST", "/counters/access/pages", ""},
-		{"GET", "/counters/access/pages", ""},
-		{"GET", "/counters/access/never", ""},
-		{"POST", "/counters/participants/room/visit", `{"key":"alice","timeout":300}`},
-		{"GET", "/counters/participants/room?timeout=300", ""},
-		{"POST", "/counters/participants/room/leave", `{"key":""}`},
-	} {
-		req, _ := http.NewRequest(r.method, srv.URL+r.path, strings.NewReader(r.body))
-		resp, err := http.DefaultClient.Do(req)
+// A RingPipeline sends each server its share of the requests in one write,
+// all servers at once, and returns the results in the order queued.
+func ExampleRingClient_Pipeline() {
+	var addrs []string
+	for range 3 {
+		s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 		if err != nil {
 			panic(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		fmt.Print(resp.StatusCode, " ", string(b))
+		defer s.Close()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		go s.Serve(ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	ctx := context.Background()
+	rc, err := client.NewRingClient(ctx, addrs, client.RingOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer rc.Close()
+
+	p := rc.Pipeline()
+	for _, name := range []string{"pages", "posts", "pages"} {
+		p.Hit(name)
+	}
+	p.Acquire("workers", 1, 2)
+	res, err := p.Exec(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range res {
+		fmt.Println(r.Op, r.Status, r.Total, r.Value)
 	}
 	// Output:
-	// 200 {"name":"pages","total":1}
-	// 200 {"name":"pages","total":1}
-	// 404 {"error":"access: counter not found"}
-	// 200 {"name":"room","key":"alice","active":1,"new":true}
-	// 200 {"name":"room","active":1}
-	// 400 {"error":"participant: invalid key: length 0, want 1 to 255 bytes"}
+	// hit OK 1 0
+	// hit OK 1 0
+	// hit OK 2 0
+	// acquire OK 0 1
 }

@@ -1,4 +1,4 @@
-package counters_test
+package client_test
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
 func TestClient(t *testing.T) {
 	clock := newFakeClock(day)
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(clock.Now), Clock: clock.Now})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	if err := c.Noop(cx); err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func TestClient(t *testing.T) {
 
 func TestClientRefusesInvalidArgumentsWithoutSending(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	long := strings.Repeat("n", wire.MaxNameLen+1)
 	for name, err := range map[string]error{
@@ -71,7 +73,7 @@ func TestClientRefusesInvalidArgumentsWithoutSending(t *testing.T) {
 
 func TestPipeline(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	p := c.Pipeline()
 	for range 2 { // the pipeline is reusable
 		p.Noop()
@@ -126,7 +128,7 @@ func TestPipeline(t *testing.T) {
 }
 
 // fakeServer answers each request on a pipe with answer(request header).
-func fakeServer(t *testing.T, answer func(h wire.Header) []byte) *counters.Client {
+func fakeServer(t *testing.T, answer func(h wire.Header) []byte) *client.Client {
 	t.Helper()
 	c1, c2 := net.Pipe()
 	t.Cleanup(func() { c1.Close(); c2.Close() })
@@ -144,7 +146,7 @@ func fakeServer(t *testing.T, answer func(h wire.Header) []byte) *counters.Clien
 			}
 		}
 	}()
-	return counters.NewClient(c1)
+	return client.NewClient(c1)
 }
 
 func TestClientDetectsOutOfStepAnswers(t *testing.T) {
@@ -192,7 +194,7 @@ func TestClientContext(t *testing.T) {
 	}
 	cx, cancel = context.WithCancel(context.Background())
 	cancel()
-	if err := counters.NewClient(nil).Noop(cx); !errors.Is(err, context.Canceled) {
+	if err := client.NewClient(nil).Noop(cx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Noop with a cancelled context: %v", err)
 	}
 	// Cancellation while waiting for the answer.
@@ -208,7 +210,7 @@ func TestClientContext(t *testing.T) {
 
 func TestClientDumpCallbackError(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	for _, n := range []string{"a", "b", "c"} {
 		if _, err := c.Acquire(cx, n, 1, 1); err != nil {
@@ -233,7 +235,70 @@ func TestDialFails(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	if _, err := counters.Dial(ctx(t), addr); err == nil {
+	if _, err := client.Dial(ctx(t), addr); err == nil {
 		t.Fatal("Dial to a closed port succeeded")
+	}
+}
+
+func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
+	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
+	c := dialClient(t, listen(t, s))
+	cx := ctx(t)
+	long := strings.Repeat("n", wire.MaxNameLen+1)
+	for name, err := range map[string]error{
+		"hit empty name":      func() error { _, err := c.Hit(cx, ""); return err }(),
+		"total long name":     func() error { _, err := c.Total(cx, long); return err }(),
+		"visit empty key":     func() error { _, _, err := c.Visit(cx, "n", "", 0); return err }(),
+		"visit empty name":    func() error { _, _, err := c.Visit(cx, "", "k", 0); return err }(),
+		"visit long key":      func() error { _, _, err := c.Visit(cx, "n", long, 0); return err }(),
+		"visit under 1s":      func() error { _, _, err := c.Visit(cx, "n", "k", time.Millisecond); return err }(),
+		"visit negative":      func() error { _, _, err := c.Visit(cx, "n", "k", -time.Second); return err }(),
+		"visit over 2^32 s":   func() error { _, _, err := c.Visit(cx, "n", "k", participant.MaxTimeout+time.Second); return err }(),
+		"leave empty key":     func() error { _, _, err := c.Leave(cx, "n", ""); return err }(),
+		"active empty name":   func() error { _, err := c.Active(cx, "", 0); return err }(),
+		"active bad timeout":  func() error { _, err := c.Active(cx, "n", -1); return err }(),
+		"leave empty name":    func() error { _, _, err := c.Leave(cx, "", "k"); return err }(),
+		"total empty name":    func() error { _, err := c.Total(cx, ""); return err }(),
+		"visit 1ns over zero": func() error { _, _, err := c.Visit(cx, "n", "k", 1); return err }(),
+	} {
+		if !errors.Is(err, wire.ErrInvalid) {
+			t.Errorf("%s: %v, want wire.ErrInvalid", name, err)
+		}
+	}
+	for _, op := range []string{"hit", "total", "visit", "leave", "active"} {
+		if v := statsMap(s)["command:"+op]; v != "0" {
+			t.Errorf("an invalid %s reached the server: command:%s = %s", op, op, v)
+		}
+	}
+	if err := c.Noop(cx); err != nil {
+		t.Fatalf("the client is unusable after refusing arguments: %v", err)
+	}
+}
+
+func TestClientMalformedExtensionAnswers(t *testing.T) {
+	hit := func(c *client.Client) error { _, err := c.Hit(ctx(t), "n"); return err }
+	visit := func(c *client.Client) error { _, _, err := c.Visit(ctx(t), "n", "k", 0); return err }
+	for _, tc := range []struct {
+		name   string
+		answer func(h wire.Header) []byte
+		call   func(c *client.Client) error
+	}{
+		{"total beyond int64", func(h wire.Header) []byte { return wire.AppendUint64(nil, h.Opcode, h.Opaque, 1<<63) }, hit},
+		{"4-byte total", func(h wire.Header) []byte { return wire.AppendUint32(nil, h.Opcode, h.Opaque, 1) }, hit},
+		{"flag byte 2", func(h wire.Header) []byte {
+			return append(wire.AppendUint32(nil, h.Opcode, h.Opaque, 1)[:wire.HeaderSize+4], 2)
+		}, visit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeServer(t, func(h wire.Header) []byte {
+				b := tc.answer(h)
+				// Fix up the body length for the hand-made flag answer.
+				copy(b[4:8], wire.AppendHeader(nil, wire.Header{BodyLen: uint32(len(b) - wire.HeaderSize)})[4:8])
+				return b
+			})
+			if err := tc.call(c); !errors.Is(err, wire.ErrMalformed) || errors.As(err, new(*wire.StatusError)) {
+				t.Fatalf("%v, want a malformed-answer connection error", err)
+			}
+		})
 	}
 }

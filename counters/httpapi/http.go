@@ -1,4 +1,9 @@
-package counters
+// Package httpapi serves the access, participant, window and unique
+// counters of a counters.Stores as JSON under /counters/ (Prefix), with its
+// own bearer-token check; Routes is its route table. Store errors are
+// classified by counters.StatusOf and answered with the HTTP status of
+// that protocol status, so the port and the API never disagree.
+package httpapi
 
 import (
 	"bytes"
@@ -17,18 +22,33 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/participant"
+	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
-// HTTPPrefix is the path prefix HTTPHandler serves; mount it there:
+// Prefix is the path prefix Handler serves; mount it there:
 //
-//	mux.Handle(counters.HTTPPrefix, h)
-const HTTPPrefix = "/counters/"
+//	mux.Handle(httpapi.Prefix, h)
+const Prefix = "/counters/"
 
-// httpCodes maps the statuses that statusOf gives store errors to HTTP
+// Body limits.
+const (
+	// maxHTTPBody is the largest request body the handler reads, but for
+	// a unique add: a key of participant.MaxKeyLen bytes, each escaped as
+	// \uXXXX, fits with room.
+	maxHTTPBody = 16 << 10
+	// maxUniqueAddBody is the largest body of a unique add: unique.MaxKeys
+	// keys of unique.MaxKeyLen bytes, each byte escaped as \uXXXX (6
+	// bytes), with their quotes and commas, plus maxHTTPBody for the rest
+	// (about 1.5 MiB).
+	maxUniqueAddBody = unique.MaxKeys*(6*unique.MaxKeyLen+3) + maxHTTPBody
+)
+
+// httpCodes maps the statuses that counters.StatusOf gives store errors to HTTP
 // statuses, so that the errors are classified once, in statuses.
 var httpCodes = map[wire.Status]int{
 	wire.StatusInvalid:       http.StatusBadRequest,
@@ -39,7 +59,7 @@ var httpCodes = map[wire.Status]int{
 	wire.StatusInternalError: http.StatusInternalServerError,
 }
 
-// An HTTPHandler serves the access, participant, window and unique
+// An Handler serves the access, participant, window and unique
 // counters as JSON:
 //
 //	POST /counters/access/{name}                    hit:    {"name":…,"total":…}; optional body {"delta":n}, n >= 1
@@ -68,20 +88,20 @@ var httpCodes = map[wire.Status]int{
 // for a unique add, which may carry 1000 keys), 500 for an access counter
 // whose count files are all corrupt (the File store; retrying does not
 // help), 501 for a listing the store cannot do (the File store), 503 (with
-// Retry-After) when the store fails or is slower than Stores.Timeout, 507
-// when a new name would pass a store's cap (the error names it).
+// Retry-After) when the store fails or is slower than counters.Stores.Timeout,
+// 507 when a new name would pass a store's cap (the error names it).
 //
 // It is safe for concurrent use.
-type HTTPHandler struct {
-	stores  Stores
+type Handler struct {
+	stores  counters.Stores
 	log     zerolog.Logger
-	failLog *ratelog.Logger // store failures, at most one line per storeFailLogEvery
+	failLog *ratelog.Logger // store failures, at most one line per counters.StoreFailLogEvery
 	mux     *http.ServeMux
 	guarded http.Handler // the token check, then route
 }
 
-// HTTPOptions configure an HTTPHandler.
-type HTTPOptions struct {
+// Options configure an Handler.
+type Options struct {
 	// Token is the bearer token every request must carry. Empty, the
 	// handler answers loopback clients only: the API has no other
 	// protection. Every refusal is a 401 saying what to do.
@@ -90,24 +110,24 @@ type HTTPOptions struct {
 	Logger zerolog.Logger
 }
 
-var _ http.Handler = (*HTTPHandler)(nil)
+var _ http.Handler = (*Handler)(nil)
 
-// NewHTTPHandler returns a handler serving stores (every one given; pass
+// New returns a handler serving stores (every one given; pass
 // the Server's stores to serve the same counters), or an error if one is
 // missing. Requests are checked as opts.Token says.
-func NewHTTPHandler(stores Stores, opts HTTPOptions) (*HTTPHandler, error) {
-	stores, err := stores.withDefaults()
+func New(stores counters.Stores, opts Options) (*Handler, error) {
+	stores, err := stores.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
 	log := opts.Logger
-	h := &HTTPHandler{stores: stores, log: log, failLog: ratelog.New(log, storeFailLogEvery), mux: http.NewServeMux()}
+	h := &Handler{stores: stores, log: log, failLog: ratelog.New(log, counters.StoreFailLogEvery), mux: http.NewServeMux()}
 	h.guarded = requireToken(opts.Token, http.HandlerFunc(h.route))
 	emptyName := func(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name")
 	}
 	for _, kind := range []string{"access", "participants", "windows", "uniques"} {
-		h.mux.Handle(HTTPPrefix+kind+"/{$}", http.HandlerFunc(emptyName))
+		h.mux.Handle(Prefix+kind+"/{$}", http.HandlerFunc(emptyName))
 	}
 	byPattern := map[string]methods{}
 	for _, r := range h.routes() {
@@ -123,58 +143,58 @@ func NewHTTPHandler(stores Stores, opts HTTPOptions) (*HTTPHandler, error) {
 	return h, nil
 }
 
-// An HTTPRoute is one route of the API: a method and the pattern it is
+// An Route is one route of the API: a method and the pattern it is
 // served at, which is what http.Request.Pattern holds for its requests.
-type HTTPRoute struct {
+type Route struct {
 	Method, Pattern string
 }
 
-// HTTPRoutes returns the API's routes, the table HTTPHandler serves
+// Routes returns the API's routes, the table Handler serves
 // (besides them: 400 for an empty name, 404 for any other path).
-func HTTPRoutes() []HTTPRoute {
-	var h HTTPHandler // its handlers are only named, never called
-	var out []HTTPRoute
+func Routes() []Route {
+	var h Handler // its handlers are only named, never called
+	var out []Route
 	for _, r := range h.routes() {
-		out = append(out, r.HTTPRoute)
+		out = append(out, r.Route)
 	}
 	return out
 }
 
 // A servedRoute is a route with its handler.
 type servedRoute struct {
-	HTTPRoute
+	Route
 	serve http.HandlerFunc
 }
 
 // routes is the route table with each route's handler.
-func (h *HTTPHandler) routes() []servedRoute {
+func (h *Handler) routes() []servedRoute {
 	get, post := http.MethodGet, http.MethodPost
 	return []servedRoute{
-		{HTTPRoute{get, HTTPPrefix + "access/{name}"}, h.total},
-		{HTTPRoute{post, HTTPPrefix + "access/{name}"}, h.hit},
-		{HTTPRoute{get, HTTPPrefix + "access"}, h.list},
-		{HTTPRoute{get, HTTPPrefix + "participants/{name}"}, h.active},
-		{HTTPRoute{post, HTTPPrefix + "participants/{name}/visit"}, h.visit},
-		{HTTPRoute{post, HTTPPrefix + "participants/{name}/leave"}, h.leave},
-		{HTTPRoute{get, HTTPPrefix + "windows/{name}"}, h.windowCount},
-		{HTTPRoute{post, HTTPPrefix + "windows/{name}"}, h.windowHit},
-		{HTTPRoute{get, HTTPPrefix + "uniques/{name}"}, h.uniqueCount},
-		{HTTPRoute{post, HTTPPrefix + "uniques/{name}"}, h.uniqueAdd},
-		{HTTPRoute{get, HTTPPrefix + "uniques"}, h.uniqueUnion},
+		{Route{get, Prefix + "access/{name}"}, h.total},
+		{Route{post, Prefix + "access/{name}"}, h.hit},
+		{Route{get, Prefix + "access"}, h.list},
+		{Route{get, Prefix + "participants/{name}"}, h.active},
+		{Route{post, Prefix + "participants/{name}/visit"}, h.visit},
+		{Route{post, Prefix + "participants/{name}/leave"}, h.leave},
+		{Route{get, Prefix + "windows/{name}"}, h.windowCount},
+		{Route{post, Prefix + "windows/{name}"}, h.windowHit},
+		{Route{get, Prefix + "uniques/{name}"}, h.uniqueCount},
+		{Route{post, Prefix + "uniques/{name}"}, h.uniqueAdd},
+		{Route{get, Prefix + "uniques"}, h.uniqueUnion},
 	}
 }
 
 // ServeHTTP serves one request.
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.guarded.ServeHTTP(w, r)
 }
 
 // route serves a request the token check let through.
-func (h *HTTPHandler) route(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 	// An empty path segment (an empty counter name, as in
 	// /counters/participants//visit) is refused here: the mux would
 	// redirect it to the path without it, a different route.
-	if p := r.URL.EscapedPath(); strings.HasPrefix(p, HTTPPrefix) && strings.Contains(p[len(HTTPPrefix)-1:], "//") {
+	if p := r.URL.EscapedPath(); strings.HasPrefix(p, Prefix) && strings.Contains(p[len(Prefix)-1:], "//") {
 		writeJSONError(w, http.StatusBadRequest, "empty counter name (an empty path segment)")
 		return
 	}
@@ -233,7 +253,7 @@ type addRequest struct {
 }
 
 // hit adds one to the access counter, or the body's delta.
-func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) hit(w http.ResponseWriter, r *http.Request) {
 	var req addRequest
 	if !decodeOptionalBody(w, r, &req) {
 		return
@@ -248,12 +268,12 @@ func (h *HTTPHandler) hit(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (h *HTTPHandler) total(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) total(w http.ResponseWriter, r *http.Request) {
 	h.accessOp(w, r, h.stores.Access.Total)
 }
 
 // accessOp answers a request on the access counter in the path with op.
-func (h *HTTPHandler) accessOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, name string) (int64, error)) {
+func (h *Handler) accessOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, name string) (int64, error)) {
 	name := r.PathValue("name")
 	ctx, cancel := h.storeContext(r)
 	defer cancel()
@@ -280,7 +300,7 @@ type visitReply struct {
 	New    bool   `json:"new"`
 }
 
-func (h *HTTPHandler) visit(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) visit(w http.ResponseWriter, r *http.Request) {
 	var req visitRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -314,7 +334,7 @@ type leaveReply struct {
 	Removed bool   `json:"removed"`
 }
 
-func (h *HTTPHandler) leave(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 	var req leaveRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -336,7 +356,7 @@ type activeReply struct {
 	Active int    `json:"active"`
 }
 
-func (h *HTTPHandler) active(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) active(w http.ResponseWriter, r *http.Request) {
 	var secs int64
 	if q := r.URL.Query(); q.Has("timeout") {
 		var err error
@@ -372,15 +392,15 @@ func timeoutParam(secs int64) (time.Duration, error) {
 
 // storeContext returns the context of one store call: the request's, ended
 // by the store timeout at the latest.
-func (h *HTTPHandler) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+func (h *Handler) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), h.stores.Timeout)
 }
 
 // fail answers the error of a store call (or of its arguments) with the
 // HTTP status of its protocol status.
-func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	err = storeError(err)
-	st, _ := statusOf(err) // storeError leaves only known errors
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	err = counters.StoreError(err)
+	st, _ := counters.StatusOf(err) // counters.StoreError leaves only known errors
 	code, ok := httpCodes[st]
 	if !ok {
 		code = http.StatusInternalServerError

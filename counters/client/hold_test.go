@@ -1,4 +1,4 @@
-package counters_test
+package client_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
@@ -21,7 +22,7 @@ func TestHold(t *testing.T) {
 	srv := counterstest.NewServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := counterstest.Listen(t, srv)
 	ctx := context.Background()
-	c, err := counters.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestHoldOutlivesCallDeadline(t *testing.T) {
 	t.Parallel()
 	addr := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	ctx := context.Background()
-	c, err := counters.Dial(ctx, addr)
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestClientCallsLeaveNoDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	dc := &deadlineConn{Conn: nc}
-	c := counters.NewClient(dc)
+	c := client.NewClient(dc)
 	defer c.Close()
 	for _, tc := range []struct {
 		name string

@@ -1,11 +1,10 @@
-package counters_test
+package httpapi_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,68 +16,24 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
-// httpCall is one request to an HTTPHandler and what it must answer.
-type httpCall struct {
-	method, path, body string
-	code               int
-	// want is the exact JSON answer, or for errors a substring of the
-	// "error" field.
-	want string
-}
-
 // newHTTP returns a handler on fresh in-memory stores reading the time from
 // clock.
-func newHTTP(t testing.TB, clock *fakeClock) (*counters.HTTPHandler, counters.Stores) {
+func newHTTP(t testing.TB, clock *fakeClock) (*httpapi.Handler, counters.Stores) {
 	t.Helper()
 	stores := counters.MemoryStores(clock.Now)
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h, stores
-}
-
-// loopbackRequest is httptest.NewRequest from a loopback client, which a
-// handler without a token serves.
-func loopbackRequest(method, target string, body io.Reader) *http.Request {
-	r := httptest.NewRequest(method, target, body)
-	r.RemoteAddr = "127.0.0.1:1234"
-	return r
-}
-
-// do runs c against h and checks the status, the content type and the body.
-func (c httpCall) do(t *testing.T, h http.Handler) *httptest.ResponseRecorder {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, loopbackRequest(c.method, c.path, strings.NewReader(c.body)))
-	if rec.Code != c.code {
-		t.Fatalf("%s %s %s: status %d %s, want %d", c.method, c.path, c.body, rec.Code, rec.Body, c.code)
-	}
-	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("%s %s: Content-Type %q", c.method, c.path, ct)
-	}
-	if c.method == http.MethodHead {
-		return rec // net/http's server drops the body; the recorder does not
-	}
-	if c.code < 300 {
-		if got := strings.TrimSpace(rec.Body.String()); got != c.want {
-			t.Fatalf("%s %s %s:\ngot  %s\nwant %s", c.method, c.path, c.body, got, c.want)
-		}
-		return rec
-	}
-	var e struct{ Error string }
-	dec := json.NewDecoder(rec.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil || !strings.Contains(e.Error, c.want) {
-		t.Fatalf("%s %s %s: error body %v (%v), want an error with %q", c.method, c.path, c.body, e, err, c.want)
-	}
-	return rec
 }
 
 func TestHTTPRoutes(t *testing.T) {
@@ -195,7 +150,7 @@ func TestHTTPAllowHeader(t *testing.T) {
 
 func TestHTTPStoreFailure(t *testing.T) {
 	broken := errors.New("redis: dial tcp 10.0.0.7:6379: connection refused")
-	h, err := counters.NewHTTPHandler(fakeStores(func(context.Context, string) error { return broken }), counters.HTTPOptions{})
+	h, err := httpapi.New(fakeStores(func(context.Context, string) error { return broken }), httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,15 +170,15 @@ func TestHTTPStoreFailure(t *testing.T) {
 
 // TestHTTPSlowStoreTimesOut: a store call past Stores.Timeout answers 503.
 func TestHTTPSlowStoreTimesOut(t *testing.T) {
-	b := newBlocker()
-	stores := fakeStores(b.call)
+	b := counterstest.NewBlocker()
+	stores := fakeStores(b.Call)
 	stores.Timeout = 20 * time.Millisecond
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	httpCall{"POST", "/counters/access/a", "", 503, "Store unavailable"}.do(t, h)
-	if err := <-b.ended; !errors.Is(err, context.DeadlineExceeded) {
+	if err := <-b.Ended; !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("store call ended with %v", err)
 	}
 }
@@ -233,7 +188,7 @@ func TestHTTPSlowStoreTimesOut(t *testing.T) {
 func TestHTTPAndPortShareStores(t *testing.T) {
 	h, stores := newHTTP(t, newFakeClock(day))
 	s := newServer(t, counters.ServerOptions{Stores: stores})
-	c := client(t, listen(t, s))
+	c := dialClient(t, listen(t, s))
 	if _, err := c.Hit(ctx(t), "shared"); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +201,7 @@ func TestHTTPAndPortShareStores(t *testing.T) {
 func TestNewHTTPHandlerRejectsNegativeTimeout(t *testing.T) {
 	stores := counters.MemoryStores(nil)
 	stores.Timeout = -time.Second
-	if _, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{}); err == nil {
+	if _, err := httpapi.New(stores, httpapi.Options{}); err == nil {
 		t.Fatal("accepted a negative store timeout")
 	}
 }
@@ -266,7 +221,7 @@ func TestMissingStoreIsAnError(t *testing.T) {
 	} {
 		stores := counters.MemoryStores(nil)
 		tc.drop(&stores)
-		if _, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
+		if _, err := httpapi.New(stores, httpapi.Options{}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
 			t.Errorf("HTTP handler without %s: %v", tc.name, err)
 		}
 		if _, err := counters.NewServer(counters.ServerOptions{Stores: stores}); err == nil || !strings.Contains(err.Error(), "no "+tc.name+" store") {
@@ -350,7 +305,7 @@ func TestCorruptCountFilesAreAnInternalError(t *testing.T) {
 	}
 	stores := counters.MemoryStores(nil)
 	stores.Access = f
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +342,7 @@ func TestWindowClockOutOfRangeIsInvalid(t *testing.T) {
 	}
 	stores := counters.MemoryStores(nil)
 	stores.Windows = r.WithClock(func() time.Time { return time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) })
-	h, err := counters.NewHTTPHandler(stores, counters.HTTPOptions{})
+	h, err := httpapi.New(stores, httpapi.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +450,7 @@ func TestHTTPListsNamesThatAreNotUTF8(t *testing.T) {
 func TestHTTPRoutesAreServed(t *testing.T) {
 	h, _ := newHTTP(t, newFakeClock(1_700_000_000))
 	allowed := map[string][]string{}
-	for _, r := range counters.HTTPRoutes() {
+	for _, r := range httpapi.Routes() {
 		allowed[r.Pattern] = append(allowed[r.Pattern], r.Method)
 	}
 	if len(allowed) == 0 {

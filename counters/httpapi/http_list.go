@@ -1,4 +1,4 @@
-package counters
+package httpapi
 
 import (
 	"encoding/base64"
@@ -38,7 +38,7 @@ type listEntry struct {
 // list answers GET /counters/access?prefix=P&limit=N&cursor=C: a page of
 // the access counters whose names start with P, in byte order of the
 // names. The cursor is opaque (the last name listed, base64url-encoded).
-func (h *HTTPHandler) list(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	lister, ok := h.stores.Access.(access.Lister)
 	if !ok {
 		writeJSONError(w, http.StatusNotImplemented, "this access counter store cannot list counters (COUNTERS_STORE=file): use redis or memory")

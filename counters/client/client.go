@@ -1,4 +1,4 @@
-package counters
+package client
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -407,10 +406,10 @@ func CheckTimeout(timeout time.Duration) error {
 }
 
 // timeoutSeconds converts a participant timeout to its 4-byte field: 0
-// (the default) or 1 s to participant.MaxTimeout.
+// (the default) or 1 s to wire.MaxTimeout.
 func timeoutSeconds(timeout time.Duration) (uint32, error) {
-	if timeout != 0 && (timeout < time.Second || timeout > participant.MaxTimeout) {
-		return 0, fmt.Errorf("%w: timeout %v, want 0 (default) or 1s to %v", wire.ErrInvalid, timeout, participant.MaxTimeout)
+	if timeout != 0 && (timeout < time.Second || timeout > wire.MaxTimeout) {
+		return 0, fmt.Errorf("%w: timeout %v, want 0 (default) or 1s to %v", wire.ErrInvalid, timeout, wire.MaxTimeout)
 	}
 	return uint32(timeout / time.Second), nil
 }

@@ -1,4 +1,4 @@
-package counters
+package client
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"math"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/access"
-	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
 // WindowHit records a hit on the window counter (name, window) and
 // returns how many earlier hits are inside the window. The window is whole
-// seconds from 1 s to window.MaxWindow.
+// seconds from 1 s to wire.MaxWindow.
 func (c *Client) WindowHit(ctx context.Context, name string, w time.Duration) (int64, error) {
 	return c.windowCall(ctx, wire.OpWindowHit, name, w)
 }
@@ -49,8 +47,8 @@ func windowSeconds(name string, w time.Duration) (uint32, error) {
 	if err := wire.CheckKindName(name); err != nil {
 		return 0, err
 	}
-	if w < time.Second || w > window.MaxWindow || w%time.Second != 0 {
-		return 0, fmt.Errorf("%w: window %v, want whole seconds from 1s to %v", wire.ErrInvalid, w, window.MaxWindow)
+	if w < time.Second || w > wire.MaxWindow || w%time.Second != 0 {
+		return 0, fmt.Errorf("%w: window %v, want whole seconds from 1s to %v", wire.ErrInvalid, w, wire.MaxWindow)
 	}
 	return uint32(w / time.Second), nil
 }
@@ -183,15 +181,15 @@ func CheckUniqueCount(names []string) error {
 // prefix and sort after after (byte order): up to limit (1 to 1000)
 // counters, and whether more follow. Ask for the next page with after set
 // to the last name of this one.
-func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]access.Entry, bool, error) {
-	if len(prefix) > wire.MaxListField || len(after) > wire.MaxListField || limit < 1 || limit > access.MaxListLimit {
-		return nil, false, fmt.Errorf("counters: list: %w: prefix and after up to %d bytes, limit 1 to %d", wire.ErrInvalid, wire.MaxListField, access.MaxListLimit)
+func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]wire.ListEntry, bool, error) {
+	if len(prefix) > wire.MaxListField || len(after) > wire.MaxListField || limit < 1 || limit > wire.MaxListLimit {
+		return nil, false, fmt.Errorf("counters: list: %w: prefix and after up to %d bytes, limit 1 to %d", wire.ErrInvalid, wire.MaxListField, wire.MaxListLimit)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	opaque := c.nextOpaque()
 	c.buf = wire.AppendList(c.buf[:0], opaque, prefix, after, uint16(limit))
-	var entries []access.Entry
+	var entries []wire.ListEntry
 	var more bool
 	err := c.exchange(ctx, c.buf, func() error {
 		for {
@@ -210,7 +208,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]a
 			if total > math.MaxInt64 {
 				return fmt.Errorf("%w: total %d beyond int64", wire.ErrMalformed, total)
 			}
-			entries = append(entries, access.Entry{Name: name, Total: int64(total)})
+			entries = append(entries, wire.ListEntry{Name: name, Total: int64(total)})
 		}
 	})
 	return entries, more, err

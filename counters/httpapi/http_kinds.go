@@ -1,4 +1,4 @@
-package counters
+package httpapi
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ type windowCountReply struct {
 	Count  int64  `json:"count"`
 }
 
-func (h *HTTPHandler) windowHit(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) windowHit(w http.ResponseWriter, r *http.Request) {
 	var req windowRequest
 	if !decodeBody(w, r, &req) {
 		return
@@ -52,7 +52,7 @@ func (h *HTTPHandler) windowHit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, windowHitReply{Name: name, Window: req.Window, Previous: n})
 }
 
-func (h *HTTPHandler) windowCount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) windowCount(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	secs, err := strconv.ParseInt(q.Get("window"), 10, 64)
 	if err != nil {
@@ -107,7 +107,7 @@ type uniqueUnionReply struct {
 	Estimate int64    `json:"estimate"`
 }
 
-func (h *HTTPHandler) uniqueAdd(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) uniqueAdd(w http.ResponseWriter, r *http.Request) {
 	var req uniqueAddRequest
 	if !decode(w, r, &req, false, maxUniqueAddBody) {
 		return
@@ -123,7 +123,7 @@ func (h *HTTPHandler) uniqueAdd(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, uniqueAddReply{Name: name, Changed: changed})
 }
 
-func (h *HTTPHandler) uniqueCount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) uniqueCount(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx, cancel := h.storeContext(r)
 	defer cancel()
@@ -137,7 +137,7 @@ func (h *HTTPHandler) uniqueCount(w http.ResponseWriter, r *http.Request) {
 
 // uniqueUnion estimates the union of the names in ?names=a,b,… (the
 // parameter may also be repeated).
-func (h *HTTPHandler) uniqueUnion(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) uniqueUnion(w http.ResponseWriter, r *http.Request) {
 	var names []string
 	for _, v := range r.URL.Query()["names"] {
 		names = append(names, strings.Split(v, ",")...)

@@ -1,4 +1,4 @@
-package counters_test
+package client_test
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 )
 
 // TestRingFixture checks the placement against testdata/ring.txt, which an
@@ -20,7 +20,7 @@ func TestRingFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := counters.NewRing([]string{"10.0.0.3:11215", "10.0.0.1:11215", "10.0.0.2:11215"}, 0)
+	r, err := client.NewRing([]string{"10.0.0.3:11215", "10.0.0.1:11215", "10.0.0.2:11215"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestRingFixture(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", sc.Text(), err)
 		}
-		if got := strconv.FormatUint(uint64(counters.RingHash(name)), 10); got != fields[2] {
+		if got := strconv.FormatUint(uint64(client.RingHash(name)), 10); got != fields[2] {
 			t.Errorf("RingHash(%q) = %s, want %s", name, got, fields[2])
 		}
 		if got := r.Owner(name); got != fields[3] {
@@ -57,7 +57,7 @@ func ringNames(n int) []string {
 	return names
 }
 
-func owners(r *counters.Ring, names []string) map[string]string {
+func owners(r *client.Ring, names []string) map[string]string {
 	m := make(map[string]string, len(names))
 	for _, n := range names {
 		m[n] = r.Owner(n)
@@ -65,9 +65,9 @@ func owners(r *counters.Ring, names []string) map[string]string {
 	return m
 }
 
-func mustRing(t *testing.T, servers ...string) *counters.Ring {
+func mustRing(t *testing.T, servers ...string) *client.Ring {
 	t.Helper()
-	r, err := counters.NewRing(servers, 0)
+	r, err := client.NewRing(servers, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestRingRejects(t *testing.T) {
 		{[]string{""}, 0, "empty server"},
 		{[]string{"a:1"}, -1, "virtual nodes"},
 	} {
-		if _, err := counters.NewRing(tc.servers, tc.vnodes); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := client.NewRing(tc.servers, tc.vnodes); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewRing(%q, %d) = %v, want an error with %q", tc.servers, tc.vnodes, err, tc.want)
 		}
 	}

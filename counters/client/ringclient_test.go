@@ -1,4 +1,4 @@
-package counters_test
+package client_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -30,9 +31,9 @@ func ringOf(t *testing.T, n int) ([]string, map[string]*counters.Server) {
 	return addrs, servers
 }
 
-func newRingClient(t *testing.T, addrs []string, opts counters.RingOptions) *counters.RingClient {
+func newRingClient(t *testing.T, addrs []string, opts client.RingOptions) *client.RingClient {
 	t.Helper()
-	rc, err := counters.NewRingClient(ctx(t), addrs, opts)
+	rc, err := client.NewRingClient(ctx(t), addrs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +46,8 @@ func newRingClient(t *testing.T, addrs []string, opts counters.RingOptions) *cou
 // there, then reads every server's stats and dump through Each.
 func TestRingClientRoutesToOwner(t *testing.T) {
 	addrs, _ := ringOf(t, 3)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
-	ring, err := counters.NewRing(addrs, 0)
+	rc := newRingClient(t, addrs, client.RingOptions{})
+	ring, err := client.NewRing(addrs, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +64,9 @@ func TestRingClientRoutesToOwner(t *testing.T) {
 			t.Fatalf("Get(%q) = %d, %v", n, v, err)
 		}
 	}
-	direct := map[string]*counters.Client{}
+	direct := map[string]*client.Client{}
 	for _, a := range addrs {
-		direct[a] = client(t, a)
+		direct[a] = dialClient(t, a)
 	}
 	perServer := map[string]int{}
 	for _, n := range names {
@@ -82,7 +83,7 @@ func TestRingClientRoutesToOwner(t *testing.T) {
 		}
 	}
 	dumped := map[string]int{}
-	err = rc.Each(cx, func(addr string, c *counters.Client) error {
+	err = rc.Each(cx, func(addr string, c *client.Client) error {
 		if err := c.Noop(cx); err != nil {
 			return err
 		}
@@ -112,7 +113,7 @@ func TestRingClientRoutesToOwner(t *testing.T) {
 // server's connection stays open while it holds something.
 func TestRingClientReleaseFollowsHoldings(t *testing.T) {
 	addrs, _ := ringOf(t, 2)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
+	rc := newRingClient(t, addrs, client.RingOptions{})
 	cx := ctx(t)
 	// A name owned by the server about to be removed.
 	name := ""
@@ -131,7 +132,7 @@ func TestRingClientReleaseFollowsHoldings(t *testing.T) {
 	if rc.Owner(name) != addrs[1] {
 		t.Fatalf("owner after removal %s", rc.Owner(name))
 	}
-	direct := client(t, addrs[0])
+	direct := dialClient(t, addrs[0])
 	if v, err := direct.Get(cx, name); v != 1 || err != nil {
 		t.Fatalf("the holding on the removed server: %d, %v", v, err)
 	}
@@ -147,7 +148,7 @@ func TestRingClientReleaseFollowsHoldings(t *testing.T) {
 // and its holdings are forgotten.
 func TestRingClientServerDown(t *testing.T) {
 	addrs, servers := ringOf(t, 2)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
+	rc := newRingClient(t, addrs, client.RingOptions{})
 	cx := ctx(t)
 	var onDead, onLive string
 	for _, n := range ringNames(100) {
@@ -171,7 +172,7 @@ func TestRingClientServerDown(t *testing.T) {
 	if _, err := rc.Acquire(cx, onLive, 1, 1); err != nil {
 		t.Fatalf("the live server: %v", err)
 	}
-	err := rc.Each(cx, func(addr string, c *counters.Client) error { return c.Noop(cx) })
+	err := rc.Each(cx, func(addr string, c *client.Client) error { return c.Noop(cx) })
 	if err == nil || !containsAddr(err, addrs[0]) || containsAddr(err, addrs[1]) {
 		t.Fatalf("Each with one server down: %v", err)
 	}
@@ -185,7 +186,7 @@ func containsAddr(err error, addr string) bool {
 // results back in queue order.
 func TestRingPipeline(t *testing.T) {
 	addrs, _ := ringOf(t, 3)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
+	rc := newRingClient(t, addrs, client.RingOptions{})
 	p := rc.Pipeline()
 	names := ringNames(30)
 	for i, n := range names {
@@ -232,14 +233,14 @@ func TestRingClientDNS(t *testing.T) {
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	addr := listen(t, s)
 	_, port, _ := net.SplitHostPort(addr)
-	rc := newRingClient(t, nil, counters.RingOptions{DNS: net.JoinHostPort("localhost", port)})
+	rc := newRingClient(t, nil, client.RingOptions{DNS: net.JoinHostPort("localhost", port)})
 	if !slices.Contains(rc.Servers(), addr) {
 		t.Fatalf("servers %v, want %s among them", rc.Servers(), addr)
 	}
-	if _, err := counters.NewRingClient(context.Background(), []string{addr}, counters.RingOptions{DNS: "localhost:1"}); err == nil {
+	if _, err := client.NewRingClient(context.Background(), []string{addr}, client.RingOptions{DNS: "localhost:1"}); err == nil {
 		t.Fatal("addresses and DNS both accepted")
 	}
-	if _, err := counters.NewRingClient(context.Background(), nil, counters.RingOptions{DNS: "no-such-host.invalid:1"}); err == nil {
+	if _, err := client.NewRingClient(context.Background(), nil, client.RingOptions{DNS: "no-such-host.invalid:1"}); err == nil {
 		t.Fatal("an unresolvable name accepted")
 	}
 }
@@ -258,7 +259,7 @@ func TestRingClientDNSRefresh(t *testing.T) {
 	var closed atomic.Bool // set when Close has returned
 	var late atomic.Int32  // lookups started after that
 	errs := make(chan error, 1)
-	rc := newRingClient(t, nil, counters.RingOptions{
+	rc := newRingClient(t, nil, client.RingOptions{
 		DNS: "counters.internal:" + port, DNSRefresh: 10 * time.Millisecond,
 		LookupHost: func(ctx context.Context, host string) ([]string, error) {
 			if closed.Load() {
@@ -356,14 +357,14 @@ func TestRingClientDNSRefresh(t *testing.T) {
 func TestRingClientHoldOutlivesCallDeadline(t *testing.T) {
 	t.Parallel()
 	addrs, _ := ringOf(t, 1)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
+	rc := newRingClient(t, addrs, client.RingOptions{})
 	holdPastCallDeadline(t,
 		func(ctx context.Context) error { _, err := rc.Acquire(ctx, "lock", 1, 1); return err },
 		rc.Hold)
 	if addr, n := rc.Held("lock"); addr != addrs[0] || n != 1 {
 		t.Fatalf("after Hold: Held = %s %d, want 1 on %s", addr, n, addrs[0])
 	}
-	if v, err := client(t, addrs[0]).Get(ctx(t), "lock"); err != nil || v != 1 {
+	if v, err := dialClient(t, addrs[0]).Get(ctx(t), "lock"); err != nil || v != 1 {
 		t.Fatalf("after Hold: Get = %d, %v; want 1 still held", v, err)
 	}
 }
@@ -372,7 +373,7 @@ func TestRingClientHoldOutlivesCallDeadline(t *testing.T) {
 // lost, and what was held there is no longer recorded.
 func TestRingClientHoldServerGone(t *testing.T) {
 	addrs, servers := ringOf(t, 1)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
+	rc := newRingClient(t, addrs, client.RingOptions{})
 	if _, err := rc.Acquire(ctx(t), "lock", 1, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -398,8 +399,8 @@ func TestRingClientHoldServerGone(t *testing.T) {
 // what is held on it.
 func TestRingClientKeepsConnectionOnCallerErrors(t *testing.T) {
 	addrs, _ := ringOf(t, 1)
-	rc := newRingClient(t, addrs, counters.RingOptions{})
-	probe := client(t, addrs[0])
+	rc := newRingClient(t, addrs, client.RingOptions{})
+	probe := dialClient(t, addrs[0])
 	cx := ctx(t)
 	if _, err := rc.Acquire(cx, "lock", 1, 1); err != nil {
 		t.Fatal(err)
@@ -415,7 +416,7 @@ func TestRingClientKeepsConnectionOnCallerErrors(t *testing.T) {
 	}
 
 	errEnough := errors.New("seen enough")
-	err := rc.Each(cx, func(_ string, c *counters.Client) error {
+	err := rc.Each(cx, func(_ string, c *client.Client) error {
 		return c.Dump(cx, func(wire.DumpEntry) error { return errEnough })
 	})
 	if !errors.Is(err, errEnough) || !containsAddr(err, addrs[0]) {
@@ -487,7 +488,7 @@ func dyingServer(t *testing.T) string {
 // the server released it when the connection closed.
 func TestRingPipelineConnectionLost(t *testing.T) {
 	addr := dyingServer(t)
-	rc := newRingClient(t, []string{addr}, counters.RingOptions{})
+	rc := newRingClient(t, []string{addr}, client.RingOptions{})
 	p := rc.Pipeline()
 	p.Acquire("lock", 1, 1)
 	p.Get("lock")
