@@ -6,14 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
@@ -364,9 +361,6 @@ func (c *Config) validateCounterPort() error {
 	return errors.Join(errs...)
 }
 
-// redisURLForm is the shape of a REDIS_URL, shown when one is malformed.
-const redisURLForm = "redis://host:6379/0 (redis://:password@host:6379/0 with a password, rediss:// for TLS)"
-
 // validateRedis checks REDIS_URL, REDIS_CLUSTER and REQUIRE_REDIS. A
 // malformed value is a usage error naming the variable and the expected
 // form; the URL itself is not repeated, as it may hold a password.
@@ -379,65 +373,16 @@ func (c *Config) validateRedis() []error {
 		errs = append(errs, errors.New("REQUIRE_REDIS=true: REDIS_URL or REDIS_CLUSTER is required (the embedded Redis would keep the counts in this process alone, and lose them when it stops)"))
 	}
 	if c.RedisURL != "" {
-		if err := checkRedisURL(c.RedisURL); err != nil {
+		if err := redisconn.CheckURL(c.RedisURL); err != nil {
 			errs = append(errs, fmt.Errorf("REDIS_URL: %v", err))
 		}
 	}
 	if c.RedisCluster != "" {
-		if err := checkClusterSeeds(c.RedisCluster); err != nil {
+		if err := redisconn.CheckCluster(c.RedisCluster); err != nil {
 			errs = append(errs, fmt.Errorf("REDIS_CLUSTER: %v", err))
 		}
 	}
 	return errs
-}
-
-// checkRedisURL tells what is wrong with a Redis URL, if anything.
-func checkRedisURL(v string) error {
-	if isHostPort(v) {
-		return fmt.Errorf("%q is an address, not a URL: write redis://%s/0", v, v)
-	}
-	u, err := url.Parse(v)
-	if err != nil {
-		if ue, ok := err.(*url.Error); ok {
-			err = ue.Err // url.Error repeats the URL
-		}
-		return fmt.Errorf("not a URL (%v); want %s", err, redisURLForm)
-	}
-	switch u.Scheme {
-	case "redis", "rediss", "unix":
-	case "":
-		return fmt.Errorf("no scheme: want %s", redisURLForm)
-	default:
-		return fmt.Errorf("scheme %q: want %s", u.Scheme, redisURLForm)
-	}
-	if _, err := redis.ParseURL(v); err != nil {
-		return fmt.Errorf("%v; want %s", strings.TrimPrefix(err.Error(), "redis: "), redisURLForm)
-	}
-	return nil
-}
-
-// checkClusterSeeds tells what is wrong with a comma-separated list of
-// Redis Cluster seed addresses, if anything.
-func checkClusterSeeds(v string) error {
-	for _, seed := range strings.Split(v, ",") {
-		switch {
-		case strings.Contains(seed, "://"):
-			return fmt.Errorf("%q: seeds are host:port addresses, not URLs: host1:6379,host2:6379", seed)
-		case !isHostPort(seed):
-			return fmt.Errorf("%q: want comma-separated host:port seed addresses, such as host1:6379,host2:6379", seed)
-		}
-	}
-	return nil
-}
-
-// isHostPort reports whether v is a host:port with a port number.
-func isHostPort(v string) bool {
-	host, port, err := net.SplitHostPort(v)
-	if err != nil || host == "" || strings.ContainsAny(host, "/@") {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n > 0 && n < 65536
 }
 
 // validateCounters checks the COUNTERS_* settings.

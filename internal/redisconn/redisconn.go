@@ -22,6 +22,9 @@ package redisconn
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,4 +105,58 @@ func IsError(err error, code string) bool {
 	}
 	msg := rerr.Error()
 	return msg == code || strings.HasPrefix(msg, code+" ")
+}
+
+// urlForm is the shape of a Redis URL, shown when one is malformed.
+const urlForm = "redis://host:6379/0 (redis://:password@host:6379/0 with a password, rediss:// for TLS)"
+
+// CheckURL tells what is wrong with a Redis URL (REDIS_URL), if anything,
+// and the form expected; the error does not repeat the URL, which may hold
+// a password.
+func CheckURL(v string) error {
+	if isHostPort(v) {
+		return fmt.Errorf("%q is an address, not a URL: write redis://%s/0", v, v)
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		if ue, ok := err.(*url.Error); ok {
+			err = ue.Err // url.Error repeats the URL
+		}
+		return fmt.Errorf("not a URL (%v); want %s", err, urlForm)
+	}
+	switch u.Scheme {
+	case "redis", "rediss", "unix":
+	case "":
+		return fmt.Errorf("no scheme: want %s", urlForm)
+	default:
+		return fmt.Errorf("scheme %q: want %s", u.Scheme, urlForm)
+	}
+	if _, err := redis.ParseURL(v); err != nil {
+		return fmt.Errorf("%v; want %s", strings.TrimPrefix(err.Error(), "redis: "), urlForm)
+	}
+	return nil
+}
+
+// CheckCluster tells what is wrong with a comma-separated list of Redis
+// Cluster seed addresses (REDIS_CLUSTER), if anything.
+func CheckCluster(v string) error {
+	for _, seed := range strings.Split(v, ",") {
+		switch {
+		case strings.Contains(seed, "://"):
+			return fmt.Errorf("%q: seeds are host:port addresses, not URLs: host1:6379,host2:6379", seed)
+		case !isHostPort(seed):
+			return fmt.Errorf("%q: want comma-separated host:port seed addresses, such as host1:6379,host2:6379", seed)
+		}
+	}
+	return nil
+}
+
+// isHostPort reports whether v is a host:port with a port number.
+func isHostPort(v string) bool {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil || host == "" || strings.ContainsAny(host, "/@") {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 65536
 }
