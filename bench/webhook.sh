@@ -11,10 +11,11 @@ start_redis 26390
 go build -o "$work/vkcounter" ./cmd/vkcounter
 
 ceiling() {
-  local sha k=bench:{6b86b273ff34fce19d6b804eff5a3f57}
-  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/count.lua freq/window.lua)")
-  # A new event id each call (__rand_int__), as every webhook request is a new event.
-  redis-benchmark -p $port -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 $k:l $k:n $k:e:__rand_int__ 86400 86460 3600000 "" 2>/dev/null |
+  local sha t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
+  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/count.lua freq/text.lua freq/textcount.lua)")
+  # A new message each call (__rand_int__), as every webhook request is a new event.
+  redis-benchmark -p $port -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
+    "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__ 2>/dev/null |
     tr '\r' '\n' | grep 'requests per second' | tail -1
 }
 cleanup() { redis-cli -p $port --scan --pattern 'bench:*' | xargs -r -n 1000 redis-cli -p $port DEL >/dev/null; }
@@ -23,7 +24,7 @@ machine
 redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}'; }
 c0=$(redis_cpu)
-echo "== ceiling before: redis-benchmark EVALSHA count.lua+window.lua, 50 clients"; ceiling
+echo "== ceiling before: redis-benchmark EVALSHA count.lua+text.lua+textcount.lua, 50 clients"; ceiling
 echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
 echo "== in-process webhook (handler, script, outbox, batched vk.messages and vk.users, sender), 50 goroutines"
 c0=$(redis_cpu)
