@@ -152,7 +152,9 @@ func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
 		}
 		eventually(t, func() bool { return calls.Load() == 1 })
 
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		// A tenth of Close's time is kept for the hand-back: 2 s leave it
+		// 200 ms, enough for one script on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		start := time.Now()
 		err := b.Close(ctx)
@@ -160,8 +162,8 @@ func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
 		if !errors.Is(err, bot.ErrNotDrained) {
 			t.Errorf("Close = %v, want ErrNotDrained", err)
 		}
-		if took > 400*time.Millisecond {
-			t.Errorf("Close took %v with a deadline of 300ms", took)
+		if took > 2500*time.Millisecond {
+			t.Errorf("Close took %v with a deadline of 2s", took)
 		}
 		next := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "next"})
 		defer next.Close()
