@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,16 +24,9 @@ import (
 const testTimeout = counterstest.Timeout
 
 // fakeClock is a settable clock, safe for concurrent use.
-type fakeClock struct{ sec atomic.Int64 }
+type fakeClock = counterstest.Clock
 
-func newFakeClock(sec int64) *fakeClock {
-	c := &fakeClock{}
-	c.sec.Store(sec)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time { return time.Unix(c.sec.Load(), 0) }
-func (c *fakeClock) Set(sec int64)  { c.sec.Store(sec) }
+func newFakeClock(sec int64) *fakeClock { return counterstest.NewClock(sec) }
 
 // newServer returns a server closed at the end of the test.
 func newServer(t testing.TB, opts counters.ServerOptions) *counters.Server {

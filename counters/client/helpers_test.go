@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,15 +12,9 @@ import (
 )
 
 // fakeClock is a settable clock, safe for concurrent use.
-type fakeClock struct{ sec atomic.Int64 }
+type fakeClock = counterstest.Clock
 
-func newFakeClock(sec int64) *fakeClock {
-	c := &fakeClock{}
-	c.sec.Store(sec)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time { return time.Unix(c.sec.Load(), 0) }
+func newFakeClock(sec int64) *fakeClock { return counterstest.NewClock(sec) }
 
 func ctx(t testing.TB) context.Context { return counterstest.Context(t) }
 

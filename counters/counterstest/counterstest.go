@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,3 +313,20 @@ func (c HTTPCall) Do(t *testing.T, h http.Handler) *httptest.ResponseRecorder {
 	}
 	return rec
 }
+
+// A Clock is a settable clock in whole seconds, safe for concurrent use:
+// give its Now to the stores that read the time.
+type Clock struct{ sec atomic.Int64 }
+
+// NewClock returns a Clock at sec seconds after the epoch.
+func NewClock(sec int64) *Clock {
+	c := &Clock{}
+	c.sec.Store(sec)
+	return c
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { return time.Unix(c.sec.Load(), 0) }
+
+// Set moves the clock to sec seconds after the epoch.
+func (c *Clock) Set(sec int64) { c.sec.Store(sec) }

@@ -6,9 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
@@ -22,16 +20,9 @@ const day = 20000 * 86400
 const hexInvalid = "496e76616c696420617267756d656e7473"
 
 // fakeClock is a settable clock, safe for concurrent use.
-type fakeClock struct{ sec atomic.Int64 }
+type fakeClock = counterstest.Clock
 
-func newFakeClock(sec int64) *fakeClock {
-	c := &fakeClock{}
-	c.sec.Store(sec)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time { return time.Unix(c.sec.Load(), 0) }
-func (c *fakeClock) Set(sec int64)  { c.sec.Store(sec) }
+func newFakeClock(sec int64) *fakeClock { return counterstest.NewClock(sec) }
 
 func ctx(t testing.TB) context.Context { return counterstest.Context(t) }
 
