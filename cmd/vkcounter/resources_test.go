@@ -82,7 +82,10 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // polling, not ordering
 		}
-		if waited := time.Since(killed); waited < lease*3/4 || waited > 3*lease {
+		// A holding runs out a lease after its last renewal, which is a
+		// quarter lease before the kill at most, later on a starved
+		// machine: half a lease is the bound a loaded CI run keeps.
+		if waited := time.Since(killed); waited < lease/2 || waited > 3*lease {
 			t.Fatalf("the dead instance's holdings were free after %v, lease %v", waited, lease)
 		}
 	})
