@@ -28,7 +28,7 @@ func DecodeEvent(data []byte) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	return Event{Type: env.Type, GroupID: env.GroupID, EventID: env.EventID, Secret: env.Secret, Object: env.Object}, nil
+	return Event{Type: events.EventType(env.Type), GroupID: env.GroupID, EventID: env.EventID, Secret: env.Secret, Object: env.Object}, nil
 }
 
 // Message decodes the message of a message_new event exactly as the

@@ -215,12 +215,31 @@ type event struct {
 	retry   int
 }
 
-// envelope is vksdk's GroupEvent with its "v" field shadowed by a raw one:
-// the handler never reads the API version, so a change in its type must not
-// fail the decoding.
+// envelope holds the fields of vksdk's GroupEvent the handler reads. The
+// API version ("v") is not among them: it is skipped unread, so a change
+// in its type cannot fail the decoding, and it costs nothing.
 type envelope struct {
-	events.GroupEvent
-	V json.RawMessage `json:"v"`
+	Type    eventType       `json:"type"`
+	Object  json.RawMessage `json:"object"`
+	GroupID int             `json:"group_id"`
+	EventID string          `json:"event_id"`
+	Secret  string          `json:"secret"`
+}
+
+// eventType is an event's type. The one the bot counts is read as the
+// constant, without allocating a copy; the others as any string.
+type eventType events.EventType
+
+// messageNewJSON is the type of a message_new event as VK writes it.
+const messageNewJSON = `"` + string(events.EventMessageNew) + `"`
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *eventType) UnmarshalJSON(data []byte) error {
+	if string(data) == messageNewJSON {
+		*t = eventType(events.EventMessageNew)
+		return nil
+	}
+	return json.Unmarshal(data, (*events.EventType)(t))
 }
 
 // ServeHTTP handles one Callback API request. See the package comment for
@@ -247,7 +266,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 	if err != nil {
 		return err
 	}
-	ev.typ, ev.groupID, ev.eventID = env.Type, env.GroupID, env.EventID
+	ev.typ, ev.groupID, ev.eventID = events.EventType(env.Type), env.GroupID, env.EventID
 
 	g, ok := h.groups[env.GroupID]
 	if !ok {
@@ -260,7 +279,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		}
 	}
 
-	switch env.Type {
+	switch events.EventType(env.Type) {
 	case events.EventConfirmation:
 		if g.confirmation == "" {
 			return fmt.Errorf("%w: no confirmation string configured for group_id %d", errForbidden, env.GroupID)
@@ -356,7 +375,11 @@ func writeText(w http.ResponseWriter, s string) {
 // retryCounter reads the X-Retry-Counter header. A missing, malformed or
 // negative value counts as a first delivery.
 func retryCounter(hdr http.Header) int {
-	n, err := strconv.Atoi(hdr.Get(HeaderRetryCounter))
+	s := hdr.Get(HeaderRetryCounter)
+	if s == "" { // a first delivery: no header, and no error to build
+		return 0
+	}
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
 		return 0
 	}

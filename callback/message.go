@@ -196,9 +196,8 @@ type looseInt int64
 
 // UnmarshalJSON implements json.Unmarshaler and never fails.
 func (n *looseInt) UnmarshalJSON(data []byte) error {
-	data = bytes.Trim(data, `"`)
-	v, err := strconv.ParseInt(string(data), 10, 64)
-	if err != nil {
+	v, ok := parseInt(bytes.Trim(data, `"`), 64)
+	if !ok {
 		v = 0
 	}
 	*n = looseInt(v)
@@ -215,14 +214,43 @@ func (n *intOrString) UnmarshalJSON(data []byte) error {
 	if string(data) == "null" {
 		return nil
 	}
-	s := string(bytes.Trim(data, `"`))
-	v, err := strconv.Atoi(s)
-	if err != nil || len(s) != len(data) && len(s)+2 != len(data) {
+	digits := bytes.Trim(data, `"`)
+	v, ok := parseInt(digits, strconv.IntSize)
+	if !ok || len(digits) != len(data) && len(digits)+2 != len(data) {
 		// The decoder adds the field's name to this error.
 		return &json.UnmarshalTypeError{Value: string(data), Type: reflect.TypeFor[int]()}
 	}
 	*n = intOrString(v)
 	return nil
+}
+
+// parseInt is strconv.ParseInt(string(b), 10, bits) reporting success
+// only. The numbers VK sends (up to 18 digits) are read from b in place:
+// the string conversion would allocate on every field of every message,
+// since ParseInt's error keeps the string. Longer ones go to ParseInt.
+func parseInt(b []byte, bits int) (int64, bool) {
+	digits := b
+	if len(digits) > 0 && (digits[0] == '-' || digits[0] == '+') {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		v, err := strconv.ParseInt(string(b), 10, bits)
+		return v, err == nil
+	}
+	var v int64 // 18 digits cannot overflow
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if b[0] == '-' {
+		v = -v
+	}
+	if bits < 64 && (v < -1<<(bits-1) || v > 1<<(bits-1)-1) {
+		return 0, false
+	}
+	return v, true
 }
 
 // looseBool is true for JSON true, 1 or "1", false for anything else.
