@@ -166,7 +166,7 @@ func (s *Store) Window() time.Duration { return s.window }
 // cluster), so the first Count need not send its source. Counting works
 // without it: a script missing from Redis's cache is sent again.
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{textScript, recordScript} {
+	for _, sc := range []*redis.Script{textScript.Script, recordScript.Script} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
 		}
@@ -226,7 +226,7 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 	k := s.keys(identity, dedupe, 1)
 	args := make([]any, 0, len(s.fixed)+3+len(then.Fields))
 	args = append(append(args, s.fixed[:]...), k.hash, then.MaxLen, then.Field)
-	v, err := recordScript.Run(ctx, s.rdb, append(k.keys, then.Stream), append(args, then.Fields...)...).Result()
+	v, err := recordScript.Exec(ctx, s.rdb, append(k.keys, then.Stream), append(args, then.Fields...)).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
 			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
@@ -240,7 +240,7 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
 	k := s.keys(identity, dedupe, 0)
-	v, err := textScript.Run(ctx, s.rdb, k.keys, s.windowArg, s.keyTTLArg, s.dedupeArg, at, k.hash).Result()
+	v, err := textScript.Exec(ctx, s.rdb, k.keys, []any{s.windowArg, s.keyTTLArg, s.dedupeArg, at, k.hash}).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // The scripts are count.lua (the functions of the list-and-total layout,
@@ -27,8 +29,8 @@ var (
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
 	windowScript = redis.NewScript(countLib + windowMain)
-	textScript   = redis.NewScript(countLib + textLib + textMain)
-	recordScript = redis.NewScript(countLib + textLib + recordMain)
+	textScript   = redisconn.NewScript(countLib + textLib + textMain)
+	recordScript = redisconn.NewScript(countLib + textLib + recordMain)
 )
 
 // parseReply decodes the script's reply {previous, duplicate, time}.

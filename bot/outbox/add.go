@@ -100,9 +100,20 @@ const wakeField = "wake"
 const messageField = "m"
 
 // entryFields are the field/value pairs of e's stream entry, but for its
-// text (messageField); decodeEntry reads them back.
+// text (messageField); decodeEntry reads them back. The numbers are handed
+// to go-redis by pointer, which it writes as their values: one allocation
+// for them all where each number put in an interface costs one.
 func entryFields(e Entry) []any {
-	return []any{"g", e.GroupID, "p", e.PeerID, "r", e.RandomID, "q", e.Queued.UnixMilli(), "c", e.QuoteCMID, "t", e.ReplyTo}
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli()}
+	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	return a.fields[:]
+}
+
+// entryArgs holds what entryFields points to.
+type entryArgs struct {
+	e      Entry
+	queued int64 // e.Queued in Unix milliseconds
+	fields [12]any
 }
 
 // decodeEntry reads back a stream entry written by Add or Record.
