@@ -59,7 +59,8 @@ type Outbox interface {
 // A Recorder counts a message and stores its reply in one step: on a
 // single Redis server, one script run instead of Counter.Count and
 // Outbox.Add. The reply's text is the count's answer; it is stored once
-// per dedupe key. It answers as Counter.Count. StoredRecorder adapts
+// per dedupe key, so the reply's Key (Outbox.Add's) is left empty. It
+// answers as Counter.Count. StoredRecorder adapts
 // *outbox.Recorder to it.
 type Recorder interface {
 	Record(ctx context.Context, textKey, dedupeKey string, r Reply) (previous int64, duplicate bool, err error)
@@ -328,7 +329,6 @@ func (b *Bot) record(m callback.Message) error {
 		GroupID:  m.GroupID,
 		PeerID:   m.PeerID,
 		RandomID: key.RandomID(),
-		Key:      key.ReplyKey(),
 		Queued:   time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
@@ -351,6 +351,7 @@ func (b *Bot) record(m callback.Message) error {
 	// counting, before storing; the outbox keeps one reply per message.
 	b.counted(m, duplicate)
 	r.Message = strconv.FormatInt(previous, 10)
+	r.Key = key.ReplyKey() // the Recorder stores once per dedupe key: only Add needs it
 	if err := b.outbox.Add(ctx, r); err != nil {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}
