@@ -6,7 +6,9 @@
 # one with 0x82 Out of memory; then VmRSS and VmHWM of its process are read
 # and compared with the kind's cap. One kind is run again with GOMEMLIMIT
 # set far above the caps, i.e. without the soft memory limit serve sets
-# from the caps, as the reference. One server at a time; every flood is
+# from the caps, as the reference, and one with GOMEMLIMIT at one cap +
+# 256 MiB; then every kind is filled in one server, with and without the
+# soft limit. One server at a time; every flood is
 # bounded by -max names and -duration. The live heap the last collection
 # found (GODEBUG=gctrace=1) is printed too: what the stores really hold.
 # Usage: [CAP_MIB=512] [KINDS='access visit …'] bench/rss.sh
@@ -55,6 +57,8 @@ for kind in ${KINDS:-access visit visitkeys window unique hold acquire}; do
 done
 echo "== access alone, GOMEMLIMIT=100GiB (no soft limit from the caps)"
 serve GOMEMLIMIT=100GiB; flood access; stop
+echo "== unique alone, GOMEMLIMIT=$((mib + 256))MiB (one cap + 256 MiB: a limit following the stores in use)"
+serve GOMEMLIMIT=$((mib + 256))MiB; flood unique; stop
 for limit in "" 100GiB; do
   echo "== every kind in one server, one after the other, ratios to the sum of the caps ($((5 * mib)) MiB)${limit:+, GOMEMLIMIT=$limit}"
   serve ${limit:+GOMEMLIMIT=$limit}
