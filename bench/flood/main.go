@@ -36,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
@@ -59,7 +59,7 @@ func main() {
 		fail(2, "flood: -pid and -cap are required")
 	}
 	ctx := context.Background()
-	c, err := counters.Dial(ctx, *addr)
+	c, err := client.Dial(ctx, *addr)
 	if err != nil {
 		fail(1, "flood: %v", err)
 	}
@@ -70,19 +70,19 @@ func main() {
 		return strings.Repeat("n", max(*nameLen-len(s), 0)) + s
 	}
 	keys := make([]string, 8)
-	queue := map[string]func(p *counters.Pipeline, i int){
-		"access":    func(p *counters.Pipeline, i int) { p.Hit(name(i)) },
-		"visit":     func(p *counters.Pipeline, i int) { p.Visit(name(i), "k", 86400) },
-		"visitkeys": func(p *counters.Pipeline, i int) { p.Visit("room", name(i), 86400) },
-		"window":    func(p *counters.Pipeline, i int) { p.WindowHit(name(i), 86400) },
-		"unique": func(p *counters.Pipeline, i int) {
+	queue := map[string]func(p *client.Pipeline, i int){
+		"access":    func(p *client.Pipeline, i int) { p.Hit(name(i)) },
+		"visit":     func(p *client.Pipeline, i int) { p.Visit(name(i), "k", 86400) },
+		"visitkeys": func(p *client.Pipeline, i int) { p.Visit("room", name(i), 86400) },
+		"window":    func(p *client.Pipeline, i int) { p.WindowHit(name(i), 86400) },
+		"unique": func(p *client.Pipeline, i int) {
 			for k := range keys {
 				keys[k] = strconv.Itoa(i*len(keys) + k)
 			}
 			p.UniqueAdd(name(i), keys)
 		},
-		"hold":    func(p *counters.Pipeline, i int) { p.Acquire(name(i), 1, 1) },
-		"acquire": func(p *counters.Pipeline, i int) { p.Acquire(name(i), 1, 1); p.Release(name(i), 1) },
+		"hold":    func(p *client.Pipeline, i int) { p.Acquire(name(i), 1, 1) },
+		"acquire": func(p *client.Pipeline, i int) { p.Acquire(name(i), 1, 1); p.Release(name(i), 1) },
 	}[*kind]
 	if queue == nil {
 		fail(2, "flood: -kind %q: want access, visit, visitkeys, window, unique, hold or acquire", *kind)
