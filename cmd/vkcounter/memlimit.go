@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
 )
@@ -42,20 +45,59 @@ func memoryLimit(c *Config, embedded bool) int64 {
 	return limit + kinds*c.CountersMemoryMaxBytes
 }
 
-// setMemoryLimit applies memoryLimit unless GOMEMLIMIT is set (the
-// runtime has applied that one), and warns when the caps add up to more
-// than the machine or container has: the process could then be killed
-// before a cap refuses anything.
+// liveHeadroom is the least the soft memory limit leaves above the live
+// heap; above 4 times it, a quarter of the live heap is left instead.
+const liveHeadroom = 64 << 20
+
+// followLimit returns the soft memory limit for a live heap of live bytes:
+// a quarter more than live (at least liveHeadroom more), at most ceiling.
+// The collector lets garbage grow as large as the live heap (GOGC=100); a
+// limit a quarter above it keeps the resident memory of full stores within
+// about 25 % of what they hold, while a small heap keeps GOGC's pace.
+func followLimit(live, ceiling int64) int64 {
+	return min(ceiling, live+max(liveHeadroom, live/4))
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit unless GOMEMLIMIT
+// is set (the runtime has applied that one): every second it follows the
+// live heap (followLimit), never above memoryLimit, until Close. It
+// warns when the caps add up to more than the machine or container has:
+// the process could then be killed before a cap refuses anything.
 func (m *Main) setMemoryLimit() {
 	limit := memoryLimit(&m.cfg, m.countersEmbedded())
 	if os.Getenv("GOMEMLIMIT") != "" {
 		limit = debug.SetMemoryLimit(-1)
 	} else {
 		debug.SetMemoryLimit(limit)
-		m.log.Debug().Int64("bytes", limit).Msg("soft memory limit from the in-memory caps (GOMEMLIMIT overrides it)")
+		var ctx context.Context
+		ctx, m.stopLimit = context.WithCancel(context.Background())
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			followLiveHeap(ctx, limit, time.Second)
+		}()
 	}
 	if have := machineMemory(os.ReadFile); have > 0 && limit > have {
 		m.log.Warn().Int64("caps_bytes", limit).Int64("memory_bytes", have).Msg("the in-memory counter caps (RESOURCE_MAX_MEMORY, COUNTERS_MEMORY_MAX_BYTES per kind, plus 256 MiB for the rest) add up to more memory than this machine or container has: the process can be killed before a cap refuses a name; lower them")
+	}
+}
+
+// followLiveHeap sets the soft memory limit from the live heap the last
+// collection found, every period, until ctx ends.
+func followLiveHeap(ctx context.Context, ceiling int64, period time.Duration) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 {
+			debug.SetMemoryLimit(followLimit(int64(sample[0].Value.Uint64()), ceiling))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

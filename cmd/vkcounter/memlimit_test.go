@@ -53,3 +53,16 @@ func TestMachineMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestFollowLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct{ live, ceiling, want int64 }{
+		{20 * mib, 3000 * mib, 84 * mib},     // a small heap: 64 MiB above it
+		{448 * mib, 3000 * mib, 560 * mib},   // a full store: a quarter above it
+		{2800 * mib, 3000 * mib, 3000 * mib}, // never above the caps' sum
+	} {
+		if got := followLimit(tc.live, tc.ceiling); got != tc.want {
+			t.Errorf("followLimit(%d MiB, %d MiB) = %d MiB, want %d MiB", tc.live/mib, tc.ceiling/mib, got/mib, tc.want/mib)
+		}
+	}
+}

@@ -60,8 +60,9 @@ type Main struct {
 	adminSrv   *http.Server
 	counterLn  net.Listener // nil when COUNTER_ADDR=off
 	counterSrv *counters.Server
-	pollers    *longpoll.Group // VK_MODE=longpoll
-	wg         sync.WaitGroup  // serving goroutines
+	pollers    *longpoll.Group    // VK_MODE=longpoll
+	wg         sync.WaitGroup     // serving goroutines
+	stopLimit  context.CancelFunc // ends the soft memory limit's following of the live heap
 
 	// With REQUIRE_VK_TOKEN: why the tokens cannot be relied on yet (see
 	// checkTokens); stopChecks ends the checking.
@@ -565,6 +566,9 @@ func (m *Main) close() error {
 	var errs []error
 	if m.stopChecks != nil {
 		m.stopChecks()
+	}
+	if m.stopLimit != nil {
+		m.stopLimit()
 	}
 	for _, srv := range []struct {
 		s  *http.Server
