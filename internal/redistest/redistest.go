@@ -85,7 +85,10 @@ func Open(t testing.TB, k Kind) *Target {
 	case Mini:
 		m := miniredis.RunT(t)
 		m.ClockTTL(true)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		// miniredis runs Lua in Go: a large script under -race on a loaded
+		// machine can pass go-redis's default 3 s read timeout, and the
+		// client would then send it again, a second write.
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 		t.Cleanup(func() { c.Close() })
 		return &Target{Kind: Mini, Client: c, Mini: m, Addr: m.Addr(), URL: "redis://" + m.Addr()}
 	case Real:
