@@ -274,15 +274,25 @@ func (h *Handler) total(w http.ResponseWriter, r *http.Request) {
 
 // accessOp answers a request on the access counter in the path with op.
 func (h *Handler) accessOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, name string) (int64, error)) {
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		total, err := op(ctx, name)
+		return accessReply{Name: name, Total: total}, err
+	})
+}
+
+// answer calls op with the counter name in the path (empty on a route
+// without one) under the store timeout, and answers op's reply with 200,
+// or its error as fail does.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, name string) (any, error)) {
 	name := r.PathValue("name")
 	ctx, cancel := h.storeContext(r)
 	defer cancel()
-	total, err := op(ctx, name)
+	reply, err := op(ctx, name)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, accessReply{Name: name, Total: total})
+	writeJSON(w, http.StatusOK, reply)
 }
 
 // visitRequest is the body of a visit.
@@ -310,15 +320,10 @@ func (h *Handler) visit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, isNew, err := participant.Visit(ctx, h.stores.Participants, name, req.Key, timeout)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, visitReply{Name: name, Key: req.Key, Active: n, New: isNew})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, isNew, err := participant.Visit(ctx, h.stores.Participants, name, req.Key, timeout)
+		return visitReply{Name: name, Key: req.Key, Active: n, New: isNew}, err
+	})
 }
 
 // leaveRequest is the body of a leave.
@@ -339,15 +344,10 @@ func (h *Handler) leave(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, removed, err := h.stores.Participants.Leave(ctx, name, req.Key)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, leaveReply{Name: name, Key: req.Key, Active: n, Removed: removed})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, removed, err := h.stores.Participants.Leave(ctx, name, req.Key)
+		return leaveReply{Name: name, Key: req.Key, Active: n, Removed: removed}, err
+	})
 }
 
 // activeReply is the answer of active.
@@ -370,15 +370,10 @@ func (h *Handler) active(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, err := h.stores.Participants.Active(ctx, name, timeout)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, activeReply{Name: name, Active: n})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, err := h.stores.Participants.Active(ctx, name, timeout)
+		return activeReply{Name: name, Active: n}, err
+	})
 }
 
 // timeoutParam converts a timeout in seconds to a duration, refusing one

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -41,15 +42,10 @@ func (h *Handler) windowHit(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, err := h.stores.Windows.Hit(ctx, name, d)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, windowHitReply{Name: name, Window: req.Window, Previous: n})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, err := h.stores.Windows.Hit(ctx, name, d)
+		return windowHitReply{Name: name, Window: req.Window, Previous: n}, err
+	})
 }
 
 func (h *Handler) windowCount(w http.ResponseWriter, r *http.Request) {
@@ -64,15 +60,10 @@ func (h *Handler) windowCount(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, err := h.stores.Windows.Count(ctx, name, d)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, windowCountReply{Name: name, Window: secs, Count: n})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, err := h.stores.Windows.Count(ctx, name, d)
+		return windowCountReply{Name: name, Window: secs, Count: n}, err
+	})
 }
 
 // windowParam converts a window in seconds to a duration, refusing one no
@@ -112,27 +103,17 @@ func (h *Handler) uniqueAdd(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, false, maxUniqueAddBody) {
 		return
 	}
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	changed, err := h.stores.Uniques.Add(ctx, name, req.Keys)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, uniqueAddReply{Name: name, Changed: changed})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		changed, err := h.stores.Uniques.Add(ctx, name, req.Keys)
+		return uniqueAddReply{Name: name, Changed: changed}, err
+	})
 }
 
 func (h *Handler) uniqueCount(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, err := h.stores.Uniques.Count(ctx, name)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, uniqueCountReply{Name: name, Estimate: n})
+	h.answer(w, r, func(ctx context.Context, name string) (any, error) {
+		n, err := h.stores.Uniques.Count(ctx, name)
+		return uniqueCountReply{Name: name, Estimate: n}, err
+	})
 }
 
 // uniqueUnion estimates the union of the names in ?names=a,b,… (the
@@ -146,12 +127,8 @@ func (h *Handler) uniqueUnion(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("names: want ?names=a,b,… (1 to %d names)", unique.MaxNames))
 		return
 	}
-	ctx, cancel := h.storeContext(r)
-	defer cancel()
-	n, err := h.stores.Uniques.Count(ctx, names...)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, uniqueUnionReply{Names: names, Estimate: n})
+	h.answer(w, r, func(ctx context.Context, _ string) (any, error) {
+		n, err := h.stores.Uniques.Count(ctx, names...)
+		return uniqueUnionReply{Names: names, Estimate: n}, err
+	})
 }
