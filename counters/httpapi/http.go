@@ -357,13 +357,9 @@ type activeReply struct {
 }
 
 func (h *Handler) active(w http.ResponseWriter, r *http.Request) {
-	var secs int64
-	if q := r.URL.Query(); q.Has("timeout") {
-		var err error
-		if secs, err = strconv.ParseInt(q.Get("timeout"), 10, 64); err != nil {
-			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("timeout %q: want whole seconds", q.Get("timeout")))
-			return
-		}
+	secs, ok := querySeconds(w, r, "timeout", false)
+	if !ok {
+		return
 	}
 	timeout, err := timeoutParam(secs)
 	if err != nil {
@@ -374,6 +370,21 @@ func (h *Handler) active(w http.ResponseWriter, r *http.Request) {
 		n, err := h.stores.Participants.Active(ctx, name, timeout)
 		return activeReply{Name: name, Active: n}, err
 	})
+}
+
+// querySeconds returns the whole seconds in the query parameter key (0 if
+// it is absent and not required), or answers 400 and returns false.
+func querySeconds(w http.ResponseWriter, r *http.Request, key string, required bool) (int64, bool) {
+	q := r.URL.Query()
+	if !required && !q.Has(key) {
+		return 0, true
+	}
+	secs, err := strconv.ParseInt(q.Get(key), 10, 64)
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("%s %q: want whole seconds", key, q.Get(key)))
+		return 0, false
+	}
+	return secs, true
 }
 
 // timeoutParam converts a timeout in seconds to a duration, refusing one

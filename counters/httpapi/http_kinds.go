@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +48,8 @@ func (h *Handler) windowHit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) windowCount(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	secs, err := strconv.ParseInt(q.Get("window"), 10, 64)
-	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("window %q: want whole seconds", q.Get("window")))
+	secs, ok := querySeconds(w, r, "window", true)
+	if !ok {
 		return
 	}
 	d, err := windowParam(secs)
