@@ -49,13 +49,6 @@ func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
 // Call it before the store is used.
 func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
 
-// addExistingScript is INCRBY of ARGV[1] on KEYS[1] if it exists; it
-// answers nil (and changes nothing) if not.
-var addExistingScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('INCRBY', KEYS[1], ARGV[1])
-`)
-
 // key returns the Redis key holding the counter name.
 func (r *Redis) key(name string) string {
 	return r.prefix + "{" + name + "}"
@@ -73,7 +66,7 @@ func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if r.guard.Full() {
 		// No index write: a counter that exists was indexed before its
 		// first INCRBY, and a new one is not created.
-		total, err = addExistingScript.Run(ctx, r.rdb, []string{r.key(name)}, n).Int64()
+		total, err = headroom.IfExists(ctx, r.rdb, "INCRBY", r.key(name), n).Int64()
 		if errors.Is(err, redis.Nil) {
 			return 0, r.guard.Refused(ErrNoMemory)
 		}

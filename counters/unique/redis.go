@@ -42,13 +42,6 @@ type Redis struct {
 // Call it before the store is used.
 func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
 
-// addExistingScript is PFADD of ARGV to KEYS[1] if it exists; it answers
-// nil (and changes nothing) if not.
-var addExistingScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('PFADD', KEYS[1], unpack(ARGV))
-`)
-
 // keyPart follows the service's base prefix in every key of this store.
 const keyPart = "u:"
 
@@ -81,7 +74,7 @@ func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, erro
 	var n int64
 	var err error
 	if r.guard.Full() {
-		n, err = addExistingScript.Run(ctx, r.rdb, []string{r.key(name)}, args...).Int64()
+		n, err = headroom.IfExists(ctx, r.rdb, "PFADD", r.key(name), args...).Int64()
 		if errors.Is(err, redis.Nil) {
 			return false, r.guard.Refused(ErrNoMemory)
 		}

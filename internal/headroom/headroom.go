@@ -244,3 +244,18 @@ func parse(info string, percent int) (*Reading, error) {
 
 // mib formats a byte count in MiB.
 func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB" }
+
+// ifExistsScript runs the command ARGV[1] on KEYS[1] with the rest of ARGV
+// if KEYS[1] exists; it answers nil (and changes nothing) if not.
+var ifExistsScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))
+`)
+
+// IfExists runs the command cmd on key with args in one script, only if
+// key exists: the write a store makes while the Guard finds Redis full,
+// so that a counter that exists keeps counting and no new one is created.
+// Its error is redis.Nil (and nothing changes) if key does not exist.
+func IfExists(ctx context.Context, rdb redis.Scripter, cmd, key string, args ...any) *redis.Cmd {
+	return ifExistsScript.Run(ctx, rdb, []string{key}, append([]any{cmd}, args...)...)
+}
