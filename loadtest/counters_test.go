@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/faultproxy"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
 
@@ -68,29 +69,7 @@ type fakeCounters struct {
 func startFake(t *testing.T, fault func(i int, resp []byte) []byte) string {
 	t.Helper()
 	f := &fakeCounters{fault: fault, totals: map[string]uint64{}, seen: map[string]map[string]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				f.serve(nc)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return tcptest.Serve(t, f.serve)
 }
 
 func (f *fakeCounters) serve(nc net.Conn) {

@@ -15,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // ringOf starts n servers and returns their addresses and servers.
@@ -446,41 +447,18 @@ func TestRingClientKeepsConnectionOnCallerErrors(t *testing.T) {
 // of a pipeline. It returns its address.
 func dyingServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer nc.Close()
-				nc.SetDeadline(time.Now().Add(testTimeout))
-				f, err := wire.NewRequestReader(nc).Read()
-				if err != nil || f.Opcode != wire.OpAcquire {
-					return
-				}
-				req, err := wire.ParseAcquire(f.Body)
-				if err != nil {
-					return
-				}
-				nc.Write(wire.AppendUint32(nil, f.Opcode, f.Opaque, req.Resources))
-			}()
+	return tcptest.Serve(t, func(nc net.Conn) {
+		nc.SetDeadline(time.Now().Add(testTimeout))
+		f, err := wire.NewRequestReader(nc).Read()
+		if err != nil || f.Opcode != wire.OpAcquire {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		req, err := wire.ParseAcquire(f.Body)
+		if err != nil {
+			return
+		}
+		nc.Write(wire.AppendUint32(nil, f.Opcode, f.Opaque, req.Resources))
+	})
 }
 
 // TestRingPipelineConnectionLost: an Acquire answered before its
