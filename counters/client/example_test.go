@@ -12,20 +12,28 @@ import (
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
-func Example() {
+// startServer starts a counter server keeping its counters in memory on a
+// free loopback port and returns its address and how to stop it.
+func startServer() (addr string, stop func()) {
 	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	if err != nil {
 		panic(err)
 	}
-	defer s.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		s.Close()
 		panic(err)
 	}
 	go s.Serve(ln)
+	return ln.Addr().String(), func() { s.Close() }
+}
+
+func Example() {
+	addr, stop := startServer()
+	defer stop()
 
 	ctx := context.Background()
-	c, err := client.Dial(ctx, ln.Addr().String())
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		panic(err)
 	}
@@ -65,18 +73,10 @@ func Example() {
 // The access and participant counters: with no Stores given, the server
 // keeps them in memory.
 func ExampleClient_Hit() {
-	s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-	if err != nil {
-		panic(err)
-	}
-	defer s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	go s.Serve(ln)
+	addr, stop := startServer()
+	defer stop()
 	ctx := context.Background()
-	c, err := client.Dial(ctx, ln.Addr().String())
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		panic(err)
 	}
@@ -107,17 +107,9 @@ func ExampleClient_Hit() {
 func ExampleRingClient_Pipeline() {
 	var addrs []string
 	for range 3 {
-		s, err := counters.NewServer(counters.ServerOptions{Stores: counters.MemoryStores(nil)})
-		if err != nil {
-			panic(err)
-		}
-		defer s.Close()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		go s.Serve(ln)
-		addrs = append(addrs, ln.Addr().String())
+		addr, stop := startServer()
+		defer stop()
+		addrs = append(addrs, addr)
 	}
 	ctx := context.Background()
 	rc, err := client.NewRingClient(ctx, addrs, client.RingOptions{})
