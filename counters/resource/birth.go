@@ -37,8 +37,12 @@ func (r *Redis) birthKey(tag string) string {
 	if !r.cluster {
 		return r.prefix + "b"
 	}
-	return r.prefix + "b{" + slotTags()[crc16(tag)%clusterSlots] + "}"
+	return r.slotBirthKey(slotTags()[crc16(tag)%clusterSlots])
 }
+
+// slotBirthKey returns the birth key of the cluster slot whose tag (one of
+// slotTags) is slotTag.
+func (r *Redis) slotBirthKey(slotTag string) string { return r.prefix + "b{" + slotTag + "}" }
 
 // slotTags returns, for each cluster slot, a hash tag in that slot: the
 // smallest decimal number that hashes to it.
@@ -90,7 +94,7 @@ func (r *Redis) bear(ctx context.Context) (time.Duration, error) {
 	if r.cluster {
 		keys = make([]string, 0, clusterSlots)
 		for _, tag := range slotTags() {
-			keys = append(keys, r.prefix+"b{"+tag+"}")
+			keys = append(keys, r.slotBirthKey(tag))
 		}
 	} else {
 		keys = []string{r.birthKey("")}
