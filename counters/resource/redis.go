@@ -289,18 +289,22 @@ func tag(name []byte) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// counterKeys returns the two keys of the counter whose hash key is hash:
+// the hash and its lease set, with room for the birth key of an acquire.
+func counterKeys(hash string) []string {
+	return append(make([]string, 0, 3), hash, hash+":l")
+}
+
 // keys returns the two keys of a counter name: its hash and its lease set.
 func (r *Redis) keys(name []byte) []string {
-	k := r.prefix + "{" + tag(name) + "}"
-	return []string{k, k + ":l"}
+	return counterKeys(r.prefix + "{" + tag(name) + "}")
 }
 
 // acquireKeys returns the keys of an acquire of a counter name: its two
 // keys and the birth key of its slot.
 func (r *Redis) acquireKeys(name []byte) []string {
 	t := tag(name)
-	k := r.prefix + "{" + t + "}"
-	return []string{k, k + ":l", r.birthKey(t)}
+	return append(counterKeys(r.prefix+"{"+t+"}"), r.birthKey(t))
 }
 
 // Close stops the lease loop. It does not release the holdings of open

@@ -94,7 +94,7 @@ func (r *Redis) peekPage(ctx context.Context, keys []string, fn func(Entry) erro
 	var es []Entry
 	var perr error
 	_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
-		return peekScript, []string{keys[i], keys[i] + ":l"}, []any{r.interval}
+		return peekScript, counterKeys(keys[i]), []any{r.interval}
 	}, func(i int, cmd *redis.Cmd) {
 		e, err := parsePeek(cmd)
 		switch {
