@@ -39,8 +39,6 @@ git archive "$before" | tar -x -C "$work/before"
 
 mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
 per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
-del() { redis-cli -p "$port" --scan --pattern "$1" | xargs -r -n 1000 redis-cli -p "$port" DEL >/dev/null; }
-redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
@@ -55,19 +53,9 @@ forget() { # forget PREFIX: delete the dedupe state and the activity once-keys
 # ceiling TREE: the tree's count script alone, one text, a new message each
 # call; prints calls/s and the Redis CPU per call (µs).
 ceiling() {
-  local tree=$1 sha c0 rps
+  local tree=$1 c0 rps
   c0=$(redis_cpu)
-  if [ -f "$tree/freq/text.lua" ]; then
-    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/text.lua" "$tree/freq/textcount.lua")")
-    local t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
-    rps=$(redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
-      "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__ 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
-  else
-    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/window.lua")")
-    local k='bench:{6b86b273ff34fce19d6b804eff5a3f57}'
-    rps=$(redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 "$k:l" "$k:n" "$k:e:__rand_int__" 86400 86460 3600000 "" 2>/dev/null |
-      tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
-  fi
+  rps=$(count_ceiling "$tree" | grep -o '[0-9.]* requests per second' | awk '{print $1}')
   echo "$rps $(awk -v a="$c0" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}')"
   del 'bench:*'
 }

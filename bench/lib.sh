@@ -1,6 +1,7 @@
 # bench/lib.sh — sourced by the bench scripts: a scratch directory and
 # child processes cleaned up on exit, a fresh Redis server (nothing on disk)
-# on a spare loopback port, and the machine line every report starts with.
+# on a spare loopback port, its CPU and the count script's ceiling on it,
+# and the machine line every report starts with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -15,6 +16,31 @@ start_redis() {
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   url=redis://127.0.0.1:$port/0
+}
+
+# redis_cpu: the Redis server's CPU (user + system seconds, its own INFO),
+# to divide by the calls made.
+redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
+
+# del PATTERN deletes the keys matching PATTERN.
+del() { redis-cli -p "$port" --scan --pattern "$1" | xargs -r -n 1000 redis-cli -p "$port" DEL >/dev/null; }
+
+# count_ceiling [TREE]: redis-benchmark running TREE's count script alone
+# (default: this tree), one text, 50 clients, 200,000 calls, a new message
+# each call (__rand_int__, as every webhook request is a new event); prints
+# its requests-per-second line. Keys under bench:.
+count_ceiling() {
+  local tree=${1:-.} sha
+  if [ -f "$tree/freq/text.lua" ]; then
+    local t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/text.lua" "$tree/freq/textcount.lua")")
+    redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
+      "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__ 2>/dev/null
+  else # the layout before the compact one
+    local k='bench:{6b86b273ff34fce19d6b804eff5a3f57}'
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/window.lua")")
+    redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 "$k:l" "$k:n" "$k:e:__rand_int__" 86400 86460 3600000 "" 2>/dev/null
+  fi | tr '\r' '\n' | grep 'requests per second' | tail -1
 }
 
 machine() {

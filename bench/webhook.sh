@@ -10,22 +10,11 @@ source "$(dirname "$0")/lib.sh"
 start_redis 26390
 go build -o "$work/vkcounter" ./cmd/vkcounter
 
-ceiling() {
-  local sha t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
-  sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/count.lua freq/text.lua freq/textcount.lua)")
-  # A new message each call (__rand_int__), as every webhook request is a new event.
-  redis-benchmark -p $port -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
-    "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__ 2>/dev/null |
-    tr '\r' '\n' | grep 'requests per second' | tail -1
-}
-cleanup() { redis-cli -p $port --scan --pattern 'bench:*' | xargs -r -n 1000 redis-cli -p $port DEL >/dev/null; }
 machine
-# The Redis server's CPU (user + system seconds, its own INFO), to divide by the calls made.
-redis_cpu() { redis-cli -p $port INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 per_call() { awk -v a="$1" -v b="$(redis_cpu)" 'BEGIN {printf "%.1f", (b - a) / 200000 * 1e6}'; }
 c0=$(redis_cpu)
-echo "== ceiling before: redis-benchmark EVALSHA count.lua+text.lua+textcount.lua, 50 clients"; ceiling
-echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
+echo "== ceiling before: redis-benchmark EVALSHA count.lua+text.lua+textcount.lua, 50 clients"; count_ceiling
+echo "   Redis CPU per script call: $(per_call "$c0") µs"; del 'bench:*'
 echo "== in-process webhook (handler, script, outbox, batched vk.messages and vk.users, sender), 50 goroutines"
 c0=$(redis_cpu)
 VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./cmd/vkcounter/ | grep Benchmark
@@ -36,8 +25,8 @@ echo "$max_out"
 half=$(grep -o '[0-9]* requests/s' <<<"$max_out" | head -1 | awk '{printf "%d", $1 / 2}')
 load "half that rate ($half/s), HTTP, 50 in flight" -texts 1000 -per-text 100 -concurrency 50 -rate "$half" -duration 15s -reply-timeout 60s
 c0=$(redis_cpu)
-echo "== ceiling after"; ceiling
-echo "   Redis CPU per script call: $(per_call "$c0") µs"; cleanup
+echo "== ceiling after"; count_ceiling
+echo "   Redis CPU per script call: $(per_call "$c0") µs"; del 'bench:*'
 load "seed scenario 300 texts x 10, window 60s, one at a time" -window 60s -texts 300 -per-text 10 -concurrency 1
 load "seed scenario 3000 texts x 1, window 60s, one at a time" -window 60s -texts 3000 -per-text 1 -concurrency 1
 load "expired: 3000 texts x 1 old occurrence" -window 60s -texts 3000 -per-text 1 -expired 1 -concurrency 1
