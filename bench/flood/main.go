@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/loadtest"
 )
 
 func main() {
@@ -52,8 +54,17 @@ func main() {
 	capBytes := flag.Int64("cap", 0, "the store's cap in bytes, for the ratio")
 	admin := flag.String("admin", "", "the server's admin address (loopback): its Go heap and soft memory limit are printed too")
 	flag.Parse()
-	if !strings.HasPrefix(*addr, "127.") && !strings.HasPrefix(*addr, "localhost:") {
-		fail(2, "flood: -addr %q: loopback only", *addr)
+	for _, a := range []string{*addr, *admin} {
+		if a == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a)
+		if err == nil {
+			err = loadtest.CheckHost(host, false)
+		}
+		if err != nil {
+			fail(2, "flood: %q: want a HOST:PORT on the loopback", a)
+		}
 	}
 	if *pid <= 0 || *capBytes <= 0 {
 		fail(2, "flood: -pid and -cap are required")
