@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters/access"
+	"github.com/vkcounter/vkcounter/counters/internal/benchrun"
 	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -53,18 +54,7 @@ func benchmarkCount(b *testing.B, unit string, op func(ctx context.Context, s ac
 // benchmarkCountOn runs op on s from 50 goroutines and reports the calls
 // per second as unit.
 func benchmarkCountOn(b *testing.B, s access.Store, unit string, op func(ctx context.Context, s access.Store) error) {
-	ctx := context.Background()
-	b.SetParallelism(benchParallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := op(ctx, s); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+	benchrun.Parallel(b, benchParallelism, unit, func(ctx context.Context) error { return op(ctx, s) })
 }
 
 // BenchmarkHitPastHeadroom measures a hit on an existing counter with the

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/vkcounter/vkcounter/counters/internal/benchrun"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -73,16 +74,9 @@ func BenchmarkUniqueCount(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		b.SetParallelism(benchParallelism)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := s.Count(ctx, "bench"); err != nil {
-					b.Error(err)
-					return
-				}
-			}
+		benchrun.Parallel(b, benchParallelism, "counts/s", func(ctx context.Context) error {
+			_, err := s.Count(ctx, "bench")
+			return err
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "counts/s")
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/internal/benchrun"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -51,17 +52,6 @@ func BenchmarkWindowCount(b *testing.B) {
 
 func benchmarkOp(b *testing.B, unit string, op func(ctx context.Context, s window.Store) error) {
 	benchStores(b, func(b *testing.B, s window.Store) {
-		ctx := context.Background()
-		b.SetParallelism(benchParallelism)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := op(ctx, s); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
+		benchrun.Parallel(b, benchParallelism, unit, func(ctx context.Context) error { return op(ctx, s) })
 	})
 }
