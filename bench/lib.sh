@@ -8,10 +8,23 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
+# free_port FIRST [STEP]: the first loopback port from FIRST (by STEP,
+# default 1) that nothing listens on.
+free_port() {
+  local p=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + ${2:-1})); done
+  echo "$p"
+}
+
+# wait_port PORT [TRIES]: waits until something listens on the loopback
+# PORT, at most TRIES (default 50) × 0.1 s.
+wait_port() {
+  for _ in $(seq "${2:-50}"); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && break; sleep 0.1; done
+}
+
 # start_redis FIRST_PORT sets $port and $url to a new Redis server.
 start_redis() {
-  port=$1
-  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+  port=$(free_port "$1")
   redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done

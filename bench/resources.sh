@@ -22,7 +22,7 @@ serve() { # serve PORT STORE
 }
 serve 26415 redis
 serve 26416 memory
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/26416) 2>/dev/null && break; sleep 0.1; done
+wait_port 26416
 
 # The acquire script exactly as the store sends it (common.lua + acquire.lua).
 script=$(cat counters/resource/common.lua counters/resource/acquire.lua)

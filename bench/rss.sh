@@ -20,15 +20,14 @@ go build -o "$work/flood" ./bench/flood
 
 # serve [ENV=VALUE…]: a fresh server; sets $pid and $port.
 serve() {
-  port=26610
-  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 2)); done
+  port=$(free_port 26610 2)
   env HTTP_ADDR=127.0.0.1:0 ADMIN_ADDR=127.0.0.1:$((port + 1)) COUNTER_ADDR=127.0.0.1:$port \
     COUNTERS_STORE=memory RESOURCE_STORE=memory LOG_LEVEL=warn \
     COUNTERS_MEMORY_MAX_BYTES=$cap COUNTERS_MEMORY_MAX_NAMES=100000000 RESOURCE_MAX_MEMORY=$cap \
     GODEBUG=gctrace=1 "$@" "$work/vkcounter" serve 2>"$work/serve.log" &
   pid=$!
   pids+=($pid)
-  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  wait_port "$port" 100
   echo "          idle: $(grep VmRSS /proc/$pid/status | tr -s ' \t' ' ')"
 }
 
