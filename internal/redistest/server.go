@@ -47,16 +47,8 @@ func RestartServer(t testing.TB, addr string, args ...string) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	io.Copy(io.Discard, c) // until the server closes the connection
 	c.Close()
-	for i := 0; ; i++ { // until it stopped listening
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			break
-		}
-		c.Close()
-		if i == 250 {
-			t.Fatalf("redis-server on %s did not stop", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !awaitListening(addr, false) {
+		t.Fatalf("redis-server on %s did not stop", addr)
 	}
 	startOn(t, addr, args...)
 }
@@ -73,12 +65,23 @@ func startOn(t testing.TB, addr string, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if !awaitListening(addr, true) {
+		t.Fatalf("redis-server on %s did not start", addr)
+	}
+}
+
+// awaitListening dials addr every 20 ms, 250 times at most, until a dial
+// succeeds (listening true) or fails (false), and reports whether one did.
+func awaitListening(addr string, listening bool) bool {
 	for range 250 {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			return
+		}
+		if (err == nil) == listening {
+			return true
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("redis-server on %s did not start", addr)
+	return false
 }
