@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,15 +15,12 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
-	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
-	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
 )
@@ -157,33 +153,6 @@ func (m *Main) callbackField(e *zerolog.Event) {
 	}
 }
 
-// serveHTTP listens on addr (the setting named env) and serves h there.
-func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", env, err)
-	}
-	srv := &http.Server{Handler: h,
-		// A client gets little time to send its request and take the answer
-		// (the webhook answers within WEBHOOK_TIMEOUT), and idle kept-alive
-		// connections are closed, so slow or idle clients cannot hold open
-		// files and goroutines without bound.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      m.cfg.WebhookTimeout + 30*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error().Err(err).Str("server", env).Msg("HTTP server stopped")
-		}
-	}()
-	return ln, srv, nil
-}
-
 // CounterOff is the COUNTER_ADDR value that disables the counter port.
 const CounterOff = "off"
 
@@ -227,45 +196,6 @@ func (m *Main) serveCounters(ctx context.Context) error {
 	return nil
 }
 
-// resourcePoolSize is the resource store's Redis connections (per node of
-// a cluster). Each counter connection waits for one script at a time, so
-// up to this many counter connections get their scripts to Redis at once,
-// and Redis answers them together; go-redis's default (10 per CPU) would
-// queue them.
-const resourcePoolSize = 128
-
-// openResources opens the Redis resource store on a client of its own to
-// the counters' Redis, with a larger pool (resourcePoolSize); like every
-// client of the service it never resends a command, and a resent acquire
-// would be a second acquire.
-func (m *Main) openResources(ctx context.Context) error {
-	rc := m.countersRedisConfig()
-	rc.PoolSize = resourcePoolSize
-	var err error
-	if m.resRdb, err = redisconn.Open(rc); err != nil {
-		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
-	}
-	if m.countersEmbedded() {
-		m.log.Warn().Msg("RESOURCE_STORE=redis with the embedded Redis: resource counters are shared by no other instance")
-	}
-	r, err := resource.NewRedis(ctx, m.resRdb, resource.RedisOptions{
-		Prefix:   m.cfg.KeyPrefix,
-		Interval: time.Duration(m.cfg.CounterStatsInterval) * time.Second,
-		Lease:    m.cfg.ResourceLease,
-		Logger:   m.log,
-		Guard:    m.guard,
-	})
-	if err != nil {
-		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
-	}
-	m.resources = r
-	if m.cfg.ResourceLease > time.Minute {
-		m.log.Warn().Stringer("lease", m.cfg.ResourceLease).
-			Msg("RESOURCE_LEASE over a minute: the resources held through an instance that dies stay unavailable that long")
-	}
-	return nil
-}
-
 // fdHeadroom is the number of open files kept for everything but counter
 // connections: the HTTP servers' connections, Redis's pool, files.
 const fdHeadroom = 1024
@@ -297,104 +227,6 @@ func (m *Main) CounterAddr() string {
 		return CounterOff
 	}
 	return m.counterLn.Addr().String()
-}
-
-// redisConfig is the service's Redis: REDIS_CLUSTER, REDIS_URL, or the
-// embedded server once it runs.
-func (m *Main) redisConfig() redisconn.Config {
-	rc := redisConfig(m.cfg.RedisURL, m.cfg.RedisCluster, m.cfg.RedisTimeout)
-	if m.embedded != nil {
-		rc.Addr = m.embedded.Addr()
-	}
-	return rc
-}
-
-// openRedis opens the service's Redis client, first starting the embedded
-// server when neither REDIS_URL nor REDIS_CLUSTER is set.
-func (m *Main) openRedis(ctx context.Context) (err error) {
-	if m.cfg.RedisURL == "" && m.cfg.RedisCluster == "" {
-		if m.embedded, err = embedredis.Start(); err != nil {
-			return err
-		}
-		m.log.Warn().Msg("no REDIS_URL: using an embedded in-memory Redis; counts live only as long as this process")
-	}
-	if m.rdb, err = redisconn.Open(m.redisConfig()); err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := m.rdb.Ping(pingCtx).Err(); err != nil {
-		return fmt.Errorf("redis (%s): %w", m.redisKind(), err)
-	}
-	return nil
-}
-
-// countersRedisConfig is the counters' Redis: COUNTERS_REDIS_CLUSTER,
-// COUNTERS_REDIS_URL, or the service's.
-func (m *Main) countersRedisConfig() redisconn.Config {
-	if m.countersOwnRedis() {
-		return redisConfig(m.cfg.CountersRedisURL, m.cfg.CountersRedisCluster, m.cfg.RedisTimeout)
-	}
-	return m.redisConfig()
-}
-
-// countersOwnRedis reports whether the counters have a Redis of their own.
-func (m *Main) countersOwnRedis() bool {
-	return m.cfg.CountersRedisURL != "" || m.cfg.CountersRedisCluster != ""
-}
-
-// countersEmbedded reports whether the counters' Redis is the embedded one.
-func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.countersOwnRedis() }
-
-// openCountersRedis opens the counters' own Redis if they have one, and
-// the guard that keeps the counter stores from filling theirs
-// (COUNTERS_REDIS_HEADROOM), unless no store of theirs is in Redis.
-func (m *Main) openCountersRedis(ctx context.Context) error {
-	m.cntRdb = m.rdb
-	if m.cfg.CountersStore != counters.StoreRedis && m.cfg.ResourceStore != counters.StoreRedis {
-		return nil
-	}
-	if m.countersOwnRedis() {
-		c, err := redisconn.Open(m.countersRedisConfig())
-		if err != nil {
-			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)
-		}
-		m.cntRdb = c // closed by Close, even if the ping fails
-		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := c.Ping(pingCtx).Err(); err != nil {
-			return fmt.Errorf("counters' redis (COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER): %w", err)
-		}
-	}
-	if m.cfg.CountersRedisHeadroom == 0 || m.countersEmbedded() {
-		return nil // the embedded Redis has no memory limit
-	}
-	g, err := headroom.New(m.cntRdb, headroom.Options{Percent: m.cfg.CountersRedisHeadroom, Setting: "COUNTERS_REDIS_HEADROOM"})
-	if err != nil {
-		return fmt.Errorf("COUNTERS_REDIS_HEADROOM: %w", err)
-	}
-	readCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	r, err := g.Read(readCtx)
-	switch {
-	case err != nil:
-		m.log.Warn().Err(err).Msg("cannot read the counters' Redis INFO memory: COUNTERS_REDIS_HEADROOM is off, and counter clients can fill that Redis")
-		return nil
-	case r.Max == 0:
-		m.log.Info().Str("redis", r.Node).Msg("the counters' Redis has no maxmemory: COUNTERS_REDIS_HEADROOM refuses nothing until one is set")
-	}
-	m.guard = g
-	return nil
-}
-
-func (m *Main) redisKind() string {
-	switch {
-	case m.cfg.RedisCluster != "":
-		return "cluster"
-	case m.cfg.RedisURL != "":
-		return "server"
-	}
-	return "embedded"
 }
 
 func isDryRun(cs []Community) bool {
@@ -445,112 +277,6 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 // does not wait for it: Close ends a waiting read at once by closing its
 // connection.
 const maxPoll = 15 * time.Second
-
-// routes returns the public handler (the webhook, the token-guarded
-// counters API, /healthz) and the admin one (/metrics, /stats, /readyz,
-// /healthz), served on separate addresses so that nothing private sits on
-// the public port.
-func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
-	groups := make([]callback.Group, 0, len(communities))
-	for _, c := range communities {
-		groups = append(groups, callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation})
-	}
-	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
-		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
-	if err != nil {
-		return nil, nil, err
-	}
-	api, err := httpapi.New(m.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
-	if err != nil {
-		return nil, nil, err
-	}
-	healthz := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
-	pub := http.NewServeMux()
-	if m.cfg.VKMode == ModeCallback {
-		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
-	}
-	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))
-	pub.HandleFunc("GET /healthz", healthz)
-	adm := http.NewServeMux()
-	adm.Handle("GET /metrics", m.metrics.Handler())
-	adm.HandleFunc("GET /healthz", healthz)
-	adm.HandleFunc("GET /readyz", m.readyz)
-	adm.HandleFunc("GET /stats", m.stats)
-	return pub, adm, nil
-}
-
-// ready returns why the service cannot take traffic, or nil: Redis does
-// not answer within a second, or VK refuses a token. A VK outage does not
-// make the service unready: the outbox keeps the replies until VK is back,
-// and the webhook goes on counting.
-func (m *Main) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := m.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	if err := m.bot.Ready(); err != nil {
-		return fmt.Errorf("vk: %w", err)
-	}
-	if err := m.tokenProblem(); err != nil {
-		return fmt.Errorf("vk: %w", err)
-	}
-	return nil
-}
-
-func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := m.ready(r.Context()); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ready")
-}
-
-// statsDocument is /stats: each section is its owner's report.
-type statsDocument struct {
-	WindowSeconds int64                     `json:"window_seconds"`
-	Redis         string                    `json:"redis"`
-	Bot           bot.Stats                 `json:"bot"`
-	Outbox        outbox.Report             `json:"outbox"`
-	Counters      countersSection           `json:"counters"`
-	VK            vkSection                 `json:"vk"`
-	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
-}
-
-// countersSection is the bot's activity counters and the store they are in.
-type countersSection struct {
-	Store string `json:"store"`
-	bot.ActivityReport
-}
-
-type vkSection struct {
-	ConsecutiveFailures int64 `json:"consecutive_failures"`
-}
-
-// stats serves /stats from what the process already knows: it makes no
-// Redis call, so it answers at once while Redis is slow or down. Each
-// figure read from Redis carries its age.
-func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
-	doc := statsDocument{
-		WindowSeconds: int64(m.cfg.Window / time.Second),
-		Redis:         m.redisKind(),
-		Bot:           m.bot.Stats(),
-		Outbox:        m.outbox.Report(m.groups...),
-		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
-		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures()},
-	}
-	if m.pollers != nil {
-		doc.Longpoll = m.pollers.Stats()
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(doc)
-}
-
-// HTTPAddr is the address the public HTTP server listens on.
-func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
-
-// AdminAddr is the address the admin HTTP server listens on.
-func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
 
 // Close shuts down within SHUTDOWN_TIMEOUT: stop accepting webhooks, finish
 // in-flight requests, close counter connections (releasing their holdings),

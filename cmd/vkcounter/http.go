@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/counters/httpapi"
+)
+
+// serveHTTP listens on addr (the setting named env) and serves h there.
+func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", env, err)
+	}
+	srv := &http.Server{Handler: h,
+		// A client gets little time to send its request and take the answer
+		// (the webhook answers within WEBHOOK_TIMEOUT), and idle kept-alive
+		// connections are closed, so slow or idle clients cannot hold open
+		// files and goroutines without bound.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      m.cfg.WebhookTimeout + 30*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error().Err(err).Str("server", env).Msg("HTTP server stopped")
+		}
+	}()
+	return ln, srv, nil
+}
+
+// routes returns the public handler (the webhook, the token-guarded
+// counters API, /healthz) and the admin one (/metrics, /stats, /readyz,
+// /healthz), served on separate addresses so that nothing private sits on
+// the public port.
+func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
+	groups := make([]callback.Group, 0, len(communities))
+	for _, c := range communities {
+		groups = append(groups, callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation})
+	}
+	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
+		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := httpapi.New(m.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
+	if err != nil {
+		return nil, nil, err
+	}
+	healthz := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
+	pub := http.NewServeMux()
+	if m.cfg.VKMode == ModeCallback {
+		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
+	}
+	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))
+	pub.HandleFunc("GET /healthz", healthz)
+	adm := http.NewServeMux()
+	adm.Handle("GET /metrics", m.metrics.Handler())
+	adm.HandleFunc("GET /healthz", healthz)
+	adm.HandleFunc("GET /readyz", m.readyz)
+	adm.HandleFunc("GET /stats", m.stats)
+	return pub, adm, nil
+}
+
+// ready returns why the service cannot take traffic, or nil: Redis does
+// not answer within a second, or VK refuses a token. A VK outage does not
+// make the service unready: the outbox keeps the replies until VK is back,
+// and the webhook goes on counting.
+func (m *Main) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := m.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if err := m.bot.Ready(); err != nil {
+		return fmt.Errorf("vk: %w", err)
+	}
+	if err := m.tokenProblem(); err != nil {
+		return fmt.Errorf("vk: %w", err)
+	}
+	return nil
+}
+
+func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := m.ready(r.Context()); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// HTTPAddr is the address the public HTTP server listens on.
+func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
+
+// AdminAddr is the address the admin HTTP server listens on.
+func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
