@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
 // day is an epoch second at the start of an interval of the tests' clocks.
@@ -89,7 +90,7 @@ func TestBadMagicClosesTheConnection(t *testing.T) {
 // TestProtocolBreaksAreRateLimited: a client breaking the protocol on
 // connection after connection gets one log line per period, not one each.
 func TestProtocolBreaksAreRateLimited(t *testing.T) {
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	s := newServer(t, counters.ServerOptions{Stores: counters.MemoryStores(nil), Logger: zerolog.New(&buf)})
 	for range 50 {
 		c := pipe(t, s)
@@ -102,24 +103,6 @@ func TestProtocolBreaksAreRateLimited(t *testing.T) {
 	if !strings.Contains(buf.String(), `"remote"`) {
 		t.Errorf("the line does not name the client: %s", buf.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestOverlongBodyClosesBeforeItIsSent(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
 // cntServer serves a counter port on loopback for the test and returns its
@@ -193,9 +194,9 @@ type cntResult struct {
 // added, until ctx ends or cnt returns, and delivers its result. Its stderr
 // can be read while it runs: "holding" is there once the acquire was
 // answered.
-func holdLock(ctx context.Context, addr string, flags ...string) (<-chan cntResult, *lockedBuffer) {
+func holdLock(ctx context.Context, addr string, flags ...string) (<-chan cntResult, *syncbuf.Buffer) {
 	done := make(chan cntResult, 1)
-	var errOut lockedBuffer
+	var errOut syncbuf.Buffer
 	args := append(append([]string{"-addr", addr}, flags...), "-hold", "acquire", "lock", "1", "1")
 	go func() {
 		var out bytes.Buffer

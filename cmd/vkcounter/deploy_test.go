@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -485,24 +486,7 @@ type process struct {
 	cmd  *exec.Cmd
 	addr string
 	done chan error
-	log  *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log  *syncbuf.Buffer
 }
 
 // startBinary runs the static binary with env and waits until it is
@@ -510,7 +494,7 @@ func (l *lockedBuffer) String() string {
 // server listens before the counter port and the pollers start).
 func startBinary(t *testing.T, env map[string]string) *process {
 	t.Helper()
-	p := &process{addr: freePort(t), done: make(chan error, 1), log: &lockedBuffer{}}
+	p := &process{addr: freePort(t), done: make(chan error, 1), log: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(staticBinary(t))
 	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
 	for k, v := range env {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/internal/together"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -150,7 +151,7 @@ func TestLongEventIDAndLooseFields(t *testing.T) {
 // about two seconds of VK coming back.
 func TestVKOutage(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		var log lockedBuffer
+		var log syncbuf.Buffer
 		a := startAppLog(t, tg, nil, &log)
 		a.vk.SetOutage(vktest.Unreachable)
 		for i := range 5 {
@@ -204,7 +205,7 @@ func TestShutdownWithBacklog(t *testing.T) {
 			if !embedded {
 				tg = redistest.Open(t, redistest.Mini)
 			}
-			var log lockedBuffer
+			var log syncbuf.Buffer
 			a := startAppLog(t, tg, env("SHUTDOWN_TIMEOUT", "300ms"), &log)
 			a.vk.FailAlways(10)
 			for i := range 3 {

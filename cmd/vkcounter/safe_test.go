@@ -12,6 +12,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
 // hostIP returns a non-loopback IPv4 address of this machine, to reach a
@@ -128,7 +129,7 @@ func TestAdminEndpointsNotPublic(t *testing.T) {
 // TestStartupWarnings: every risky setting is named in a warning at
 // start-up, and a safe configuration gets none.
 func TestStartupWarnings(t *testing.T) {
-	var safe lockedBuffer
+	var safe syncbuf.Buffer
 	startAppLog(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"}, &safe)
 	for _, risk := range []string{"secret", "public address", "maxmemory"} {
 		if strings.Contains(safe.String(), risk) {
@@ -136,7 +137,7 @@ func TestStartupWarnings(t *testing.T) {
 		}
 	}
 
-	var risky lockedBuffer
+	var risky syncbuf.Buffer
 	startAppLog(t, nil, map[string]string{"VK_SECRET": "", "HTTP_ADDR": "0.0.0.0:0", "ADMIN_ADDR": "0.0.0.0:0",
 		"COUNTER_ADDR": "0.0.0.0:0", "LOG_LEVEL": "info"}, &risky)
 	for _, want := range []string{
@@ -209,7 +210,7 @@ func TestPublicAddr(t *testing.T) {
 func TestEvictionWarning(t *testing.T) {
 	addr := redistest.StartServer(t) // a server of this test's own, so it may be reconfigured
 	tg := redistest.Target{Kind: redistest.Real, URL: "redis://" + addr + "/0"}
-	var clean lockedBuffer
+	var clean syncbuf.Buffer
 	startAppLog(t, &tg, nil, &clean)
 	if strings.Contains(clean.String(), "maxmemory") {
 		t.Errorf("noeviction server warned:\n%s", clean.String())
@@ -222,7 +223,7 @@ func TestEvictionWarning(t *testing.T) {
 	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	var evicting lockedBuffer
+	var evicting syncbuf.Buffer
 	startAppLog(t, &tg, nil, &evicting)
 	if !strings.Contains(evicting.String(), `"maxmemory_policy":"volatile-lru"`) || !strings.Contains(evicting.String(), "set maxmemory-policy noeviction") {
 		t.Errorf("no eviction warning in:\n%s", evicting.String())
