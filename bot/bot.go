@@ -213,6 +213,10 @@ type Bot struct {
 	closeMu  sync.Mutex     // guards setting closing against inflight.Add
 	closing  atomic.Bool    // set by Close: no new messages
 	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
+	// recordDeadline bounds each record by RecordTimeout; results are
+	// chan error, buffered for one, each carrying a record's result.
+	recordDeadline *sharedDeadline
+	results        sync.Pool
 	// draining is set by Close once no message is being recorded (or at its
 	// deadline): the senders read no new replies, finish what this
 	// instance holds, and stop.
@@ -246,7 +250,9 @@ func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, er
 	if len(groups) == 0 {
 		return nil, errors.New("bot: no community configured")
 	}
-	b := &Bot{counter: counter, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{}}
+	b := &Bot{counter: counter, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
+		recordDeadline: newSharedDeadline(opts.RecordTimeout)}
+	b.results.New = func() any { return make(chan error, 1) }
 	b.outage.init(b)
 	for _, g := range groups {
 		if b.groups[g.ID] {
@@ -295,15 +301,17 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 	if !b.enter() {
 		return ErrClosed
 	}
-	done := make(chan error, 1)
+	done := b.results.Get().(chan error)
 	go func() {
 		defer b.inflight.Done()
 		done <- b.record(m)
 	}()
 	select {
 	case err := <-done:
+		b.results.Put(done) // empty again: it carries one result
 		return err
 	case <-ctx.Done():
+		// done is left to the garbage collector, with the late result.
 		b.stats.late.Add(1)
 		return fmt.Errorf("bot: no answer from Redis in time, the message is recognised when it comes again: %w", ctx.Err())
 	}
@@ -322,8 +330,7 @@ func (b *Bot) enter() bool {
 
 // record counts m and stores its reply, on the bot's own deadline.
 func (b *Bot) record(m callback.Message) error {
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.RecordTimeout)
-	defer cancel()
+	ctx := b.recordDeadline.context()
 	key := MessageKey(m)
 	r := Reply{
 		GroupID:  m.GroupID,

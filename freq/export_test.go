@@ -9,7 +9,10 @@ import (
 // Keys returns the keys s uses for identity: the text's key, the slot's
 // two dedupe hashes, the former layout's list and total and, when eventID
 // is not empty, the former layout's dedupe key.
-func (s *Store) Keys(identity, eventID string) []string { return s.keys(identity, eventID, 0).keys }
+func (s *Store) Keys(identity, eventID string) []string {
+	k := s.keys(identity, eventID)
+	return k.names[:k.n]
+}
 
 // Result is the script's whole answer, with the time the occurrence was
 // recorded at.
@@ -31,7 +34,8 @@ func (s *Store) CountResult(ctx context.Context, identity, dedupe string) (Resul
 // Windows still runs. It is how the upgrade tests make the keys a running
 // service of the former version leaves.
 func (s *Store) CountFormer(ctx context.Context, identity, dedupe string, at time.Time, ttl time.Duration) (Result, error) {
-	k := s.keys(identity, dedupe, 0).keys
+	kk := s.keys(identity, dedupe)
+	k := kk.names[:kk.n]
 	keys := k[3:5]
 	if dedupe != "" {
 		keys = k[3:6]

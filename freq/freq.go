@@ -221,12 +221,15 @@ type Then struct {
 // The entry is appended once per dedupe key: a repeated key appends
 // nothing more (unless the message was counted by Count without it, whose
 // entry is appended then). With an empty dedupe key, every call appends.
-// It answers as Count.
-func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then Then) (previous int64, duplicate bool, err error) {
-	k := s.keys(identity, dedupe, 1)
+// It answers as Count. then is only read, during the call; its fields are
+// handed to go-redis by pointer, which costs no allocation where each
+// number or string put in an interface costs one.
+func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then *Then) (previous int64, duplicate bool, err error) {
+	k := s.keys(identity, dedupe)
+	k.names[k.n] = then.Stream
 	args := make([]any, 0, len(s.fixed)+3+len(then.Fields))
-	args = append(append(args, s.fixed[:]...), k.hash, then.MaxLen, then.Field)
-	v, err := recordScript.Exec(ctx, s.rdb, append(k.keys, then.Stream), append(args, then.Fields...)).Result()
+	args = append(append(args, s.fixed[:]...), &k.hash, &then.MaxLen, &then.Field)
+	v, err := recordScript.Exec(ctx, s.rdb, k.names[:k.n+1], append(args, then.Fields...)).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
 			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
@@ -239,8 +242,8 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then The
 
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
-	k := s.keys(identity, dedupe, 0)
-	v, err := textScript.Exec(ctx, s.rdb, k.keys, []any{s.windowArg, s.keyTTLArg, s.dedupeArg, at, k.hash}).Result()
+	k := s.keys(identity, dedupe)
+	v, err := textScript.Exec(ctx, s.rdb, k.names[:k.n], []any{s.windowArg, s.keyTTLArg, s.dedupeArg, at, &k.hash}).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}

@@ -27,20 +27,23 @@ const textHashBytes = 9
 // taken for one with probability 2^-56 per pair.
 const dedupeHashBytes = 7
 
-// textKeys are the KEYS and the message's hash of one count.
+// textKeys are the KEYS and the message's hash of one count. The script's
+// arguments point into it (go-redis writes a *string as its value), so a
+// count allocates its key strings (one allocation) and this struct only.
 type textKeys struct {
-	keys []string // text, even bucket, odd bucket, former list, former total[, former dedupe key]
-	hash string   // dedupeHashBytes bytes, or "" without a dedupe key
+	// names are text, even bucket, odd bucket, former list, former
+	// total[, former dedupe key], then room for one key of the caller.
+	names [7]string
+	n     int    // how many names keys filled
+	hash  string // dedupeHashBytes bytes, or "" without a dedupe key
 }
 
-// scratch holds the buffers keys hashes and builds names in, so that a
-// count allocates only its key strings (one allocation) and their slice.
+// scratch holds the buffers keys hashes and builds names in.
 var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// keys returns the script's KEYS for identity and dedupe (see textKeys),
-// with room for extra more at the end. The names are substrings of one
-// string.
-func (s *Store) keys(identity, dedupe string, extra int) textKeys {
+// keys returns the script's KEYS for identity and dedupe (see textKeys).
+// The names are substrings of one string.
+func (s *Store) keys(identity, dedupe string) *textKeys {
 	bp := scratch.Get().(*[]byte)
 	defer scratch.Put(bp)
 	sum := sha256.Sum256(append((*bp)[:0], identity...))
@@ -81,10 +84,10 @@ func (s *Store) keys(identity, dedupe string, extra int) textKeys {
 	}
 	*bp = b
 	all := string(b)
-	k := textKeys{keys: make([]string, n, n+extra)}
+	k := &textKeys{n: n}
 	start := 0
 	for i := range n {
-		k.keys[i] = all[start:ends[i]]
+		k.names[i] = all[start:ends[i]]
 		start = ends[i]
 	}
 	if dedupe != "" {

@@ -117,7 +117,7 @@ func TestUpgradeThen(t *testing.T) {
 		s := newStore(t, tg, freq.Options{})
 		stream := redistest.Prefix(t) + "stream"
 		t.Cleanup(func() { tg.Client.Del(context.Background(), stream) })
-		then := freq.Then{Stream: stream, MaxLen: 100, Field: "n", Fields: []any{"peer", "1"}}
+		then := &freq.Then{Stream: stream, MaxLen: 100, Field: "n", Fields: []any{"peer", "1"}}
 		if _, err := s.CountFormer(ctx, "t", "m1", time.Time{}, time.Hour); err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func (o *Outbox) Add(ctx context.Context, e Entry) error {
 	if e.Key != "" {
 		keys = append(keys, o.onceKey(e.GroupID, e.Key))
 	}
-	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, e.Message}, entryFields(e)...)
+	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, e.Message}, newEntryArgs(e).fields[:]...)
 	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
 	if redisconn.IsError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, e.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
@@ -84,8 +84,9 @@ func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{count
 // the entry is stored once per dedupe key (see freq.Store.CountThen). A
 // full outbox refuses a new message with ErrFull, and nothing is counted.
 func (rec *Recorder) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
-	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, freq.Then{Stream: rec.o.community(e.GroupID).key, MaxLen: rec.o.opts.MaxLen,
-		Field: messageField, Fields: entryFields(e)})
+	a := newEntryArgs(e)
+	a.then = freq.Then{Stream: rec.o.community(e.GroupID).key, MaxLen: rec.o.opts.MaxLen, Field: messageField, Fields: a.fields[:]}
+	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, &a.then)
 	if errors.Is(err, freq.ErrStreamFull) {
 		err = fmt.Errorf("%w: community %d: %w", ErrFull, e.GroupID, err)
 	}
@@ -99,21 +100,24 @@ const wakeField = "wake"
 // messageField is the entry field holding the reply's text.
 const messageField = "m"
 
-// entryFields are the field/value pairs of e's stream entry, but for its
-// text (messageField); decodeEntry reads them back. The numbers are handed
-// to go-redis by pointer, which it writes as their values: one allocation
-// for them all where each number put in an interface costs one.
-func entryFields(e Entry) []any {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli()}
-	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
-	return a.fields[:]
-}
-
-// entryArgs holds what entryFields points to.
+// entryArgs holds the arguments of one entry's store: fields are the
+// field/value pairs of e's stream entry, but for its text (messageField);
+// decodeEntry reads them back. The numbers are handed to go-redis by
+// pointer, which it writes as their values: one allocation for them all
+// (and Record's count, then) where each number put in an interface costs
+// one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
 	fields [12]any
+	then   freq.Then
+}
+
+// newEntryArgs returns e's entryArgs, with then left for Record to fill.
+func newEntryArgs(e Entry) *entryArgs {
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli()}
+	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	return a
 }
 
 // decodeEntry reads back a stream entry written by Add or Record.

@@ -99,6 +99,9 @@ func Safe(opt *redis.Options, timeout time.Duration) {
 // redis.error_reply) whose code, its first word such as NOGROUP or
 // BUSYGROUP, is code. Redis error replies carry no other structure.
 func IsError(err error, code string) bool {
+	if err == nil { // the usual case, without the allocation errors.As costs
+		return false
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false
