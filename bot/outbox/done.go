@@ -5,8 +5,11 @@ import (
 	"fmt"
 )
 
-// Done acknowledges and deletes entries of group: VK accepted or refused
-// them for good. The same call reads group's outbox afresh for Stats.
+// Done acknowledges entries of group, VK accepted or refused them for good,
+// and trims the stream up to its oldest entry not finished (see trim.lua):
+// an entry finished while an older one is still pending stays in the
+// stream, never to be handed out again, until that one is finished. The
+// same call reads group's outbox afresh for Stats.
 func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	if len(ids) == 0 {
 		return nil

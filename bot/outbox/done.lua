@@ -1,5 +1,6 @@
--- done.lua acknowledges and deletes entries of an outbox stream in one
--- call: the replies VK accepted or refused for good. Repeating it changes
+-- done.lua acknowledges entries of an outbox stream in one call, the
+-- replies VK accepted or refused for good, and removes the finished
+-- entries at the head of the stream (after trim.lua). Repeating it changes
 -- nothing. It answers with the stream's reading (after reading.lua), so the
 -- figures /stats shows follow the sends without a call of their own.
 --
@@ -9,5 +10,5 @@
 --
 -- Reply: {length, oldest id or ""}, as stats.lua.
 redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+trim(KEYS[1], ARGV[1])
 return reading(KEYS[1])

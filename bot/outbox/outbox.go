@@ -4,8 +4,11 @@
 // Each community has one Redis Stream with one consumer group. Add appends
 // a reply; Take hands out new entries to this instance's consumer and takes
 // over entries another consumer (a dead or stuck instance) has held longer
-// than ClaimAfter; Done acknowledges and deletes entries, so the stream only
-// ever holds replies not yet accepted by VK. While an instance shuts down,
+// than ClaimAfter; Done acknowledges entries and trims the stream up to the
+// oldest one not finished, so the stream holds the replies not yet
+// accepted by VK, and those finished while an older one still waits
+// (acknowledged, never handed out again) until that one is finished too.
+// While an instance shuts down,
 // Drain hands out only what it still has to finish, and Release gives back
 // what it could not, for the other instances to send at once. A reply may
 // be handed out twice (after a crash between the send and Done); the
@@ -50,7 +53,9 @@ type Options struct {
 	// Prefix is the service's base prefix (default DefaultPrefix): every
 	// key starts with it followed by "o:".
 	Prefix string
-	// MaxLen is the most replies waiting per community (default 100000).
+	// MaxLen is the most entries per community's stream (default 100000):
+	// replies waiting, and those finished while an older one still waits
+	// (see Done).
 	MaxLen int64
 	// ClaimAfter is how long an entry may stay unacknowledged with another
 	// consumer before this one takes it over (default 30s).

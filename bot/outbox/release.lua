@@ -1,9 +1,11 @@
 -- release.lua hands entries a consumer took back to the outbox, for any
 -- consumer to read at once: each one still pending under the consumer is
--- added again as a new entry with the same fields, then acknowledged and
--- deleted. An entry the consumer no longer holds (another took it over,
--- or it was sent and deleted) is left as it is. Running it again changes
--- nothing more: what it released is no longer pending under the consumer.
+-- added again as a new entry with the same fields, then acknowledged; the
+-- finished entries at the head of the stream are removed (after
+-- trim.lua). An entry the consumer no longer holds (another took it over,
+-- or it was sent and acknowledged) is left as it is. Running it again
+-- changes nothing more: what it released is no longer pending under the
+-- consumer.
 --
 -- KEYS[1]  the outbox stream
 -- ARGV[1]  the consumer group
@@ -38,6 +40,8 @@ for _, id in ipairs(ids) do
     released = released + 1
   end
   redis.call('XACK', KEYS[1], ARGV[1], id)
-  redis.call('XDEL', KEYS[1], id)
+end
+if #ids > 0 then
+  trim(KEYS[1], ARGV[1])
 end
 return {released, #ids}

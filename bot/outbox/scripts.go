@@ -14,6 +14,8 @@ var (
 	addLua string
 	//go:embed reading.lua
 	readingLib string // the library stats.lua and done.lua share
+	//go:embed trim.lua
+	trimLib string // the library done.lua and release.lua share
 	//go:embed stats.lua
 	statsLua string
 	//go:embed prune.lua
@@ -30,7 +32,7 @@ var (
 	addScript     = redis.NewScript(addLua)
 	statsScript   = redis.NewScript(readingLib + statsLua)
 	pruneScript   = redis.NewScript(pruneLua)
-	doneScript    = redis.NewScript(readingLib + doneLua)
+	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)
 	recoverScript = redis.NewScript(recoverLua)
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = redis.NewScript(trimLib + releaseLua)
 )

@@ -22,7 +22,7 @@ type reading struct {
 
 // Stats describes one community's outbox as last read.
 type Stats struct {
-	Length int64         // replies not yet accepted by VK
+	Length int64         // entries in the stream: see Report.Length
 	Oldest time.Duration // age of the oldest of them, now
 	// Age is how long ago Length and Oldest were read from Redis; -1 if
 	// they never were.
@@ -49,7 +49,8 @@ func (o *Outbox) Stats(group int) Stats {
 	return s
 }
 
-// Len reads from Redis how many replies group's outbox holds now.
+// Len reads from Redis how many entries group's outbox holds now (see
+// Report.Length).
 func (o *Outbox) Len(ctx context.Context, group int) (int64, error) {
 	n, err := o.rdb.XLen(ctx, o.key(group)).Result()
 	if err != nil {
@@ -128,7 +129,10 @@ func (o *Outbox) Total(groups ...int) Stats {
 // A Report is the outbox of some communities as /stats shows it: their
 // last readings summed (see Total) and this instance's redeliveries.
 type Report struct {
-	Length        int64       `json:"length"`         // replies not yet accepted by VK
+	// Length is the entries in the streams: the replies not yet accepted
+	// by VK, and those finished while an older one still waits, until it
+	// is finished too (see Done).
+	Length        int64       `json:"length"`
 	OldestSeconds float64     `json:"oldest_seconds"` // age of the oldest of them
 	Age           age.Seconds `json:"age_seconds"`    // how long ago they were read
 	Redeliveries  int64       `json:"redeliveries"`   // see Redeliveries

@@ -106,7 +106,7 @@ func messages(streams []redis.XStream) []redis.XMessage {
 // handouts.handOut): an entry two calls of this instance were given (a
 // recovery, and a read under way) is handed out by one of them only. An
 // entry that does not decode cannot ever be sent: it is logged and
-// deleted.
+// finished (Done).
 func (o *Outbox) decode(ctx context.Context, c *community, group int, msgs []redis.XMessage) []Entry {
 	out := make([]Entry, 0, len(msgs))
 	var bad []string
@@ -117,7 +117,7 @@ func (o *Outbox) decode(ctx context.Context, c *community, group int, msgs []red
 		}
 		e, err := decodeEntry(m)
 		if err != nil {
-			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry deleted")
+			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry dropped")
 			bad = append(bad, m.ID)
 			return false
 		}
