@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.35.1
+	github.com/valyala/fastjson v1.6.10
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/time v0.16.0
 )

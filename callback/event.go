@@ -2,10 +2,10 @@ package callback
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/SevereCloud/vksdk/v2/events"
+	"github.com/valyala/fastjson"
 )
 
 // An Event is one community event as the Callback API posts it and the
@@ -17,18 +17,25 @@ type Event struct {
 	EventID string
 	// Secret is the secret key; the Bots Long Poll API sends none.
 	Secret string
-	// Object is the event's object, undecoded.
+	// Object is the event's object as sent, less the blanks between its
+	// tokens; nil if the event has none.
 	Object json.RawMessage
 }
 
 // DecodeEvent decodes one event envelope. Only type, group_id, event_id,
 // secret and object are read; an event without a type is an error.
 func DecodeEvent(data []byte) (Event, error) {
-	env, err := decodeEnvelope(data)
+	d := getDecoder()
+	defer d.release()
+	env, err := d.decodeEnvelope(data)
 	if err != nil {
 		return Event{}, err
 	}
-	return Event{Type: events.EventType(env.Type), GroupID: env.GroupID, EventID: env.EventID, Secret: env.Secret, Object: env.Object}, nil
+	ev := Event{Type: env.typ, GroupID: env.groupID, EventID: env.eventID, Secret: string(env.secret)}
+	if env.object != nil {
+		ev.Object = env.object.MarshalTo(nil)
+	}
+	return ev, nil
 }
 
 // Message decodes the message of a message_new event exactly as the
@@ -38,7 +45,17 @@ func (e Event) Message() (Message, error) {
 	if e.Type != events.EventMessageNew {
 		return Message{}, fmt.Errorf("event type %q: not %s", e.Type, events.EventMessageNew)
 	}
-	m, err := decodeMessage(e.Object)
+	d := getDecoder()
+	defer d.release()
+	var object *fastjson.Value
+	if e.Object != nil {
+		v, err := d.parse(e.Object)
+		if err != nil {
+			return Message{}, fmt.Errorf("message_new object: %w", err)
+		}
+		object = v
+	}
+	m, err := d.message(object)
 	if err != nil {
 		return Message{}, err
 	}
@@ -46,16 +63,12 @@ func (e Event) Message() (Message, error) {
 	return m, nil
 }
 
-// decodeEnvelope decodes the envelope of an event. Unmarshal copies what
-// it keeps (strings, the raw object), so data can be reused once it
-// returns.
-func decodeEnvelope(data []byte) (envelope, error) {
-	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
+// decodeEnvelope parses data and decodes the envelope of the event. The
+// envelope is valid until d is reused.
+func (d *decoder) decodeEnvelope(data []byte) (envelope, error) {
+	v, err := d.parse(data)
+	if err != nil {
 		return envelope{}, fmt.Errorf("event envelope: %w", err)
 	}
-	if env.Type == "" {
-		return envelope{}, errors.New("event envelope: no type")
-	}
-	return env, nil
+	return d.envelope(v)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -215,33 +214,6 @@ type event struct {
 	retry   int
 }
 
-// envelope holds the fields of vksdk's GroupEvent the handler reads. The
-// API version ("v") is not among them: it is skipped unread, so a change
-// in its type cannot fail the decoding, and it costs nothing.
-type envelope struct {
-	Type    eventType       `json:"type"`
-	Object  json.RawMessage `json:"object"`
-	GroupID int             `json:"group_id"`
-	EventID string          `json:"event_id"`
-	Secret  string          `json:"secret"`
-}
-
-// eventType is an event's type. The one the bot counts is read as the
-// constant, without allocating a copy; the others as any string.
-type eventType events.EventType
-
-// messageNewJSON is the type of a message_new event as VK writes it.
-const messageNewJSON = `"` + string(events.EventMessageNew) + `"`
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (t *eventType) UnmarshalJSON(data []byte) error {
-	if string(data) == messageNewJSON {
-		*t = eventType(events.EventMessageNew)
-		return nil
-	}
-	return json.Unmarshal(data, (*events.EventType)(t))
-}
-
 // ServeHTTP handles one Callback API request. See the package comment for
 // the responses.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -262,35 +234,37 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		w.Header().Set("Allow", http.MethodPost)
 		return fmt.Errorf("%w: %s", errMethod, r.Method)
 	}
-	env, err := h.readEnvelope(w, r)
+	d := getDecoder()
+	defer d.release()
+	env, err := h.readEnvelope(w, r, d)
 	if err != nil {
 		return err
 	}
-	ev.typ, ev.groupID, ev.eventID = events.EventType(env.Type), env.GroupID, env.EventID
+	ev.typ, ev.groupID, ev.eventID = env.typ, env.groupID, env.eventID
 
-	g, ok := h.groups[env.GroupID]
+	g, ok := h.groups[env.groupID]
 	if !ok {
-		return fmt.Errorf("%w: group_id %d is not configured", errForbidden, env.GroupID)
+		return fmt.Errorf("%w: group_id %d is not configured", errForbidden, env.groupID)
 	}
 	if g.hasSecret {
-		got := sha256.Sum256([]byte(env.Secret))
+		got := sha256.Sum256(env.secret)
 		if h.compare(got[:], g.secret[:]) != 1 {
 			return fmt.Errorf("%w: wrong secret", errForbidden)
 		}
 	}
 
-	switch events.EventType(env.Type) {
+	switch env.typ {
 	case events.EventConfirmation:
 		if g.confirmation == "" {
-			return fmt.Errorf("%w: no confirmation string configured for group_id %d", errForbidden, env.GroupID)
+			return fmt.Errorf("%w: no confirmation string configured for group_id %d", errForbidden, env.groupID)
 		}
 		writeText(w, g.confirmation)
 	case events.EventMessageNew:
-		m, err := decodeMessage(env.Object)
+		m, err := d.message(env.object)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errMalformed, err)
 		}
-		m.GroupID, m.EventID = env.GroupID, env.EventID
+		m.GroupID, m.EventID = env.groupID, env.eventID
 		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 		err = h.next.HandleMessage(ctx, m)
 		cancel()
@@ -307,8 +281,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 }
 
 // readEnvelope reads the body within the size limit and decodes the event
-// envelope.
-func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request) (envelope, error) {
+// envelope with d. The envelope is valid until d is reused.
+func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request, d *decoder) (envelope, error) {
 	if r.ContentLength > h.maxBody {
 		return envelope{}, fmt.Errorf("%w: Content-Length %d over the limit of %d bytes", errTooLarge, r.ContentLength, h.maxBody)
 	}
@@ -325,7 +299,7 @@ func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request) (envelope
 		return envelope{}, fmt.Errorf("%w: reading body: %w", errMalformed, err)
 	}
 
-	env, err := decodeEnvelope(buf.Bytes())
+	env, err := d.decodeEnvelope(buf.Bytes())
 	if err != nil {
 		return envelope{}, fmt.Errorf("%w: %w", errMalformed, err)
 	}

@@ -327,3 +327,133 @@ func compact(t *testing.T, s string) string {
 	}
 	return buf.String()
 }
+
+// TestTextAsEncodingJSON: the text is hashed into the counting key, so it
+// must read exactly as encoding/json reads it, invalid UTF-8 (one U+FFFD
+// per byte) and lone surrogates (U+FFFD) included.
+func TestTextAsEncodingJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string // the JSON string's text between its quotes
+	}{
+		{"plain", "доброе утро"},
+		{"invalid bytes", "a\xff\xfeb"},
+		{"a run of invalid bytes", "\xff\xff\xff"},
+		{"encoded surrogate", "\xed\xa0\x80"},
+		{"truncated sequence", "x\xe2\x82"},
+		{"overlong", "\xc0\xaf"},
+		{"escapes", `\"\\\/\b\f\n\r\t`},
+		{"NUL", `a\u0000b`},
+		{"surrogate pair", `\ud83d\ude00`},
+		{"lone high surrogate", `\ud83d`},
+		{"lone low surrogate", `\ude00x`},
+		{"high surrogate then a letter", `\ud83d\u0041`},
+		{"two highs then a low", `\ud83d\ud83d\ude00`},
+		{"escaped non-ASCII", `\u00e9\u212a\uFFFD`},
+		{"mixed", "\xff" + `\u00e9` + "\xe2\x82" + `\ud800`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want string
+			if err := json.Unmarshal([]byte(`"`+tt.raw+`"`), &want); err != nil {
+				t.Fatal(err)
+			}
+			object := `{"message":{"peer_id":10,"text":"` + tt.raw + `"}}`
+			status, body, got := handleOne(t, event("message_new", fixtureGroup, fixtureSecret, object), nil)
+			if status != http.StatusOK || got == nil {
+				t.Fatalf("got %d %q", status, body)
+			}
+			if got.Text != want {
+				t.Errorf("text = %q, encoding/json reads %q", got.Text, want)
+			}
+		})
+	}
+}
+
+// TestDuplicateKeys: as with encoding/json, the last of duplicate keys
+// wins, null leaves a number or a text as it was, and a second "message"
+// object is read into the first.
+func TestDuplicateKeys(t *testing.T) {
+	tests := []struct {
+		name   string
+		object string
+		want   callback.Message
+	}{
+		{"peer_id twice", `{"peer_id":1,"peer_id":2}`, callback.Message{PeerID: 2}},
+		{"null keeps a number", `{"peer_id":1,"peer_id":null}`, callback.Message{PeerID: 1}},
+		{"null keeps a text", `{"peer_id":1,"text":"a","text":null}`, callback.Message{PeerID: 1, Text: "a"}},
+		{"text twice", `{"peer_id":1,"text":"a","text":"b"}`, callback.Message{PeerID: 1, Text: "b"}},
+		{"out reset by null", `{"peer_id":1,"out":1,"out":null}`, callback.Message{PeerID: 1}},
+		{"action twice", `{"peer_id":1,"action":"a","action":{"type":"b"}}`, callback.Message{PeerID: 1, Action: "b"}},
+		{"messages merged", `{"message":{"peer_id":1,"text":"a"},"message":{"text":"b"}}`, callback.Message{PeerID: 1, Text: "b"}},
+		{"null message unsets", `{"message":{"peer_id":1,"text":"a"},"message":null,"message":{"peer_id":2}}`, callback.Message{PeerID: 2}},
+		{"attachments twice", `{"peer_id":1,"attachments":[{"type":"a"}],"attachments":[{"type":"b"},null]}`,
+			callback.Message{PeerID: 1, Attachments: []callback.Attachment{{Type: "b"}, {}}}},
+		{"attachment type twice", `{"peer_id":1,"attachments":[{"type":7,"type":"photo","photo":{"id":1},"photo":{"id":2}}]}`,
+			callback.Message{PeerID: 1, Attachments: []callback.Attachment{{Type: "photo", ID: 2}}}},
+		{"attachment field twice", `{"peer_id":1,"attachments":[{"type":"wall","wall":{"owner_id":3,"owner_id":null,"to_id":4}}]}`,
+			callback.Message{PeerID: 1, Attachments: []callback.Attachment{{Type: "wall", OwnerID: 4}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"type":"message_new","group_id":2,"object":` + tt.object + `,"group_id":218245623,"secret":"x","secret":"` + fixtureSecret + `"}`
+			status, resp, got := handleOne(t, body, nil)
+			if status != http.StatusOK || got == nil {
+				t.Fatalf("got %d %q", status, resp)
+			}
+			tt.want.GroupID = fixtureGroup
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Errorf("message:\n got %+v\nwant %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeysFoldCase: like encoding/json, field names match keys in any
+// case, Unicode folding included (ſ is an s, the Kelvin sign a k), and
+// after escapes are decoded. Attachment objects are found under their
+// exact type.
+func TestKeysFoldCase(t *testing.T) {
+	body := `{"TYPE":"message_new","Group_ID":218245623,"\u017fecret":"` + fixtureSecret + `","Event_Id":"e9","object":` +
+		`{"Message":{"PEER_ID":10,"Text":"hi","OUT":1,"attachment\u017f":[{"type":"s","s":{"STIC\u212aER_ID":9}},` +
+		`{"type":"photo","Photo":{"id":1},"ph\u006fto":{"id":2}}]}}}`
+	status, resp, got := handleOne(t, body, nil)
+	if status != http.StatusOK || got == nil {
+		t.Fatalf("got %d %q", status, resp)
+	}
+	want := callback.Message{GroupID: fixtureGroup, EventID: "e9", PeerID: 10, Text: "hi", Out: true,
+		Attachments: []callback.Attachment{{Type: "s", StickerID: 9}, {Type: "photo", ID: 2}}}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("message:\n got %+v\nwant %+v", *got, want)
+	}
+}
+
+// TestNumberFields pins how the numbers the bot reads are taken: JSON
+// integers or strings holding one as sent; null is 0; fractions,
+// exponents, overflow, escapes and other types are errors.
+func TestNumberFields(t *testing.T) {
+	tests := []struct {
+		value string
+		want  int // -1: a 400
+	}{
+		{`42`, 42}, {`-0`, 0}, {`"42"`, 42}, {`"+42"`, 42}, {`"007"`, 7}, {`null`, 0},
+		{`9223372036854775807`, 9223372036854775807},
+		{`9223372036854775808`, -1}, {`1e3`, -1}, {`1.0`, -1}, {`"1e3"`, -1}, {`""`, -1}, {`" 1"`, -1},
+		{`"\u0031"`, -1}, {`true`, -1}, {`{}`, -1}, {`[1]`, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			object := `{"message":{"peer_id":10,"from_id":` + tt.value + `}}`
+			status, body, got := handleOne(t, event("message_new", fixtureGroup, fixtureSecret, object), nil)
+			if tt.want < 0 {
+				if status != http.StatusBadRequest || !strings.Contains(body, "message.from_id") {
+					t.Fatalf("got %d %q, want 400 naming message.from_id", status, body)
+				}
+				return
+			}
+			if status != http.StatusOK || got == nil || got.FromID != tt.want {
+				t.Fatalf("got %d %q, message %+v; want from_id %d", status, body, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,778 @@
+package callback
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/SevereCloud/vksdk/v2/events"
+	"github.com/valyala/fastjson"
+)
+
+// The decoding of events: fastjson parses a body into a tree once, without
+// allocating once its parser is warm, and the functions below read from it
+// only the fields the bot uses, with the results encoding/json gives for
+// the types this package declared before (kept in reference_test.go, and
+// compared with this decoder by FuzzDecodeMatchesReference):
+//   - a body encoding/json refuses is refused, in its words (syntaxError);
+//   - keys match field names exactly or else case-insensitively
+//     (fieldIndex), and the last of duplicate keys wins;
+//   - strings are decoded by unquote, a copy of encoding/json's: each
+//     invalid UTF-8 byte and each lone surrogate becomes U+FFFD;
+//   - null leaves a number or string field as it was.
+//
+// Three corners differ, where fastjson keeps no trace of the text:
+//   - JSON nested deeper than fastjson.MaxDepth (300) levels is refused
+//     (encoding/json allows 10000); VK events nest a few levels;
+//   - an action written as an empty object with blanks inside ({ }) reads
+//     as no action, like {}; encoding/json's reading saw its raw bytes and
+//     made it "unknown";
+//   - object keys are decoded by fastjson, which leaves a lone surrogate
+//     escape (\ud800) as it is where encoding/json puts U+FFFD. No field
+//     name can match such a key either way, but in an attachment, where
+//     the object is found under the key equal to its type, such a key may
+//     match a type that encoding/json's would not, or the other way.
+
+// A decoder reads events. It is not safe for concurrent use; decoders are
+// pooled.
+type decoder struct {
+	p fastjson.Parser
+	// size is the length of the last body parsed: a decoder that parsed a
+	// large one is not pooled, so it does not pin that memory.
+	size int
+	raw  []byte // the text of the last value read
+	str  []byte // the last string unquoted, when it had escapes
+	// secret is the envelope's secret, unquoted; valid until the next parse.
+	secret []byte
+}
+
+var decoders = sync.Pool{New: func() any { return new(decoder) }}
+
+func getDecoder() *decoder { return decoders.Get().(*decoder) }
+
+func (d *decoder) release() {
+	if d.size > maxPooledBuffer || cap(d.raw) > maxPooledBuffer || cap(d.str) > maxPooledBuffer {
+		return
+	}
+	decoders.Put(d)
+}
+
+// parse parses data, a whole JSON text. The value is valid until the next
+// parse.
+func (d *decoder) parse(data []byte) (*fastjson.Value, error) {
+	d.size = len(data)
+	v, err := d.p.ParseBytes(data)
+	if err == nil && validTokens(data) {
+		return v, nil
+	}
+	return nil, syntaxError(data, err)
+}
+
+// syntaxError says why data, refused by parse, is not JSON. That is on the
+// path of a malformed request only, so encoding/json's scanner can say it
+// as it always did.
+func syntaxError(data []byte, parseErr error) error {
+	if err := json.Unmarshal(data, new(json.RawMessage)); err != nil {
+		return err
+	}
+	if parseErr != nil { // valid JSON, but nested too deep for fastjson
+		return fmt.Errorf("unreadable JSON: %w", parseErr)
+	}
+	return errors.New("invalid JSON") // not reached: validTokens is encoding/json's grammar
+}
+
+// validTokens reports whether every token of data, which fastjson has
+// parsed, is one encoding/json accepts. fastjson checks the structure
+// (brackets, commas, colons, literals) but takes as a number any run of
+// digits, signs, dots and exponents, and NaN and Inf, and does not check
+// escapes or control characters in strings.
+func validTokens(data []byte) bool {
+	for i := 0; i < len(data); {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r', '{', '}', '[', ']', ',', ':':
+			i++
+		case '"':
+			n := stringLen(data[i+1:])
+			if n < 0 {
+				return false
+			}
+			i += 1 + n
+		case 't', 'f', 'n':
+			// fastjson takes nan for a number.
+			n := literalLen(data[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+		default:
+			n := numberLen(data[i:])
+			if n == 0 {
+				return false
+			}
+			i += n
+			if i < len(data) && !isDelimiter(data[i]) {
+				return false // fastjson's number went on: 1.2.3, 1-2, 01
+			}
+		}
+	}
+	return true
+}
+
+// literalLen returns the length of the true, false or null s starts with,
+// 0 if none.
+func literalLen(s []byte) int {
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if bytes.HasPrefix(s, []byte(lit)) {
+			return len(lit)
+		}
+	}
+	return 0
+}
+
+func isDelimiter(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', ']', '}':
+		return true
+	}
+	return false
+}
+
+// stringLen returns the length of the JSON string that s starts with,
+// after its opening quote, up to and including its closing quote, or -1 if
+// it holds a control character or a bad escape or does not end.
+func stringLen(s []byte) int {
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1
+		case c < ' ':
+			return -1
+		case c == '\\':
+			if i+1 >= len(s) {
+				return -1
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if getu4(s[i:]) < 0 {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// numberLen returns the length of the JSON number s starts with, 0 if none.
+func numberLen(s []byte) int {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		i = skipDigits(s, i+1)
+	default:
+		return 0
+	}
+	if i < len(s) && s[i] == '.' {
+		j := skipDigits(s, i+1)
+		if j == i+1 {
+			return 0
+		}
+		i = j
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		j := skipDigits(s, i)
+		if j == i {
+			return 0
+		}
+		i = j
+	}
+	return i
+}
+
+func skipDigits(s []byte, i int) int {
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// Kinds of JSON values, named by the byte they start with (kindNumber
+// stands for every number).
+const (
+	kindObject = '{'
+	kindArray  = '['
+	kindString = '"'
+	kindNumber = '0'
+	kindTrue   = 't'
+	kindFalse  = 'f'
+	kindNull   = 'n'
+)
+
+// kindNames names the kinds in errors, as encoding/json did.
+var kindNames = map[byte]string{
+	kindObject: "object", kindArray: "array", kindString: "string", kindNumber: "number",
+	kindTrue: "bool", kindFalse: "bool", kindNull: "null",
+}
+
+// read returns v's kind and, for a string, its text between the quotes as
+// sent (escapes not decoded), for a number its text. The text is valid
+// until the next read. fastjson's own string accessors are never used:
+// they decode escapes in place, in their own way.
+func (d *decoder) read(v *fastjson.Value) (byte, []byte) {
+	if v.GetObject() != nil {
+		return kindObject, nil
+	}
+	if v.GetArray() != nil {
+		return kindArray, nil
+	}
+	d.raw = v.MarshalTo(d.raw[:0]) // a scalar, or an empty array
+	switch c := d.raw[0]; c {
+	case '"':
+		return kindString, d.raw[1 : len(d.raw)-1]
+	case '[', 't', 'f', 'n':
+		return c, nil
+	}
+	return kindNumber, d.raw
+}
+
+// unquote decodes the text of a JSON string as encoding/json does. The
+// result is text itself when it needs no change, else d.str.
+func (d *decoder) unquote(text []byte) []byte {
+	r := 0
+	for r < len(text) {
+		c := text[r]
+		if c == '\\' || c < ' ' {
+			break
+		}
+		if c < utf8.RuneSelf {
+			r++
+			continue
+		}
+		rr, size := utf8.DecodeRune(text[r:])
+		if rr == utf8.RuneError && size == 1 {
+			break
+		}
+		r += size
+	}
+	if r == len(text) {
+		return text
+	}
+	b := append(d.str[:0], text[:r]...)
+	for r < len(text) {
+		switch c := text[r]; {
+		case c == '\\':
+			// validTokens has checked every escape.
+			switch text[r+1] {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				rr := getu4(text[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(text[r:])); dec != unicode.ReplacementChar {
+						r += 6
+						b = utf8.AppendRune(b, dec)
+						continue
+					}
+					rr = unicode.ReplacementChar // a lone surrogate
+				}
+				b = utf8.AppendRune(b, rr)
+				continue
+			default: // " \ /
+				b = append(b, text[r+1])
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			r++
+		default: // each byte of invalid UTF-8 becomes U+FFFD
+			rr, size := utf8.DecodeRune(text[r:])
+			r += size
+			b = utf8.AppendRune(b, rr)
+		}
+	}
+	d.str = b
+	return b
+}
+
+// getu4 decodes \uXXXX from the beginning of s, returning the hex value,
+// or -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c = c - '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// fieldIndex returns the index of the name in names that key matches, as
+// encoding/json matches a key to a struct field: exactly, or else
+// bytes.EqualFold (under which the Kelvin sign is a k). -1 if none.
+func fieldIndex(key []byte, names []string) int {
+	for i, name := range names {
+		if string(key) == name {
+			return i
+		}
+	}
+	for i, name := range names {
+		if bytes.EqualFold(key, []byte(name)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// typeError is a value of the wrong kind in field.
+func typeError(field string, kind byte, want string) error {
+	return fmt.Errorf("%s: cannot unmarshal %s into %s", field, kindNames[kind], want)
+}
+
+// valueError is a value of the right kind that does not fit field.
+func valueError(field string, kind byte, text []byte, want string) error {
+	const maxShown = 40
+	if len(text) > maxShown {
+		text = text[:maxShown]
+	}
+	if kind == kindString {
+		return fmt.Errorf("%s: cannot unmarshal string %q into %s", field, text, want)
+	}
+	return fmt.Errorf("%s: cannot unmarshal %s %s into %s", field, kindNames[kind], text, want)
+}
+
+// envelope holds the fields of vksdk's GroupEvent the handler reads. The
+// API version ("v") is not among them: it is skipped unread, so a change
+// in its type cannot fail the decoding, and it costs nothing.
+type envelope struct {
+	typ     events.EventType
+	object  *fastjson.Value // nil if absent
+	groupID int
+	eventID string
+	secret  []byte // d.secret
+}
+
+var envelopeFields = []string{"type", "object", "group_id", "event_id", "secret"}
+
+// envelope decodes the envelope of the event v.
+func (d *decoder) envelope(v *fastjson.Value) (envelope, error) {
+	var env envelope
+	d.secret = d.secret[:0]
+	o := v.GetObject()
+	if o == nil {
+		if kind, _ := d.read(v); kind != kindNull {
+			return envelope{}, fmt.Errorf("event envelope: cannot unmarshal %s into object", kindNames[kind])
+		}
+	}
+	var err error
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		i := fieldIndex(key, envelopeFields)
+		if err != nil || i < 0 {
+			return
+		}
+		if i == 1 {
+			env.object = v
+			return
+		}
+		kind, text := d.read(v)
+		switch {
+		case kind == kindNull: // leaves the field as it was
+		case i == 2:
+			if kind != kindNumber {
+				err = typeError("group_id", kind, "int")
+			} else if n, ok := parseInt(text, strconv.IntSize); ok {
+				env.groupID = int(n)
+			} else {
+				err = valueError("group_id", kind, text, "int")
+			}
+		case kind != kindString:
+			err = typeError(envelopeFields[i], kind, "string")
+		case i == 0:
+			env.typ = eventType(d.unquote(text))
+		case i == 3:
+			env.eventID = string(d.unquote(text))
+		case i == 4:
+			d.secret = append(d.secret[:0], d.unquote(text)...)
+		}
+	})
+	if err != nil {
+		return envelope{}, fmt.Errorf("event envelope: %w", err)
+	}
+	if env.typ == "" {
+		return envelope{}, errors.New("event envelope: no type")
+	}
+	env.secret = d.secret
+	return env, nil
+}
+
+// eventType returns b as an event type; the types the handler acts on are
+// not copied.
+func eventType(b []byte) events.EventType {
+	switch events.EventType(b) {
+	case events.EventMessageNew:
+		return events.EventMessageNew
+	case events.EventConfirmation:
+		return events.EventConfirmation
+	}
+	return events.EventType(b)
+}
+
+// wireMessage holds the fields of a VK message object that the bot reads.
+// Every other field is skipped unread, so a change in its type can never
+// turn a real message into an error. The numbers the bot reads are taken
+// from a JSON integer or a string holding one (null leaves them as they
+// were); any other value in one of these fields is an error, as is a text
+// that is not a string.
+type wireMessage struct {
+	id, conversationMessageID, peerID, fromID int
+	out                                       bool
+	action                                    string
+	text                                      string
+	attachments                               []Attachment
+}
+
+var messageFields = []string{"message", "id", "conversation_message_id", "peer_id", "from_id", "out", "action", "text", "attachments"}
+
+// message decodes the object of a message_new event in either shape: since
+// API 5.103 {"message": {...}, "client_info": {...}}; before that the
+// message itself. One pass reads both; when "message" is present, it is
+// the message. The error says what is wrong in words safe to show the
+// sender.
+func (d *decoder) message(object *fastjson.Value) (Message, error) {
+	if object == nil {
+		return Message{}, errors.New("message_new object: unexpected end of JSON input")
+	}
+	if object.GetObject() == nil {
+		if kind, _ := d.read(object); kind != kindNull {
+			return Message{}, fmt.Errorf("message_new object: cannot unmarshal %s into object", kindNames[kind])
+		}
+	}
+	var (
+		flat, nested wireMessage
+		hasNested    bool
+	)
+	if err := d.messageFields(object.GetObject(), &flat, &nested, &hasNested); err != nil {
+		return Message{}, fmt.Errorf("message_new object: %w", err)
+	}
+	wm := &flat
+	if hasNested {
+		wm = &nested
+	}
+	if wm.peerID <= 0 {
+		return Message{}, errors.New("message_new object: no usable peer_id")
+	}
+	return Message{
+		ID:                    wm.id,
+		ConversationMessageID: wm.conversationMessageID,
+		PeerID:                wm.peerID,
+		FromID:                wm.fromID,
+		Out:                   wm.out,
+		Action:                wm.action,
+		Text:                  wm.text,
+		Attachments:           wm.attachments,
+	}, nil
+}
+
+// messageFields decodes the object o (nil for null) into wm. When nested
+// is not nil, a "message" field of o is decoded into nested, as
+// encoding/json decodes a pointer field: null unsets it, an object is read
+// into what an earlier one left.
+func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, hasNested *bool) error {
+	prefix := ""
+	if nested == nil {
+		prefix = "message."
+	}
+	var err error
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		i := fieldIndex(key, messageFields)
+		if err != nil || i < 0 || i == 0 && nested == nil {
+			return
+		}
+		name := messageFields[i]
+		if i == 0 {
+			if kind, _ := d.read(v); kind == kindNull {
+				*nested, *hasNested = wireMessage{}, false
+				return
+			} else if kind != kindObject {
+				err = typeError("message", kind, "object")
+				return
+			}
+			if !*hasNested {
+				*nested, *hasNested = wireMessage{}, true
+			}
+			err = d.messageFields(v.GetObject(), nested, nil, nil)
+			return
+		}
+		if i == 6 { // action
+			wm.action = d.action(v)
+			return
+		}
+		if i == 8 { // attachments
+			wm.attachments, err = d.attachments(v, prefix, name)
+			return
+		}
+		kind, text := d.read(v)
+		switch i {
+		case 5: // out
+			wm.out = kind == kindTrue || string(text) == "1" && (kind == kindNumber || kind == kindString)
+		case 7: // text
+			switch kind {
+			case kindNull:
+			case kindString:
+				wm.text = string(d.unquote(text))
+			default:
+				err = typeError(prefix+name, kind, "string")
+			}
+		default: // the numbers
+			var n int
+			n, err = intOrString(prefix, name, kind, text)
+			if err == nil && kind != kindNull {
+				*wm.intField(i) = n
+			}
+		}
+	})
+	return err
+}
+
+func (wm *wireMessage) intField(i int) *int {
+	switch i {
+	case 1:
+		return &wm.id
+	case 2:
+		return &wm.conversationMessageID
+	case 3:
+		return &wm.peerID
+	}
+	return &wm.fromID
+}
+
+// intOrString reads an int from a JSON integer or from a string holding
+// one as sent (escapes not decoded), so that VK sending a number as a
+// string does not reject a message. null reads as 0; any other value is
+// an error, naming the field prefix+name.
+func intOrString(prefix, name string, kind byte, text []byte) (int, error) {
+	switch kind {
+	case kindNull:
+		return 0, nil
+	case kindNumber, kindString:
+		if n, ok := parseInt(text, strconv.IntSize); ok {
+			return int(n), nil
+		}
+		return 0, valueError(prefix+name, kind, text, "int")
+	}
+	return 0, typeError(prefix+name, kind, "int")
+}
+
+var actionFields = []string{"type"}
+
+// action reads the type of a message's action: VK sends an object
+// {"type": "chat_invite_user", ...}. null and an empty value read as no
+// action; anything else present (an object without a type, a bare string)
+// still marks a service message, "unknown" when it names none.
+func (d *decoder) action(v *fastjson.Value) string {
+	kind, text := d.read(v)
+	switch kind {
+	case kindString:
+		return string(d.unquote(text))
+	case kindNull:
+		return ""
+	case kindObject:
+	default:
+		return "unknown"
+	}
+	o := v.GetObject()
+	if o.Len() == 0 {
+		return ""
+	}
+	typ := ""
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if fieldIndex(key, actionFields) == 0 {
+			typ = d.looseString(v)
+		}
+	})
+	if typ == "" {
+		return "unknown"
+	}
+	return typ
+}
+
+// looseString reads a string; any other value reads as "".
+func (d *decoder) looseString(v *fastjson.Value) string {
+	if kind, text := d.read(v); kind == kindString {
+		return string(d.unquote(text))
+	}
+	return ""
+}
+
+// looseInt reads an int64 from a JSON integer or a string holding one as
+// sent. Any other value reads as 0.
+func (d *decoder) looseInt(v *fastjson.Value) int64 {
+	if kind, text := d.read(v); kind == kindNumber || kind == kindString {
+		if n, ok := parseInt(text, 64); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+// attachments reads a message's attachments, the field prefix+name: null
+// or an array of {"type": T, T: {...}}.
+func (d *decoder) attachments(v *fastjson.Value, prefix, name string) ([]Attachment, error) {
+	kind, _ := d.read(v)
+	switch kind {
+	case kindNull:
+		return nil, nil
+	case kindArray:
+	default:
+		return nil, typeError(prefix+name, kind, "array")
+	}
+	elems := v.GetArray()
+	if len(elems) == 0 {
+		return nil, nil
+	}
+	as := make([]Attachment, len(elems))
+	for i, e := range elems {
+		if err := d.attachment(e, &as[i]); err != nil {
+			return nil, err
+		}
+	}
+	return as, nil
+}
+
+// attachment reads one attachment into a. Only the element and its type
+// must be well-formed; the object under T is read leniently
+// (attachmentBody). Keys are matched exactly, as in a map.
+func (d *decoder) attachment(v *fastjson.Value, a *Attachment) error {
+	o := v.GetObject()
+	if o == nil {
+		if kind, _ := d.read(v); kind != kindNull {
+			return typeError("attachment", kind, "object")
+		}
+		return nil
+	}
+	// As in a map, the last of duplicate keys is the one read.
+	var typeValue, body *fastjson.Value
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if string(key) == "type" {
+			typeValue = v
+		}
+	})
+	typ := ""
+	if typeValue != nil {
+		switch kind, text := d.read(typeValue); kind {
+		case kindNull:
+		case kindString:
+			typ = string(d.unquote(text))
+		default:
+			return typeError("attachment type", kind, "string")
+		}
+	}
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		if d.keyIs(key, typ) {
+			body = v
+		}
+	})
+	// Only a link is its URL: the URLs of docs, audio messages and the like
+	// carry per-request signatures and would make the same file look new.
+	*a = d.attachmentBody(body.GetObject(), typ == "link")
+	a.Type = typ
+	return nil
+}
+
+// keyIs reports whether key, as fastjson decoded it, is s as encoding/json
+// would have decoded it: with each byte of invalid UTF-8 as U+FFFD.
+func (d *decoder) keyIs(key []byte, s string) bool {
+	if utf8.Valid(key) {
+		return string(key) == s
+	}
+	d.str = appendValidUTF8(d.str[:0], key)
+	return string(d.str) == s
+}
+
+// appendValidUTF8 appends b to dst with each byte of invalid UTF-8 replaced
+// by U+FFFD, as encoding/json does (strings.ToValidUTF8 would replace a run
+// of them by one).
+func appendValidUTF8(dst, b []byte) []byte {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			dst = utf8.AppendRune(dst, r)
+		} else {
+			dst = append(dst, b[:size]...)
+		}
+		b = b[size:]
+	}
+	return dst
+}
+
+var bodyFields = []string{"id", "owner_id", "to_id", "sticker_id", "url"}
+
+// attachmentBody reads what identifies an attached object. Attachment
+// types differ (a sticker has no id, some newer types use string ids), so
+// every field accepts any JSON value and keeps only what it can use. The
+// owner of a wall post in message attachments may be its to_id. The URL is
+// read only when withURL.
+func (d *decoder) attachmentBody(o *fastjson.Object, withURL bool) Attachment {
+	var a Attachment
+	var toID int64
+	o.Visit(func(key []byte, v *fastjson.Value) {
+		switch fieldIndex(key, bodyFields) {
+		case 0:
+			a.ID = d.looseInt(v)
+		case 1:
+			a.OwnerID = d.looseInt(v)
+		case 2:
+			toID = d.looseInt(v)
+		case 3:
+			a.StickerID = d.looseInt(v)
+		case 4:
+			if withURL {
+				a.URL = d.looseString(v)
+			}
+		}
+	})
+	if a.OwnerID == 0 {
+		a.OwnerID = toID
+	}
+	return a
+}
