@@ -2,6 +2,7 @@ package callback
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type decoder struct {
 	str  []byte // the last string unquoted, when it had escapes
 	// secret is the envelope's secret, unquoted; valid until the next parse.
 	secret []byte
+	// digest is the SHA-256 of secret once secretDigest has run. It lives
+	// here because a slice of it passed to Handler.compare, a function
+	// value, would move it from the stack to the heap on every request.
+	digest [sha256.Size]byte
 }
 
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
@@ -443,6 +448,12 @@ func (d *decoder) envelope(v *fastjson.Value) (envelope, error) {
 	}
 	env.secret = d.secret
 	return env, nil
+}
+
+// secretDigest returns the SHA-256 of the last envelope's secret.
+func (d *decoder) secretDigest() []byte {
+	d.digest = sha256.Sum256(d.secret)
+	return d.digest[:]
 }
 
 // eventType returns b as an event type; the types the handler acts on are

@@ -59,7 +59,7 @@ type Options struct {
 // for concurrent use; create it with NewHandler.
 type Handler struct {
 	next       MessageHandler
-	groups     map[int]group
+	groups     map[int]*group // by pointer, so that compare gets a slice of a digest without a heap copy
 	maxBody    int64
 	timeout    time.Duration
 	retryAfter string // Retry-After header value, whole seconds
@@ -95,7 +95,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 	if len(opts.Groups) == 0 {
 		return nil, errors.New("callback: no groups configured")
 	}
-	groups := make(map[int]group, len(opts.Groups))
+	groups := make(map[int]*group, len(opts.Groups))
 	for i, g := range opts.Groups {
 		if g.ID <= 0 {
 			return nil, fmt.Errorf("callback: group #%d: ID must be > 0, got %d", i+1, g.ID)
@@ -103,7 +103,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		if _, dup := groups[g.ID]; dup {
 			return nil, fmt.Errorf("callback: group #%d: duplicate ID %d", i+1, g.ID)
 		}
-		groups[g.ID] = group{
+		groups[g.ID] = &group{
 			secret:       sha256.Sum256([]byte(g.Secret)),
 			hasSecret:    g.Secret != "",
 			confirmation: g.Confirmation,
@@ -247,8 +247,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		return fmt.Errorf("%w: group_id %d is not configured", errForbidden, env.groupID)
 	}
 	if g.hasSecret {
-		got := sha256.Sum256(env.secret)
-		if h.compare(got[:], g.secret[:]) != 1 {
+		if h.compare(d.secretDigest(), g.secret[:]) != 1 {
 			return fmt.Errorf("%w: wrong secret", errForbidden)
 		}
 	}
