@@ -3,6 +3,7 @@ package callback
 import (
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -232,4 +233,181 @@ func FuzzDecodeMatchesReference(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(compareDecoders)
+}
+
+// TestDecodeMatchesReferenceGenerated compares the decoders on bodies
+// built from the fields they read, with every kind of value in them,
+// duplicate and case-folded keys, escapes, invalid UTF-8 and blanks, and
+// some of them broken.
+func TestDecodeMatchesReferenceGenerated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 1))
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	for range n {
+		body := genBody(rng)
+		switch rng.IntN(20) {
+		case 0:
+			body = body[:rng.IntN(len(body)+1)]
+		case 1:
+			i := rng.IntN(len(body) + 1)
+			body = body[:i] + string(rune(rng.IntN(128))) + body[i:]
+		}
+		compareDecoders(t, []byte(body))
+	}
+}
+
+var (
+	genKeys = []string{
+		"type", "object", "group_id", "event_id", "secret", "v", "message", "client_info",
+		"id", "conversation_message_id", "peer_id", "from_id", "out", "action", "text", "attachments",
+		"owner_id", "to_id", "sticker_id", "url", "photo", "link", "wall", "x", "",
+		"TYPE", "Peer_ID", `pe\u0065r_id`, `\u017fecret`, `attachment\u017f`, `stic\u212aer_id`, "Photo",
+		"\xff", `\ud800`, `ph\u006fto`, `\u0000`,
+	}
+	genStrings = []string{
+		"message_new", "confirmation", "photo", "link", "wall", "x", "", "1", "42", "-7", "+5", "007", " 1",
+		"1e3", `\u0031`, "chat_invite_user", "Vk7qR2xLmP9sT4wZ", "\xff\xfe", "\xed\xa0\x80", `\ud83d\ude00`,
+		`\ud83d`, `\ud83d\u0041`, `a\"b\\c\/d\n`, "доброе утро", `\u212a`, "\xff", `\ud800`, "9223372036854775808",
+	}
+	genNumbers = []string{"0", "1", "-0", "10", "218245623", "2000000001", "-12345", "1e3", "1.5", "1E+2",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775809", "0.0"}
+	genBlanks = []string{"", "", "", " ", "\n", "\t ", "\r\n"}
+)
+
+// genBody returns a message_new body whose fields are mostly of the
+// right kind, so that most bodies reach the message's fields.
+func genBody(rng *rand.Rand) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"message_new","group_id":218245623,"object":`)
+	message := func() {
+		b.WriteString(`{"peer_id":10`)
+		for range rng.IntN(8) {
+			b.WriteString(",")
+			genMessageField(rng, &b)
+		}
+		b.WriteString("}")
+	}
+	switch rng.IntN(4) {
+	case 0: // flat
+		message()
+	case 1: // flat and nested
+		b.WriteString(`{"peer_id":5,`)
+		genMessageField(rng, &b)
+		b.WriteString(`,"message":`)
+		message()
+		b.WriteString("}")
+	default:
+		b.WriteString(`{"message":`)
+		message()
+		if rng.IntN(4) == 0 {
+			b.WriteString(`,"message":`)
+			genValue(rng, &b, 1)
+		}
+		b.WriteString(`,"client_info":{}}`)
+	}
+	if rng.IntN(4) == 0 {
+		b.WriteString(",")
+		genMembers(rng, &b, 2)
+	}
+	b.WriteString(`}`)
+	return b.String()
+}
+
+// genMessageField writes one member of a message object, its value
+// mostly of the kind the field takes.
+func genMessageField(rng *rand.Rand, b *strings.Builder) {
+	keys := []string{"id", "conversation_message_id", "peer_id", "from_id", "out", "action", "text", "attachments"}
+	key := keys[rng.IntN(len(keys))]
+	if rng.IntN(8) == 0 {
+		key = genKeys[rng.IntN(len(genKeys))]
+	}
+	b.WriteString(`"` + key + `":`)
+	if rng.IntN(6) == 0 {
+		genValue(rng, b, 2)
+		return
+	}
+	switch key {
+	case "action":
+		switch rng.IntN(3) {
+		case 0:
+			b.WriteString(`"` + genStrings[rng.IntN(len(genStrings))] + `"`)
+		default:
+			b.WriteString("{")
+			genMembers(rng, b, 1)
+			b.WriteString("}")
+		}
+	case "attachments":
+		b.WriteString("[")
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			typ := []string{"photo", "link", "wall", "sticker", "x", ""}[rng.IntN(6)]
+			b.WriteString(`{"type":"` + typ + `","` + typ + `":{`)
+			genMembers(rng, b, 1)
+			b.WriteString("}")
+			if rng.IntN(3) == 0 {
+				b.WriteString(",")
+				genMembers(rng, b, 1)
+			}
+			b.WriteString("}")
+		}
+		b.WriteString("]")
+	case "text":
+		b.WriteString(`"`)
+		for range rng.IntN(4) {
+			b.WriteString(genStrings[rng.IntN(len(genStrings))])
+		}
+		b.WriteString(`"`)
+	default:
+		if rng.IntN(3) == 0 {
+			b.WriteString(`"` + genNumbers[rng.IntN(len(genNumbers))] + `"`)
+		} else {
+			b.WriteString(genNumbers[rng.IntN(len(genNumbers))])
+		}
+	}
+}
+
+func genValue(rng *rand.Rand, b *strings.Builder, depth int) {
+	b.WriteString(genBlanks[rng.IntN(len(genBlanks))])
+	k := rng.IntN(10)
+	if depth <= 0 && k < 4 {
+		k += 4
+	}
+	switch k {
+	case 0, 1, 2:
+		b.WriteByte('{')
+		genMembers(rng, b, depth-1)
+		b.WriteByte('}')
+	case 3:
+		b.WriteByte('[')
+		for i := range rng.IntN(3) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			genValue(rng, b, depth-1)
+		}
+		b.WriteByte(']')
+	case 4, 5:
+		b.WriteString(`"` + genStrings[rng.IntN(len(genStrings))] + `"`)
+	case 6, 7:
+		b.WriteString(genNumbers[rng.IntN(len(genNumbers))])
+	case 8:
+		b.WriteString([]string{"true", "false"}[rng.IntN(2)])
+	default:
+		b.WriteString("null")
+	}
+	b.WriteString(genBlanks[rng.IntN(len(genBlanks))])
+}
+
+func genMembers(rng *rand.Rand, b *strings.Builder, depth int) {
+	for i := range rng.IntN(6) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + genKeys[rng.IntN(len(genKeys))] + `":`)
+		genValue(rng, b, depth)
+	}
 }
