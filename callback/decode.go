@@ -397,7 +397,16 @@ type envelope struct {
 	secret  []byte // d.secret
 }
 
-var envelopeFields = []string{"type", "object", "group_id", "event_id", "secret"}
+// The envelope's fields, by their index in envelopeFields.
+const (
+	envType = iota
+	envObject
+	envGroupID
+	envEventID
+	envSecret
+)
+
+var envelopeFields = []string{envType: "type", envObject: "object", envGroupID: "group_id", envEventID: "event_id", envSecret: "secret"}
 
 // envelope decodes the envelope of the event v.
 func (d *decoder) envelope(v *fastjson.Value) (envelope, error) {
@@ -415,14 +424,14 @@ func (d *decoder) envelope(v *fastjson.Value) (envelope, error) {
 		if err != nil || i < 0 {
 			return
 		}
-		if i == 1 {
+		if i == envObject {
 			env.object = v
 			return
 		}
 		kind, text := d.read(v)
 		switch {
 		case kind == kindNull: // leaves the field as it was
-		case i == 2:
+		case i == envGroupID:
 			if kind != kindNumber {
 				err = typeError("group_id", kind, "int")
 			} else if n, ok := parseInt(text, strconv.IntSize); ok {
@@ -432,11 +441,11 @@ func (d *decoder) envelope(v *fastjson.Value) (envelope, error) {
 			}
 		case kind != kindString:
 			err = typeError(envelopeFields[i], kind, "string")
-		case i == 0:
+		case i == envType:
 			env.typ = eventType(d.unquote(text))
-		case i == 3:
+		case i == envEventID:
 			env.eventID = string(d.unquote(text))
-		case i == 4:
+		case i == envSecret:
 			d.secret = append(d.secret[:0], d.unquote(text)...)
 		}
 	})
@@ -482,7 +491,24 @@ type wireMessage struct {
 	attachments                               []Attachment
 }
 
-var messageFields = []string{"message", "id", "conversation_message_id", "peer_id", "from_id", "out", "action", "text", "attachments"}
+// The message's fields, by their index in messageFields.
+const (
+	msgMessage = iota // the 5.103+ shape's message, in the object
+	msgID
+	msgConversationMessageID
+	msgPeerID
+	msgFromID
+	msgOut
+	msgAction
+	msgText
+	msgAttachments
+)
+
+var messageFields = []string{
+	msgMessage: "message", msgID: "id", msgConversationMessageID: "conversation_message_id",
+	msgPeerID: "peer_id", msgFromID: "from_id", msgOut: "out", msgAction: "action", msgText: "text",
+	msgAttachments: "attachments",
+}
 
 // message decodes the object of a message_new event in either shape: since
 // API 5.103 {"message": {...}, "client_info": {...}}; before that the
@@ -536,11 +562,12 @@ func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, has
 	var err error
 	o.Visit(func(key []byte, v *fastjson.Value) {
 		i := fieldIndex(key, messageFields)
-		if err != nil || i < 0 || i == 0 && nested == nil {
+		if err != nil || i < 0 || i == msgMessage && nested == nil {
 			return
 		}
 		name := messageFields[i]
-		if i == 0 {
+		switch i {
+		case msgMessage:
 			if kind, _ := d.read(v); kind == kindNull {
 				*nested, *hasNested = wireMessage{}, false
 				return
@@ -553,20 +580,18 @@ func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, has
 			}
 			err = d.messageFields(v.GetObject(), nested, nil, nil)
 			return
-		}
-		if i == 6 { // action
+		case msgAction:
 			wm.action = d.action(v)
 			return
-		}
-		if i == 8 { // attachments
+		case msgAttachments:
 			wm.attachments, err = d.attachments(v, prefix, name)
 			return
 		}
 		kind, text := d.read(v)
 		switch i {
-		case 5: // out
+		case msgOut:
 			wm.out = kind == kindTrue || string(text) == "1" && (kind == kindNumber || kind == kindString)
-		case 7: // text
+		case msgText:
 			switch kind {
 			case kindNull:
 			case kindString:
@@ -585,13 +610,14 @@ func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, has
 	return err
 }
 
+// intField returns the number field of wm with index i in messageFields.
 func (wm *wireMessage) intField(i int) *int {
 	switch i {
-	case 1:
+	case msgID:
 		return &wm.id
-	case 2:
+	case msgConversationMessageID:
 		return &wm.conversationMessageID
-	case 3:
+	case msgPeerID:
 		return &wm.peerID
 	}
 	return &wm.fromID
