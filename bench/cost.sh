@@ -41,6 +41,30 @@ mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/
 per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
 stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+us() { awk -v s="$1" -v n="$2" 'BEGIN {printf "%.1f", s / n * 1e6}'; } # us SECONDS N: µs each
+
+# proc_cpu PID: the process's user + system CPU seconds so far.
+proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# with_cpu OUT CMD...: runs CMD with its standard output in OUT and prints
+# the CPU seconds of CMD and of its child (the service it spawns, if any),
+# sampled every 0.1 s while CMD runs: what a child spends after the last
+# sample, while it shuts down, is not counted.
+with_cpu() {
+  local out=$1 pid own=0 child=0 c v
+  shift
+  "$@" >"$out" 2>/dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    v=$(proc_cpu "$pid") && [ "$v" != 0 ] && own=$v
+    for c in $(pgrep -P "$pid"); do
+      v=$(proc_cpu "$c") && child=$(awk -v a="$child" -v b="$v" 'BEGIN {print (b > a) ? b : a}')
+    done
+    sleep 0.1
+  done
+  wait "$pid" || true
+  echo "$own $child"
+}
 
 distinct() { # distinct BINARY PREFIX: the distinct-text messages through a spawned service
   "$1" loadtest callback -spawn -bin "$1" -redis "$url" -key-prefix "$2" -texts "$messages" -per-text 1 \
@@ -86,16 +110,24 @@ measure() { # measure LABEL TREE BINARY
 
   "$work/floor" >"$work/floor.url" & pids+=($!)
   sleep 0.5
-  floor_rps=$("$work/vkcounter" loadtest callback -url "$(cat "$work/floor.url")" -texts 100000 -per-text 1 -concurrency 50 \
-    -duration 10s -reply-timeout 1ms 2>/dev/null | grep -o '[0-9]* requests/s' | head -1 | awk '{print $1}' || true) # every answer missing: exit 1
-  kill "${pids[-1]}"
+  local floor_pid=${pids[-1]} f0 fcpu lcpu scpu
+  f0=$(proc_cpu "$floor_pid")
+  read -r lcpu _ < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -url "$(cat "$work/floor.url")" -texts 100000 \
+    -per-text 1 -concurrency 50 -duration 10s -reply-timeout 1ms) # every answer missing: exit 1
+  fcpu=$(awk -v a="$f0" -v b="$(proc_cpu "$floor_pid")" 'BEGIN {print b - a}')
+  kill "$floor_pid"
+  local floor_n; floor_n=$(grep -o '[0-9]* requests,' "$work/out" | head -1 | awk '{print $1}')
+  floor_rps=$(grep -o '[0-9]* requests/s' "$work/out" | head -1 | awk '{print $1}')
+  echo "   the minimal handler over HTTP, 50 clients: $floor_rps req/s; CPU per request: the handler $(us "$fcpu" "$floor_n") µs, the load tool $(us "$lcpu" "$floor_n") µs"
   c0=$(redis_cpu)
-  out=$("$work/vkcounter" loadtest callback -spawn -bin "$bin" -redis "$url" -key-prefix vkc: -texts 100000 -per-text 1 \
-    -peers 1000 -concurrency 50 -duration 10s -reply-timeout 60s 2>/dev/null || true)
+  read -r lcpu scpu < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -spawn -bin "$bin" -redis "$url" -key-prefix vkc: \
+    -texts 100000 -per-text 1 -peers 1000 -concurrency 50 -duration 10s -reply-timeout 60s)
+  out=$(cat "$work/out")
   rps=$(grep -o '[0-9]* requests/s' <<<"$out" | head -1 | awk '{print $1}')
   local events; events=$(grep -o '[0-9]* events,' <<<"$out" | head -1 | awk '{print $1}')
   local cpu_msg; cpu_msg=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$events" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
   echo "   over HTTP, 50 clients: $rps req/s ($(grep -E 'result:' <<<"$out")), the minimal handler $floor_rps req/s: $(ratio "$rps" "$floor_rps") of the floor"
+  echo "   CPU per request over HTTP: the service $(us "$scpu" "$events") µs, the load tool (and its fake VK API) $(us "$lcpu" "$events") µs, Redis $cpu_msg µs"
   echo "   Redis CPU per message over HTTP, replies sent included: $cpu_msg µs = $(ratio "$cpu_msg" "$cpu_script") × the script alone"
   redis-cli -p "$port" FLUSHALL >/dev/null
   out=$("$work/vkcounter" loadtest callback -spawn -bin "$bin" -redis "$url" -key-prefix vkc: -texts 40000 -per-text 1 \
