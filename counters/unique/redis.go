@@ -68,8 +68,8 @@ func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, erro
 		return false, err
 	}
 	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
+	for i := range keys {
+		args[i] = &keys[i] // by pointer: a string in an interface costs an allocation
 	}
 	var n int64
 	var err error
