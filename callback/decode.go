@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/SevereCloud/vksdk/v2/events"
@@ -24,7 +22,8 @@ import (
 //   - a body encoding/json refuses is refused, in its words (syntaxError);
 //   - keys match field names exactly or else case-insensitively
 //     (fieldIndex), and the last of duplicate keys wins;
-//   - strings are decoded by unquote, a copy of encoding/json's: each
+//   - strings are taken as sent when they need no decoding (no escape,
+//     valid UTF-8), else decoded by encoding/json itself (unquote): each
 //     invalid UTF-8 byte and each lone surrogate becomes U+FFFD;
 //   - null leaves a number or string field as it was.
 //
@@ -73,7 +72,12 @@ func (d *decoder) release() {
 func (d *decoder) parse(data []byte) (*fastjson.Value, error) {
 	d.size = len(data)
 	v, err := d.p.ParseBytes(data)
-	if err == nil && validTokens(data) {
+	// fastjson checks the structure (brackets, commas, colons, literals)
+	// but takes as a number any run of digits, signs, dots and exponents,
+	// and NaN and Inf, and does not check escapes or control characters in
+	// strings: encoding/json's scanner (pooled, no allocation) checks the
+	// tokens.
+	if err == nil && json.Valid(data) {
 		return v, nil
 	}
 	return nil, syntaxError(data, err)
@@ -89,137 +93,7 @@ func syntaxError(data []byte, parseErr error) error {
 	if parseErr != nil { // valid JSON, but nested too deep for fastjson
 		return fmt.Errorf("unreadable JSON: %w", parseErr)
 	}
-	return errors.New("invalid JSON") // not reached: validTokens is encoding/json's grammar
-}
-
-// validTokens reports whether every token of data, which fastjson has
-// parsed, is one encoding/json accepts. fastjson checks the structure
-// (brackets, commas, colons, literals) but takes as a number any run of
-// digits, signs, dots and exponents, and NaN and Inf, and does not check
-// escapes or control characters in strings.
-func validTokens(data []byte) bool {
-	for i := 0; i < len(data); {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r', '{', '}', '[', ']', ',', ':':
-			i++
-		case '"':
-			n := stringLen(data[i+1:])
-			if n < 0 {
-				return false
-			}
-			i += 1 + n
-		case 't', 'f', 'n':
-			// fastjson takes nan for a number.
-			n := literalLen(data[i:])
-			if n == 0 {
-				return false
-			}
-			i += n
-		default:
-			n := numberLen(data[i:])
-			if n == 0 {
-				return false
-			}
-			i += n
-			if i < len(data) && !isDelimiter(data[i]) {
-				return false // fastjson's number went on: 1.2.3, 1-2, 01
-			}
-		}
-	}
-	return true
-}
-
-// literalLen returns the length of the true, false or null s starts with,
-// 0 if none.
-func literalLen(s []byte) int {
-	for _, lit := range [...]string{"true", "false", "null"} {
-		if bytes.HasPrefix(s, []byte(lit)) {
-			return len(lit)
-		}
-	}
-	return 0
-}
-
-func isDelimiter(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', ',', ']', '}':
-		return true
-	}
-	return false
-}
-
-// stringLen returns the length of the JSON string that s starts with,
-// after its opening quote, up to and including its closing quote, or -1 if
-// it holds a control character or a bad escape or does not end.
-func stringLen(s []byte) int {
-	for i := 0; i < len(s); {
-		switch c := s[i]; {
-		case c == '"':
-			return i + 1
-		case c < ' ':
-			return -1
-		case c == '\\':
-			if i+1 >= len(s) {
-				return -1
-			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if getu4(s[i:]) < 0 {
-					return -1
-				}
-				i += 6
-			default:
-				return -1
-			}
-		default:
-			i++
-		}
-	}
-	return -1
-}
-
-// numberLen returns the length of the JSON number s starts with, 0 if none.
-func numberLen(s []byte) int {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		i = skipDigits(s, i+1)
-	default:
-		return 0
-	}
-	if i < len(s) && s[i] == '.' {
-		j := skipDigits(s, i+1)
-		if j == i+1 {
-			return 0
-		}
-		i = j
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		j := skipDigits(s, i)
-		if j == i {
-			return 0
-		}
-		i = j
-	}
-	return i
-}
-
-func skipDigits(s []byte, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
+	return errors.New("invalid JSON") // not reached: json.Valid and json.Unmarshal agree
 }
 
 // Kinds of JSON values, named by the byte they start with (kindNumber
@@ -262,94 +136,20 @@ func (d *decoder) read(v *fastjson.Value) (byte, []byte) {
 }
 
 // unquote decodes the text of a JSON string as encoding/json does. The
-// result is text itself when it needs no change, else d.str.
+// result is text itself when it needs no change (no escape, valid UTF-8:
+// the usual case), else d.str, decoded by encoding/json itself (each
+// invalid UTF-8 byte and each lone surrogate becomes U+FFFD).
 func (d *decoder) unquote(text []byte) []byte {
-	r := 0
-	for r < len(text) {
-		c := text[r]
-		if c == '\\' || c < ' ' {
-			break
-		}
-		if c < utf8.RuneSelf {
-			r++
-			continue
-		}
-		rr, size := utf8.DecodeRune(text[r:])
-		if rr == utf8.RuneError && size == 1 {
-			break
-		}
-		r += size
-	}
-	if r == len(text) {
+	if bytes.IndexByte(text, '\\') < 0 && utf8.Valid(text) {
 		return text
 	}
-	b := append(d.str[:0], text[:r]...)
-	for r < len(text) {
-		switch c := text[r]; {
-		case c == '\\':
-			// validTokens has checked every escape.
-			switch text[r+1] {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := getu4(text[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(text[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						b = utf8.AppendRune(b, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar // a lone surrogate
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // " \ /
-				b = append(b, text[r+1])
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default: // each byte of invalid UTF-8 becomes U+FFFD
-			rr, size := utf8.DecodeRune(text[r:])
-			r += size
-			b = utf8.AppendRune(b, rr)
-		}
+	quoted := append(append(append(d.str[:0], '"'), text...), '"')
+	var s string
+	if json.Unmarshal(quoted, &s) != nil {
+		return text // not reached: the body passed json.Valid
 	}
-	d.str = b
-	return b
-}
-
-// getu4 decodes \uXXXX from the beginning of s, returning the hex value,
-// or -1.
-func getu4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c = c - '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
+	d.str = append(quoted[:0], s...)
+	return d.str
 }
 
 // fieldIndex returns the index of the name in names that key matches, as
