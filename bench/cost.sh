@@ -100,8 +100,14 @@ measure() { # measure LABEL TREE BINARY
   stop_redis
 
   start_redis 26490
+  # The best of two runs: one run alone moved by a third between runs on
+  # this shared machine.
+  local ceil2 cpu2
   read -r ceil cpu_script < <(ceiling "$tree")
-  echo "   ceiling: the count script alone (redis-benchmark, 50 clients): $ceil calls/s, Redis CPU $cpu_script µs per call"
+  read -r ceil2 cpu2 < <(ceiling "$tree")
+  echo "   ceiling: the count script alone (redis-benchmark, 50 clients), two runs: $ceil and $ceil2 calls/s, Redis CPU $cpu_script and $cpu2 µs per call; the best of each is the ceiling"
+  ceil=$(awk -v a="$ceil" -v b="$ceil2" 'BEGIN {print (a > b) ? a : b}')
+  cpu_script=$(awk -v a="$cpu_script" -v b="$cpu2" 'BEGIN {print (a < b) ? a : b}')
   out=$(cd "$tree" && VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 100000x ./cmd/vkcounter/ | grep Benchmark)
   echo "   in process: $out"
   rps=$(grep -o '[0-9.]* req/s' <<<"$out" | awk '{print $1}')
