@@ -137,6 +137,8 @@ type Options struct {
 	// ends (the webhook answered 503 at its deadline): a late answer is
 	// still acted on, so the message is counted once, its activity noted
 	// once and its reply stored once, and VK's re-delivery finds it done.
+	// Messages received close together share one deadline, so a message's
+	// may come up to RecordTimeout/64 (at most 100 ms) later.
 	RecordTimeout time.Duration
 	// OutageLogEvery is how often a VK outage is logged again while it
 	// lasts (default 30s): the first failure and the recovery always are.
