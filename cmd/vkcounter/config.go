@@ -365,21 +365,29 @@ func (c *Config) validateCounterPort() error {
 // malformed value is a usage error naming the variable and the expected
 // form; the URL itself is not repeated, as it may hold a password.
 func (c *Config) validateRedis() []error {
-	var errs []error
-	if c.RedisURL != "" && c.RedisCluster != "" {
-		errs = append(errs, errors.New("REDIS_URL and REDIS_CLUSTER: give one, not both"))
-	}
+	errs := checkRedis("REDIS_URL", c.RedisURL, "REDIS_CLUSTER", c.RedisCluster)
 	if c.RequireRedis && c.RedisURL == "" && c.RedisCluster == "" {
 		errs = append(errs, errors.New("REQUIRE_REDIS=true: REDIS_URL or REDIS_CLUSTER is required (the embedded Redis would keep the counts in this process alone, and lose them when it stops)"))
 	}
-	if c.RedisURL != "" {
-		if err := redisconn.CheckURL(c.RedisURL); err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_URL: %v", err))
+	return errs
+}
+
+// checkRedis checks a pair of Redis settings, a URL and a cluster's seeds,
+// named urlVar and clusterVar: at most one is set, and it is well-formed.
+// The URL itself is not repeated, as it may hold a password.
+func checkRedis(urlVar, url, clusterVar, cluster string) []error {
+	var errs []error
+	if url != "" && cluster != "" {
+		errs = append(errs, fmt.Errorf("%s and %s: give one, not both", urlVar, clusterVar))
+	}
+	if url != "" {
+		if err := redisconn.CheckURL(url); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", urlVar, err))
 		}
 	}
-	if c.RedisCluster != "" {
-		if err := redisconn.CheckCluster(c.RedisCluster); err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_CLUSTER: %v", err))
+	if cluster != "" {
+		if err := redisconn.CheckCluster(cluster); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", clusterVar, err))
 		}
 	}
 	return errs
@@ -400,9 +408,7 @@ func (c *Config) validateCounters() error {
 	default:
 		errs = append(errs, fmt.Errorf("COUNTERS_STORE %q: must be redis, memory or file", c.CountersStore))
 	}
-	if c.CountersRedisURL != "" && c.CountersRedisCluster != "" {
-		errs = append(errs, errors.New("COUNTERS_REDIS_URL and COUNTERS_REDIS_CLUSTER: give one, not both"))
-	}
+	errs = append(errs, checkRedis("COUNTERS_REDIS_URL", c.CountersRedisURL, "COUNTERS_REDIS_CLUSTER", c.CountersRedisCluster)...)
 	if (c.CountersRedisURL != "" || c.CountersRedisCluster != "") && c.CountersStore != counters.StoreRedis && c.ResourceStore != counters.StoreRedis {
 		errs = append(errs, errors.New("COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER: only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"))
 	}

@@ -439,6 +439,9 @@ func TestConfigErrors(t *testing.T) {
 		{"log format", map[string]string{"LOG_FORMAT": "xml"}, "LOG_FORMAT"},
 		{"both counters redis", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_REDIS_CLUSTER": "a:1"}, "COUNTERS_REDIS_CLUSTER: give one"},
 		{"counters redis unused", map[string]string{"COUNTERS_REDIS_URL": "redis://x", "COUNTERS_STORE": "memory"}, "only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"},
+		{"counters redis address", map[string]string{"COUNTERS_REDIS_URL": "127.0.0.1:6390"}, `COUNTERS_REDIS_URL: "127.0.0.1:6390" is an address, not a URL: write redis://127.0.0.1:6390/0`},
+		{"counters redis garbage", map[string]string{"COUNTERS_REDIS_URL": "redis://:s3cret@h:port/0"}, "COUNTERS_REDIS_URL: not a URL"},
+		{"counters cluster URL", map[string]string{"COUNTERS_REDIS_CLUSTER": "redis://a:1"}, `COUNTERS_REDIS_CLUSTER: "redis://a:1": seeds are host:port addresses, not URLs`},
 		{"headroom", map[string]string{"COUNTERS_REDIS_HEADROOM": "100"}, "COUNTERS_REDIS_HEADROOM 100: must be 0 (off) to 99 percent"},
 		{"negative headroom", map[string]string{"COUNTERS_REDIS_HEADROOM": "-1"}, "COUNTERS_REDIS_HEADROOM"},
 		{"api url", map[string]string{"VK_API_URL": "ftp://x/"}, "VK_API_URL"},
@@ -453,12 +456,14 @@ func TestConfigErrors(t *testing.T) {
 	}
 	// A malformed Redis setting is a usage error (exit 2) that does not
 	// repeat a password the URL may hold.
-	var stderr bytes.Buffer
-	code := run(context.Background(), nil, func(k string) string {
-		return map[string]string{"REDIS_URL": "redis://:s3cret@h:port/0"}[k]
-	}, io.Discard, &stderr)
-	if code != exitUsage || !strings.Contains(stderr.String(), "REDIS_URL") || strings.Contains(stderr.String(), "s3cret") {
-		t.Errorf("exit %d, stderr %q: want 2 naming REDIS_URL without its password", code, stderr.String())
+	for _, name := range []string{"REDIS_URL", "COUNTERS_REDIS_URL"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), nil, func(k string) string {
+			return map[string]string{name: "redis://:s3cret@h:port/0"}[k]
+		}, io.Discard, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), name+":") || strings.Contains(stderr.String(), "s3cret") {
+			t.Errorf("exit %d, stderr %q: want 2 naming %s without its password", code, stderr.String(), name)
+		}
 	}
 	// The settings that would do are accepted.
 	for _, env := range []map[string]string{

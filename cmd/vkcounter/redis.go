@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
@@ -73,10 +75,16 @@ func (m *Main) openRedis(ctx context.Context) (err error) {
 	if m.rdb, err = redisconn.Open(m.redisConfig()); err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	return ping(ctx, m.rdb, fmt.Sprintf("redis (%s)", m.redisKind()))
+}
+
+// ping waits up to 5 s for c's Redis to answer: one that does not answer
+// at start is an error (exit 1), named by what.
+func ping(ctx context.Context, c redis.UniversalClient, what string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := m.rdb.Ping(pingCtx).Err(); err != nil {
-		return fmt.Errorf("redis (%s): %w", m.redisKind(), err)
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -112,10 +120,8 @@ func (m *Main) openCountersRedis(ctx context.Context) error {
 			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)
 		}
 		m.cntRdb = c // closed by Close, even if the ping fails
-		pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := c.Ping(pingCtx).Err(); err != nil {
-			return fmt.Errorf("counters' redis (COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER): %w", err)
+		if err := ping(ctx, c, "counters' redis (COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER)"); err != nil {
+			return err
 		}
 	}
 	if m.cfg.CountersRedisHeadroom == 0 || m.countersEmbedded() {
