@@ -163,7 +163,7 @@ func TestRecoveryLeavesWhatASiblingFinished(t *testing.T) {
 func TestBlockerNeverRetries(t *testing.T) {
 	for _, k := range []redistest.Kind{redistest.Real, redistest.Cluster} {
 		tg := redistest.Open(t, k)
-		c := tg.NoRetryClient(t, "")
+		c := tg.Client
 		o := New(c, Options{Prefix: redistest.Prefix(t), Consumer: "a"})
 		bc, err := o.blocker(context.Background(), 42)
 		if err != nil {

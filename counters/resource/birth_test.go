@@ -59,7 +59,7 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 	const lease = time.Minute // no renewal or check runs during the test
 	prefix := redistest.Prefix(t)
 	log := &syncBuffer{}
-	r := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.New(log))
+	r := openNew(t, tg.Client, prefix, lease, zerolog.New(log))
 	if !strings.Contains(log.String(), "born less than a lease ago") {
 		t.Fatalf("a new store did not say it refuses for a lease: %s", log)
 	}
@@ -202,7 +202,7 @@ func TestRedisBirthKeys(t *testing.T) {
 func TestRedisScriptFlushRelease(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
 	log := &syncBuffer{}
-	r, err := resource.NewRedis(bg(), tg.NoRetryClient(t, ""), resource.RedisOptions{
+	r, err := resource.NewRedis(bg(), tg.Client, resource.RedisOptions{
 		Prefix: redistest.Prefix(t), Logger: zerolog.New(log), AssumeNoHolders: true,
 	})
 	if err != nil {

@@ -87,7 +87,7 @@ func acquireWhenFree(t testing.TB, h *resource.RedisHolder, name string, n, maxi
 // as the memory table's tests and yrmcds's test/counter.cpp check them.
 func TestRedisRules(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), 0)
+		r := openRedis(t, tg.Client, redistest.Prefix(t), 0)
 		a, b := r.NewHolder(nil), r.NewHolder(nil)
 		cx := bg()
 		// one_client: up to and including the maximum.
@@ -277,7 +277,7 @@ func TestRedisIntervals(t *testing.T) {
 	sec := int64(1_000_000_000/10*10 + 5)
 	set := func(s int64) { sec = s; tg.Mini.SetTime(time.Unix(s, 0)) }
 	set(sec)
-	r := openRedisInterval(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), time.Hour, redisInterval)
+	r := openRedisInterval(t, tg.Client, redistest.Prefix(t), time.Hour, redisInterval)
 	h := r.NewHolder(nil)
 	name := []byte("m")
 	maxOf := func() uint32 {
@@ -332,7 +332,7 @@ func TestRedisIntervals(t *testing.T) {
 func TestRedisOneSlotPerName(t *testing.T) {
 	tg := redistest.Open(t, redistest.Cluster)
 	prefix := redistest.Prefix(t)
-	r := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+	r := openRedis(t, tg.Client, prefix, 0)
 	h := r.NewHolder(nil)
 	names := []string{"a", "{b}", "c}{", strings.Repeat("x", 1000)}
 	for _, n := range names {
@@ -734,7 +734,7 @@ func TestRedisOddPrefix(t *testing.T) {
 func TestRedisBadNameInRedis(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
-		r := openRedis(t, tg.NoRetryClient(t, ""), prefix, 0)
+		r := openRedis(t, tg.Client, prefix, 0)
 		h := r.NewHolder(nil)
 		for _, n := range []string{"long", "empty", "fine"} {
 			wantErr(t, "acquire "+n, h.Acquire(bg(), []byte(n), 1, 1), nil)
@@ -766,7 +766,7 @@ func TestRedisBadNameInRedis(t *testing.T) {
 // TestRedisCloseAtOnce: Close may be called many times, at once.
 func TestRedisCloseAtOnce(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
-	r := openRedis(t, tg.NoRetryClient(t, ""), redistest.Prefix(t), 0)
+	r := openRedis(t, tg.Client, redistest.Prefix(t), 0)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // EnvTally, when it names a file, makes Main append one line per package
@@ -96,12 +98,14 @@ func sharedClients() map[Kind]redis.UniversalClient {
 	sharedOnce.Do(func() {
 		shared = map[Kind]redis.UniversalClient{}
 		if u := os.Getenv(EnvRedis); u != "" {
-			if opt, err := redis.ParseURL(u); err == nil {
-				shared[Real] = redis.NewClient(opt)
+			if c, err := redisconn.Open(redisconn.Config{URL: u}); err == nil {
+				shared[Real] = c
 			}
 		}
-		if c := os.Getenv(EnvCluster); c != "" {
-			shared[Cluster] = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c, ",")})
+		if seeds := os.Getenv(EnvCluster); seeds != "" {
+			if c, err := redisconn.Open(redisconn.Config{Cluster: strings.Split(seeds, ",")}); err == nil {
+				shared[Cluster] = c
+			}
 		}
 	})
 	return shared

@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Environment variables read by this package.
@@ -86,25 +89,18 @@ func Open(t testing.TB, k Kind) *Target {
 		m := miniredis.RunT(t)
 		m.ClockTTL(true)
 		// miniredis runs Lua in Go: a large script under -race on a loaded
-		// machine can pass go-redis's default 3 s read timeout, and the
-		// client would then send it again, a second write.
-		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-		t.Cleanup(func() { c.Close() })
+		// machine can take seconds, which redisconn's read timeout outlasts
+		// (go-redis's default 3 s would time out and send it again).
+		c := open(t, redisconn.Config{Addr: m.Addr()})
 		return &Target{Kind: Mini, Client: c, Mini: m, Addr: m.Addr(), URL: "redis://" + m.Addr()}
 	case Real:
 		u := configured(t, EnvRedis)
-		opt, err := redis.ParseURL(u)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", EnvRedis, u, err)
-		}
-		c := redis.NewClient(opt)
-		t.Cleanup(func() { c.Close() })
+		c := open(t, redisconn.Config{URL: u})
 		ping(t, c, EnvRedis)
-		return &Target{Kind: Real, Client: c, Addr: opt.Addr, URL: u}
+		return &Target{Kind: Real, Client: c, Addr: c.(*redis.Client).Options().Addr, URL: u}
 	case Cluster:
 		addrs := strings.Split(configured(t, EnvCluster), ",")
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		t.Cleanup(func() { c.Close() })
+		c := open(t, redisconn.Config{Cluster: addrs})
 		ping(t, c, EnvCluster)
 		return &Target{Kind: Cluster, Client: c, Addr: addrs[0]}
 	}
@@ -183,26 +179,34 @@ func Keys(t testing.TB, c redis.UniversalClient, prefix string) []string {
 	return out
 }
 
-// NoRetryClient returns a new client of tg's server that never resends a
-// command (MaxRetries -1, and for a cluster MaxRedirects -1), as stores
-// whose writes must not run twice require. addr, when not empty, replaces
-// the address of a single server (a proxy in front of it). It is closed
-// when t ends.
+// NoRetryClient returns a new client of tg's server, with connections of
+// its own, opened as Client is (by redisconn, as the service opens its
+// clients: it never resends a command, and a cluster client follows no
+// redirection). addr, when not empty, replaces the address of a single
+// server (a proxy in front of it). It is closed when t ends.
 func (tg *Target) NoRetryClient(t testing.TB, addr string) redis.UniversalClient {
 	t.Helper()
-	var c redis.UniversalClient
 	if tg.Kind == Cluster {
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv(EnvCluster), ","), MaxRetries: -1, MaxRedirects: -1})
-	} else {
-		opt, err := redis.ParseURL(tg.URL)
+		return open(t, redisconn.Config{Cluster: strings.Split(os.Getenv(EnvCluster), ",")})
+	}
+	u := tg.URL
+	if addr != "" {
+		pu, err := url.Parse(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if addr != "" {
-			opt.Addr = addr
-		}
-		opt.MaxRetries = -1
-		c = redis.NewClient(opt)
+		pu.Host = addr
+		u = pu.String()
+	}
+	return open(t, redisconn.Config{URL: u})
+}
+
+// open returns the client redisconn opens for cfg, closed when t ends.
+func open(t testing.TB, cfg redisconn.Config) redis.UniversalClient {
+	t.Helper()
+	c, err := redisconn.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c

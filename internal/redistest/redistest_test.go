@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -66,4 +70,45 @@ func TestPrefixOf(t *testing.T) {
 			t.Errorf("prefixOf(%q) = %q, want %q", key, got, want)
 		}
 	}
+}
+
+// TestClientsNeverResend: every client this package opens is opened as
+// the service opens its own (redisconn): no retries, no redirections
+// followed, redisconn's read timeout; a proxy's address replaces the
+// server's own.
+func TestClientsNeverResend(t *testing.T) {
+	Run(t, func(t *testing.T, tg *Target) {
+		proxy := NewProxy(t, tg.Addr)
+		clients := map[string]redis.UniversalClient{
+			"Client":        tg.Client,
+			"NoRetryClient": tg.NoRetryClient(t, ""),
+		}
+		if tg.Kind != Cluster {
+			clients["NoRetryClient via a proxy"] = tg.NoRetryClient(t, proxy.Addr())
+		}
+		for name, c := range clients {
+			// go-redis keeps "no retries" (-1) as 0 in a Client's options,
+			// as -1 in a ClusterClient's.
+			switch c := c.(type) {
+			case *redis.Client:
+				if o := c.Options(); o.MaxRetries > 0 || o.ReadTimeout != redisconn.DefaultTimeout {
+					t.Errorf("%s: MaxRetries %d, ReadTimeout %v; want none and %v", name, o.MaxRetries, o.ReadTimeout, redisconn.DefaultTimeout)
+				}
+			case *redis.ClusterClient:
+				if o := c.Options(); o.MaxRetries > 0 || o.MaxRedirects != 0 || o.ReadTimeout != redisconn.DefaultTimeout {
+					t.Errorf("%s: MaxRetries %d, MaxRedirects %d, ReadTimeout %v; want none, 0 and %v", name, o.MaxRetries, o.MaxRedirects, o.ReadTimeout, redisconn.DefaultTimeout)
+				}
+			default:
+				t.Errorf("%s: a %T", name, c)
+			}
+			if err := c.Ping(t.Context()).Err(); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if got := clients["NoRetryClient via a proxy"]; got != nil {
+			if addr := got.(*redis.Client).Options().Addr; addr != proxy.Addr() {
+				t.Errorf("NoRetryClient via a proxy connects to %s, want %s", addr, proxy.Addr())
+			}
+		}
+	})
 }
