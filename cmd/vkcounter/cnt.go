@@ -140,9 +140,6 @@ var cntOps = map[string]cntOp{
 		return one(func(ctx context.Context, c *client.RingClient) (int64, error) { return c.Total(ctx, a[0]) }), wire.CheckKindName(a[0])
 	}},
 	"list": {"PREFIX", "page_", func(a []string) (cntCall, error) {
-		if len(a[0]) > wire.MaxListField {
-			return nil, fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
-		}
 		return each(func(ctx context.Context, c *client.Client, println func(...any)) error {
 			for after := ""; ; {
 				entries, more, err := c.List(ctx, a[0], after, wire.MaxListLimit)
@@ -157,7 +154,7 @@ var cntOps = map[string]cntOp{
 					return nil
 				}
 			}
-		}), nil
+		}), client.CheckList(a[0], "", wire.MaxListLimit)
 	}},
 	"visit": {"NAME KEY TIMEOUT", "room alice 300", func(a []string) (cntCall, error) {
 		timeout, err := parseTimeout(a[2])

@@ -177,13 +177,27 @@ func CheckUniqueCount(names []string) error {
 	return checkUniqueFields("", names, wire.MaxUnionNames)
 }
 
+// CheckList returns the error List gives, before sending anything, for
+// these arguments, or nil.
+func CheckList(prefix, after string, limit int) error {
+	switch {
+	case len(prefix) > wire.MaxListField:
+		return fmt.Errorf("%w: prefix longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
+	case len(after) > wire.MaxListField:
+		return fmt.Errorf("%w: after longer than %d bytes", wire.ErrInvalid, wire.MaxListField)
+	case limit < 1 || limit > wire.MaxListLimit:
+		return fmt.Errorf("%w: limit %d, want 1 to %d", wire.ErrInvalid, limit, wire.MaxListLimit)
+	}
+	return nil
+}
+
 // List returns one page of the access counters whose names start with
 // prefix and sort after after (byte order): up to limit (1 to 1000)
 // counters, and whether more follow. Ask for the next page with after set
 // to the last name of this one.
 func (c *Client) List(ctx context.Context, prefix, after string, limit int) ([]wire.ListEntry, bool, error) {
-	if len(prefix) > wire.MaxListField || len(after) > wire.MaxListField || limit < 1 || limit > wire.MaxListLimit {
-		return nil, false, fmt.Errorf("counters: list: %w: prefix and after up to %d bytes, limit 1 to %d", wire.ErrInvalid, wire.MaxListField, wire.MaxListLimit)
+	if err := CheckList(prefix, after, limit); err != nil {
+		return nil, false, fmt.Errorf("counters: list: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

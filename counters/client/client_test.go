@@ -245,6 +245,7 @@ func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
 	c := dialClient(t, listen(t, s))
 	cx := ctx(t)
 	long := strings.Repeat("n", wire.MaxNameLen+1)
+	longList := strings.Repeat("p", wire.MaxListField+1)
 	for name, err := range map[string]error{
 		"hit empty name":      func() error { _, err := c.Hit(cx, ""); return err }(),
 		"total long name":     func() error { _, err := c.Total(cx, long); return err }(),
@@ -260,12 +261,20 @@ func TestClientRefusesInvalidExtensionArguments(t *testing.T) {
 		"leave empty name":    func() error { _, _, err := c.Leave(cx, "", "k"); return err }(),
 		"total empty name":    func() error { _, err := c.Total(cx, ""); return err }(),
 		"visit 1ns over zero": func() error { _, _, err := c.Visit(cx, "n", "k", 1); return err }(),
+		"list long prefix":    func() error { _, _, err := c.List(cx, longList, "", 10); return err }(),
+		"list long after":     func() error { _, _, err := c.List(cx, "p", longList, 10); return err }(),
+		"list limit 0":        func() error { _, _, err := c.List(cx, "p", "", 0); return err }(),
+		"list limit over":     func() error { _, _, err := c.List(cx, "p", "", wire.MaxListLimit+1); return err }(),
+		"CheckList long":      client.CheckList(longList, "", 10),
 	} {
 		if !errors.Is(err, wire.ErrInvalid) {
 			t.Errorf("%s: %v, want wire.ErrInvalid", name, err)
 		}
 	}
-	for _, op := range []string{"hit", "total", "visit", "leave", "active"} {
+	if err := client.CheckList(longList[1:], longList[1:], wire.MaxListLimit); err != nil {
+		t.Errorf("CheckList at the limits: %v", err)
+	}
+	for _, op := range []string{"hit", "total", "visit", "leave", "active", "list"} {
 		if v := statsMap(s)["command:"+op]; v != "0" {
 			t.Errorf("an invalid %s reached the server: command:%s = %s", op, op, v)
 		}
