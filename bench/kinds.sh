@@ -6,7 +6,6 @@
 source "$(dirname "$0")/lib.sh"
 start_redis 26590
 
-rb() { redis-benchmark -p $port -n 200000 -c 50 "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1; }
 machine
 # The script Windows.Hit runs: freq's count.lua followed by window.lua.
 sha=$(redis-cli -p $port SCRIPT LOAD "$(cat freq/count.lua freq/window.lua)")

@@ -1,7 +1,8 @@
 # bench/lib.sh — sourced by the bench scripts: a scratch directory and
 # child processes cleaned up on exit, a fresh Redis server (nothing on disk)
-# on a spare loopback port, its CPU and the count script's ceiling on it,
-# and the machine line every report starts with.
+# on a spare loopback port, its CPU, redis-benchmark's rate (rb) and the
+# count script's ceiling on it, and the machine line every report starts
+# with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -38,6 +39,10 @@ redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(
 # del PATTERN deletes the keys matching PATTERN.
 del() { redis-cli -p "$port" --scan --pattern "$1" | xargs -r -n 1000 redis-cli -p "$port" DEL >/dev/null; }
 
+# rb ARGS…: redis-benchmark on $port, 50 clients, 200,000 calls, with ARGS
+# (options, then the command); prints its requests-per-second line.
+rb() { redis-benchmark -p "$port" -n 200000 -c 50 "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1; }
+
 # count_ceiling [TREE]: redis-benchmark running TREE's count script alone
 # (default: this tree), one text, 50 clients, 200,000 calls, a new message
 # each call (__rand_int__, as every webhook request is a new event); prints
@@ -47,13 +52,13 @@ count_ceiling() {
   if [ -f "$tree/freq/text.lua" ]; then
     local t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
     sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/text.lua" "$tree/freq/textcount.lua")")
-    redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
-      "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__ 2>/dev/null
+    rb -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
+      "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__
   else # the layout before the compact one
     local k='bench:{6b86b273ff34fce19d6b804eff5a3f57}'
     sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/window.lua")")
-    redis-benchmark -p "$port" -n 200000 -c 50 -r 1000000000 EVALSHA "$sha" 3 "$k:l" "$k:n" "$k:e:__rand_int__" 86400 86460 3600000 "" 2>/dev/null
-  fi | tr '\r' '\n' | grep 'requests per second' | tail -1
+    rb -r 1000000000 EVALSHA "$sha" 3 "$k:l" "$k:n" "$k:e:__rand_int__" 86400 86460 3600000 ""
+  fi
 }
 
 machine() {

@@ -6,7 +6,6 @@
 source "$(dirname "$0")/lib.sh"
 start_redis 26490
 
-rb() { redis-benchmark -p $port -n 200000 -c 50 "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1; }
 machine
 echo "== redis-benchmark INCRBY (the Redis access store's command)"; rb INCRBY 'bench:a:{pages}' 1
 sha=$(redis-cli -p $port SCRIPT LOAD "$(cat counters/participant/visit.lua)")
