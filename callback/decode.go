@@ -277,20 +277,6 @@ func eventType(b []byte) events.EventType {
 	return events.EventType(b)
 }
 
-// wireMessage holds the fields of a VK message object that the bot reads.
-// Every other field is skipped unread, so a change in its type can never
-// turn a real message into an error. The numbers the bot reads are taken
-// from a JSON integer or a string holding one (null leaves them as they
-// were); any other value in one of these fields is an error, as is a text
-// that is not a string.
-type wireMessage struct {
-	id, conversationMessageID, peerID, fromID int
-	out                                       bool
-	action                                    string
-	text                                      string
-	attachments                               []Attachment
-}
-
 // The message's fields, by their index in messageFields.
 const (
 	msgMessage = iota // the 5.103+ shape's message, in the object
@@ -304,6 +290,12 @@ const (
 	msgAttachments
 )
 
+// messageFields are the fields of a VK message object that the bot reads.
+// Every other field is skipped unread, so a change in its type can never
+// turn a real message into an error. The numbers the bot reads are taken
+// from a JSON integer or a string holding one (null leaves them as they
+// were); any other value in one of these fields is an error, as is a text
+// that is not a string.
 var messageFields = []string{
 	msgMessage: "message", msgID: "id", msgConversationMessageID: "conversation_message_id",
 	msgPeerID: "peer_id", msgFromID: "from_id", msgOut: "out", msgAction: "action", msgText: "text",
@@ -325,36 +317,27 @@ func (d *decoder) message(object *fastjson.Value) (Message, error) {
 		}
 	}
 	var (
-		flat, nested wireMessage
+		flat, nested Message
 		hasNested    bool
 	)
 	if err := d.messageFields(object.GetObject(), &flat, &nested, &hasNested); err != nil {
 		return Message{}, fmt.Errorf("message_new object: %w", err)
 	}
-	wm := &flat
+	m := flat
 	if hasNested {
-		wm = &nested
+		m = nested
 	}
-	if wm.peerID <= 0 {
+	if m.PeerID <= 0 {
 		return Message{}, errors.New("message_new object: no usable peer_id")
 	}
-	return Message{
-		ID:                    wm.id,
-		ConversationMessageID: wm.conversationMessageID,
-		PeerID:                wm.peerID,
-		FromID:                wm.fromID,
-		Out:                   wm.out,
-		Action:                wm.action,
-		Text:                  wm.text,
-		Attachments:           wm.attachments,
-	}, nil
+	return m, nil
 }
 
-// messageFields decodes the object o (nil for null) into wm. When nested
+// messageFields decodes the object o (nil for null) into m. When nested
 // is not nil, a "message" field of o is decoded into nested, as
 // encoding/json decodes a pointer field: null unsets it, an object is read
 // into what an earlier one left.
-func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, hasNested *bool) error {
+func (d *decoder) messageFields(o *fastjson.Object, m, nested *Message, hasNested *bool) error {
 	prefix := ""
 	if nested == nil {
 		prefix = "message."
@@ -369,33 +352,33 @@ func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, has
 		switch i {
 		case msgMessage:
 			if kind, _ := d.read(v); kind == kindNull {
-				*nested, *hasNested = wireMessage{}, false
+				*nested, *hasNested = Message{}, false
 				return
 			} else if kind != kindObject {
 				err = typeError("message", kind, "object")
 				return
 			}
 			if !*hasNested {
-				*nested, *hasNested = wireMessage{}, true
+				*nested, *hasNested = Message{}, true
 			}
 			err = d.messageFields(v.GetObject(), nested, nil, nil)
 			return
 		case msgAction:
-			wm.action = d.action(v)
+			m.Action = d.action(v)
 			return
 		case msgAttachments:
-			wm.attachments, err = d.attachments(v, prefix, name)
+			m.Attachments, err = d.attachments(v, prefix, name)
 			return
 		}
 		kind, text := d.read(v)
 		switch i {
 		case msgOut:
-			wm.out = kind == kindTrue || string(text) == "1" && (kind == kindNumber || kind == kindString)
+			m.Out = kind == kindTrue || string(text) == "1" && (kind == kindNumber || kind == kindString)
 		case msgText:
 			switch kind {
 			case kindNull:
 			case kindString:
-				wm.text = string(d.unquote(text))
+				m.Text = string(d.unquote(text))
 			default:
 				err = typeError(prefix+name, kind, "string")
 			}
@@ -403,24 +386,24 @@ func (d *decoder) messageFields(o *fastjson.Object, wm, nested *wireMessage, has
 			var n int
 			n, err = intOrString(prefix, name, kind, text)
 			if err == nil && kind != kindNull {
-				*wm.intField(i) = n
+				*intField(m, i) = n
 			}
 		}
 	})
 	return err
 }
 
-// intField returns the number field of wm with index i in messageFields.
-func (wm *wireMessage) intField(i int) *int {
+// intField returns the number field of m with index i in messageFields.
+func intField(m *Message, i int) *int {
 	switch i {
 	case msgID:
-		return &wm.id
+		return &m.ID
 	case msgConversationMessageID:
-		return &wm.conversationMessageID
+		return &m.ConversationMessageID
 	case msgPeerID:
-		return &wm.peerID
+		return &m.PeerID
 	}
-	return &wm.fromID
+	return &m.FromID
 }
 
 // intOrString reads an int from a JSON integer or from a string holding
