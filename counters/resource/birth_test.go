@@ -1,11 +1,9 @@
 package resource_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
 // openNew opens a store that does not assume a new prefix holds nothing,
@@ -29,24 +28,6 @@ func openNew(t testing.TB, rdb redis.UniversalClient, prefix string, lease time.
 	return r
 }
 
-// syncBuffer is a log destination safe for the store's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRedisYoungStoreRefuses: a store refuses every acquire, with "not
 // available" and without creating the counter, until one lease after its
 // birth (its first start, or Redis losing its data: here FLUSHALL); a
@@ -58,7 +39,7 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 	tg.Mini.SetTime(start)
 	const lease = time.Minute // no renewal or check runs during the test
 	prefix := redistest.Prefix(t)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	r := openNew(t, tg.Client, prefix, lease, zerolog.New(log))
 	if !strings.Contains(log.String(), "born less than a lease ago") {
 		t.Fatalf("a new store did not say it refuses for a lease: %s", log)
@@ -201,7 +182,7 @@ func TestRedisBirthKeys(t *testing.T) {
 // they were not released.
 func TestRedisScriptFlushRelease(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	r, err := resource.NewRedis(bg(), tg.Client, resource.RedisOptions{
 		Prefix: redistest.Prefix(t), Logger: zerolog.New(log), AssumeNoHolders: true,
 	})
