@@ -393,6 +393,18 @@ func checkRedis(urlVar, url, clusterVar, cluster string) []error {
 	return errs
 }
 
+// countersOwnRedis reports whether the counters have a Redis of their own
+// (COUNTERS_REDIS_URL or COUNTERS_REDIS_CLUSTER).
+func (c *Config) countersOwnRedis() bool {
+	return c.CountersRedisURL != "" || c.CountersRedisCluster != ""
+}
+
+// countersInRedis reports whether a counter store is in Redis
+// (COUNTERS_STORE=redis or RESOURCE_STORE=redis).
+func (c *Config) countersInRedis() bool {
+	return c.CountersStore == counters.StoreRedis || c.ResourceStore == counters.StoreRedis
+}
+
 // validateCounters checks the COUNTERS_* settings.
 func (c *Config) validateCounters() error {
 	var errs []error
@@ -409,7 +421,7 @@ func (c *Config) validateCounters() error {
 		errs = append(errs, fmt.Errorf("COUNTERS_STORE %q: must be redis, memory or file", c.CountersStore))
 	}
 	errs = append(errs, checkRedis("COUNTERS_REDIS_URL", c.CountersRedisURL, "COUNTERS_REDIS_CLUSTER", c.CountersRedisCluster)...)
-	if (c.CountersRedisURL != "" || c.CountersRedisCluster != "") && c.CountersStore != counters.StoreRedis && c.ResourceStore != counters.StoreRedis {
+	if c.countersOwnRedis() && !c.countersInRedis() {
 		errs = append(errs, errors.New("COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER: only used with COUNTERS_STORE=redis or RESOURCE_STORE=redis"))
 	}
 	if c.CountersRedisHeadroom < 0 || c.CountersRedisHeadroom > 99 {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
@@ -92,29 +91,24 @@ func ping(ctx context.Context, c redis.UniversalClient, what string) error {
 // countersRedisConfig is the counters' Redis: COUNTERS_REDIS_CLUSTER,
 // COUNTERS_REDIS_URL, or the service's.
 func (m *Main) countersRedisConfig() redisconn.Config {
-	if m.countersOwnRedis() {
+	if m.cfg.countersOwnRedis() {
 		return redisConfig(m.cfg.CountersRedisURL, m.cfg.CountersRedisCluster, m.cfg.RedisTimeout)
 	}
 	return m.redisConfig()
 }
 
-// countersOwnRedis reports whether the counters have a Redis of their own.
-func (m *Main) countersOwnRedis() bool {
-	return m.cfg.CountersRedisURL != "" || m.cfg.CountersRedisCluster != ""
-}
-
 // countersEmbedded reports whether the counters' Redis is the embedded one.
-func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.countersOwnRedis() }
+func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.cfg.countersOwnRedis() }
 
 // openCountersRedis opens the counters' own Redis if they have one, and
 // the guard that keeps the counter stores from filling theirs
 // (COUNTERS_REDIS_HEADROOM), unless no store of theirs is in Redis.
 func (m *Main) openCountersRedis(ctx context.Context) error {
 	m.cntRdb = m.rdb
-	if m.cfg.CountersStore != counters.StoreRedis && m.cfg.ResourceStore != counters.StoreRedis {
+	if !m.cfg.countersInRedis() {
 		return nil
 	}
-	if m.countersOwnRedis() {
+	if m.cfg.countersOwnRedis() {
 		c, err := redisconn.Open(m.countersRedisConfig())
 		if err != nil {
 			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)
