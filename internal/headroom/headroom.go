@@ -164,10 +164,10 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 	var mu sync.Mutex
 	read := func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			return fmt.Errorf("headroom: INFO memory of %s: %w", c.Options().Addr, err)
+		var r *Reading
+		if err == nil {
+			r, err = parse(info, g.opts.Percent)
 		}
-		r, err := parse(info, g.opts.Percent)
 		if err != nil {
 			return fmt.Errorf("headroom: INFO memory of %s: %w", c.Options().Addr, err)
 		}
