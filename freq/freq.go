@@ -227,8 +227,7 @@ type Then struct {
 func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then *Then) (previous int64, duplicate bool, err error) {
 	k := s.keys(identity, dedupe)
 	k.names[k.n] = then.Stream
-	args := make([]any, 0, len(s.fixed)+3+len(then.Fields))
-	args = append(append(args, s.fixed[:]...), &k.hash, &then.MaxLen, &then.Field)
+	args := append(s.args(k, "", 2+len(then.Fields)), &then.MaxLen, &then.Field)
 	v, err := recordScript.Exec(ctx, s.rdb, k.names[:k.n+1], append(args, then.Fields...)).Result()
 	if err != nil {
 		if redisconn.IsError(err, "STREAM_FULL") {
@@ -243,9 +242,20 @@ func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then *Th
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
 	k := s.keys(identity, dedupe)
-	v, err := textScript.Exec(ctx, s.rdb, k.names[:k.n], []any{s.windowArg, s.keyTTLArg, s.dedupeArg, at, &k.hash}).Result()
+	v, err := textScript.Exec(ctx, s.rdb, k.names[:k.n], s.args(k, at, 0)).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}
 	return parseReply(v)
+}
+
+// args returns the ARGV that text_args reads (text.lua) for k, counting at
+// at (a unix second, or "" for Redis TIME), with room for extra more.
+func (s *Store) args(k *textKeys, at string, extra int) []any {
+	args := make([]any, len(s.fixed), len(s.fixed)+1+extra)
+	copy(args, s.fixed[:])
+	if at != "" {
+		args[3] = at
+	}
+	return append(args, &k.hash)
 }
