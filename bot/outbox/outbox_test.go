@@ -34,6 +34,34 @@ func reply(peer int) outbox.Entry {
 		QuoteCMID: 40 + peer, ReplyTo: 70 + peer}
 }
 
+// streamLen returns the length of the outbox stream under prefix.
+func streamLen(t *testing.T, tg *redistest.Target, prefix string) int64 {
+	t.Helper()
+	n, err := tg.Client.XLen(context.Background(), prefix+"o:{42}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// peers returns the peers of rs, in order.
+func peers(rs []outbox.Entry) []int {
+	var ps []int
+	for _, r := range rs {
+		ps = append(ps, r.PeerID)
+	}
+	return ps
+}
+
+// ids returns the ids of rs.
+func ids(rs []outbox.Entry) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
 func TestAddTakeDone(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -645,13 +673,9 @@ func TestDrainStopsAtTheHorizon(t *testing.T) {
 		if more, done, err := closing.Drain(ctx, group, 10); err != nil || !done || len(more) != 0 {
 			t.Fatalf("third Drain = %+v, done %v, %v; want nothing, done", more, done, err)
 		}
-		var peers []int
 		newer, err := live.Take(ctx, group, 10, 0)
-		for _, r := range newer {
-			peers = append(peers, r.PeerID)
-		}
-		if err != nil || !slices.Equal(peers, []int{4, 5}) {
-			t.Fatalf("the live instance's Take = %v, %v; want the replies stored after the drain began", peers, err)
+		if err != nil || !slices.Equal(peers(newer), []int{4, 5}) {
+			t.Fatalf("the live instance's Take = %v, %v; want the replies stored after the drain began", peers(newer), err)
 		}
 		if err := closing.Done(ctx, group, got[0].ID); err != nil {
 			t.Fatal(err)

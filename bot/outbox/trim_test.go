@@ -12,34 +12,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
-// streamLen returns the length of the outbox stream under prefix.
-func streamLen(t *testing.T, tg *redistest.Target, prefix string) int64 {
-	t.Helper()
-	n, err := tg.Client.XLen(context.Background(), prefix+"o:{42}").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// peers returns the peers of rs, in order.
-func peers(rs []outbox.Entry) []int {
-	var ps []int
-	for _, r := range rs {
-		ps = append(ps, r.PeerID)
-	}
-	return ps
-}
-
-// ids returns the ids of rs.
-func ids(rs []outbox.Entry) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.ID)
-	}
-	return out
-}
-
 // TestDoneInOrderTrims: a batch finished in order leaves an empty stream,
 // trimmed rather than deleted from: Redis records no deleted entry
 // (XINFO STREAM max-deleted-entry-id; miniredis does not report it).
