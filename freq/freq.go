@@ -191,11 +191,11 @@ func (s *Store) Count(ctx context.Context, identity, dedupe string) (previous in
 // at, truncated to the second (or at the newest recorded second, if that is
 // later).
 func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Time) (result, error) {
-	u := at.Unix()
-	if u < 0 || u > maxUnix {
-		return result{}, fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
+	u, err := unixArg(at)
+	if err != nil {
+		return result{}, err
 	}
-	return s.count(ctx, identity, dedupe, strconv.FormatInt(u, 10))
+	return s.count(ctx, identity, dedupe, u)
 }
 
 // ErrStreamFull is wrapped by CountThen's error when the stream holds
