@@ -34,6 +34,16 @@ func reply(peer int) outbox.Entry {
 		QuoteCMID: 40 + peer, ReplyTo: 70 + peer}
 }
 
+// addReplies adds the replies to peers first to last, in order, with o.
+func addReplies(t *testing.T, o *outbox.Outbox, first, last int) {
+	t.Helper()
+	for p := first; p <= last; p++ {
+		if err := o.Add(context.Background(), reply(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // streamLen returns the length of the outbox stream under prefix.
 func streamLen(t *testing.T, tg *redistest.Target, prefix string) int64 {
 	t.Helper()
@@ -67,11 +77,7 @@ func TestAddTakeDone(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-		for p := 1; p <= 3; p++ {
-			if err := o.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, o, 1, 3)
 		got, err := o.Take(ctx, group, 2, 0)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("Take = %v, %v; want 2 replies", got, err)
@@ -146,11 +152,7 @@ func TestFull(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{MaxLen: 2})
-		for p := 1; p <= 2; p++ {
-			if err := o.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, o, 1, 2)
 		if err := o.Add(ctx, reply(3)); !errors.Is(err, outbox.ErrFull) {
 			t.Fatalf("third Add = %v, want ErrFull", err)
 		}
@@ -504,11 +506,7 @@ func TestConcurrentRecoveryHandsOutOnce(t *testing.T) {
 		for round := range 300 {
 			prefix := redistest.Prefix(t)
 			o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-			for p := 1; p <= 5; p++ {
-				if err := o.Add(ctx, reply(p)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			addReplies(t, o, 1, 5)
 			// What a lost answer leaves behind: the entries pending under "a".
 			if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
 				Streams: []string{prefix + "o:{42}", ">"}, Count: 10, Block: -1}).Err(); err != nil {
@@ -545,11 +543,7 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 		opts := outbox.Options{ClaimAfter: 200 * time.Millisecond}
 		dead := newOutbox(t, tg, prefix, "dead", opts)
 		live := newOutbox(t, tg, prefix, "live", opts)
-		for p := 1; p <= 60; p++ {
-			if err := dead.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, dead, 1, 60)
 		for taken := 0; taken < 60; {
 			got, err := dead.Take(ctx, group, 25, 0)
 			if err != nil || len(got) == 0 {
@@ -618,11 +612,7 @@ func TestRecoveryLeavesEntriesOfAReadUnderWay(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-		for p := 1; p <= 2; p++ {
-			if err := o.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, o, 1, 2)
 		end := o.ReadUnderWay(group)
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
 			Streams: []string{prefix + "o:{42}", ">"}, Count: 10, Block: -1}).Err(); err != nil {
@@ -652,20 +642,12 @@ func TestDrainStopsAtTheHorizon(t *testing.T) {
 		closing := newOutbox(t, tg, prefix, "closing", outbox.Options{})
 		live := newOutbox(t, tg, prefix, "live", outbox.Options{})
 		live.Take(ctx, group, 10, 0) // its periodic checks, on an empty outbox
-		for p := 1; p <= 3; p++ {
-			if err := closing.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, closing, 1, 3)
 		got, done, err := closing.Drain(ctx, group, 2)
 		if err != nil || done || len(got) != 2 {
 			t.Fatalf("first Drain = %d replies, done %v, %v; want 2 and more to come", len(got), done, err)
 		}
-		for p := 4; p <= 5; p++ {
-			if err := live.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, live, 4, 5)
 		rest, _, err := closing.Drain(ctx, group, 10)
 		if err != nil || len(rest) != 1 || rest[0].PeerID != 3 {
 			t.Fatalf("second Drain = %+v, %v; want the third reply only", rest, err)

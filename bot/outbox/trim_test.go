@@ -20,11 +20,7 @@ func TestDoneInOrderTrims(t *testing.T) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
-		for p := 1; p <= 5; p++ {
-			if err := o.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, o, 1, 5)
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 5 {
 			t.Fatalf("Take = %v, %v; want 5 replies", got, err)
@@ -65,11 +61,7 @@ func TestDoneOutOfOrder(t *testing.T) {
 		opts := outbox.Options{ClaimAfter: 100 * time.Millisecond}
 		slow := newOutbox(t, tg, prefix, "slow", opts)
 		fast := newOutbox(t, tg, prefix, "fast", opts)
-		for p := 1; p <= 2; p++ {
-			if err := slow.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, slow, 1, 2)
 		older, err := slow.Take(ctx, group, 1, 0)
 		if err != nil || len(older) != 1 || older[0].PeerID != 1 {
 			t.Fatalf("slow Take = %+v, %v; want reply 1", older, err)
@@ -122,11 +114,7 @@ func TestUndeliveredEntriesStay(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		a := newOutbox(t, tg, prefix, "a", outbox.Options{})
 		b := newOutbox(t, tg, prefix, "b", outbox.Options{})
-		for p := 1; p <= 6; p++ {
-			if err := a.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, a, 1, 6)
 		first, _ := a.Take(ctx, group, 1, 0)
 		second, _ := b.Take(ctx, group, 2, 0)
 		if !slices.Equal(peers(first), []int{1}) || !slices.Equal(peers(second), []int{2, 3}) {
@@ -141,11 +129,7 @@ func TestUndeliveredEntriesStay(t *testing.T) {
 		if n := streamLen(t, tg, prefix); n != 3 {
 			t.Errorf("length %d, want 3: the replies not read yet", n)
 		}
-		for p := 7; p <= 8; p++ {
-			if err := a.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, a, 7, 8)
 		rest, err := b.Take(ctx, group, 10, 0)
 		if err != nil || !slices.Equal(peers(rest), []int{4, 5, 6, 7, 8}) {
 			t.Fatalf("Take = %v, %v; want the 5 replies not read yet", peers(rest), err)
@@ -200,11 +184,7 @@ func TestMixedFleet(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		key := prefix + "o:{42}"
 		o := newOutbox(t, tg, prefix, "new", outbox.Options{})
-		for p := 1; p <= 6; p++ {
-			if err := o.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, o, 1, 6)
 		oldRead := func(n int64) []string {
 			t.Helper()
 			s, err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "old",
@@ -278,11 +258,7 @@ func TestReleaseLeavesTheCopies(t *testing.T) {
 		prefix := redistest.Prefix(t)
 		closing := newOutbox(t, tg, prefix, "closing", outbox.Options{})
 		live := newOutbox(t, tg, prefix, "live", outbox.Options{})
-		for p := 1; p <= 3; p++ {
-			if err := closing.Add(ctx, reply(p)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addReplies(t, closing, 1, 3)
 		if got, _ := closing.Take(ctx, group, 2, 0); len(got) != 2 {
 			t.Fatalf("Take = %+v; want 2 replies", got)
 		}
