@@ -49,7 +49,7 @@ func (o *Outbox) Add(ctx context.Context, e Entry) error {
 		keys = append(keys, o.onceKey(e.GroupID, e.Key))
 	}
 	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, e.Message}, newEntryArgs(e).fields[:]...)
-	err := addScript.Run(ctx, o.rdb, keys, args...).Err()
+	err := addScript.Exec(ctx, o.rdb, keys, args).Err()
 	if redisconn.IsError(err, "OUTBOX_FULL") {
 		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, e.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
 	}

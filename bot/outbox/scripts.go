@@ -4,6 +4,8 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // The outbox's Lua scripts, one per file, each describing its keys,
@@ -29,7 +31,7 @@ var (
 )
 
 var (
-	addScript     = redis.NewScript(addLua)
+	addScript     = redisconn.NewScript(addLua) // run for every message: Exec
 	statsScript   = redis.NewScript(readingLib + statsLua)
 	pruneScript   = redis.NewScript(pruneLua)
 	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)
