@@ -18,7 +18,6 @@ import (
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/headroom"
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -27,12 +26,7 @@ import (
 // than an empty Redis uses.
 func fullGuard(t *testing.T) (redis.UniversalClient, *headroom.Guard) {
 	t.Helper()
-	addr := redistest.StartServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "noeviction")
-	rdb, err := redisconn.Open(redisconn.Config{Addr: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
+	rdb := redistest.OwnServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "noeviction").Client
 	g, err := headroom.New(rdb, headroom.Options{Percent: 99, Setting: "COUNTERS_REDIS_HEADROOM"})
 	if err != nil {
 		t.Fatal(err)

@@ -14,22 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
-
-// ownRedis starts a Redis of the test's own with args and returns it as a
-// target for startApp.
-func ownRedis(t *testing.T, args ...string) *redistest.Target {
-	t.Helper()
-	addr := redistest.StartServer(t, args...)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { c.Close() })
-	return &redistest.Target{Kind: redistest.Real, Client: c, Addr: addr, URL: "redis://" + addr}
-}
 
 // acquireBorn acquires 1 of 2 of name through c, waiting (bounded by
 // ctx) for the first lease of a new resource store, which grants nothing.
@@ -54,7 +42,7 @@ func acquireBorn(ctx context.Context, t *testing.T, c *client.Client, name strin
 // Out of memory (HTTP 507 naming the limit) once the headroom is reached,
 // and the names that existed keep counting.
 func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
-	tg := ownRedis(t, "--maxmemory", "24mb", "--maxmemory-policy", "noeviction")
+	tg := redistest.OwnServer(t, "--maxmemory", "24mb", "--maxmemory-policy", "noeviction")
 	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -233,8 +221,8 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 // bot's activity counters) goes to the counters' Redis, and none to the
 // bot's.
 func TestCountersOnTheirOwnRedis(t *testing.T) {
-	bots := ownRedis(t)
-	cnts := ownRedis(t)
+	bots := redistest.OwnServer(t)
+	cnts := redistest.OwnServer(t)
 	a := startApp(t, bots, env("COUNTERS_REDIS_URL", cnts.URL, "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -83,8 +83,7 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 func TestRedisLosesItsData(t *testing.T) {
 	for _, loss := range []string{"restart", "flushall"} {
 		t.Run(loss, func(t *testing.T) {
-			addr := redistest.StartServer(t)
-			tg := &redistest.Target{Kind: redistest.Real, URL: "redis://" + addr, Addr: addr}
+			tg := redistest.OwnServer(t)
 			const lease = 2 * time.Second
 			prefix := redistest.Prefix(t)
 			ra := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.Nop())
@@ -98,13 +97,11 @@ func TestRedisLosesItsData(t *testing.T) {
 			lostAt0 := time.Now()
 			switch loss {
 			case "restart":
-				redistest.RestartServer(t, addr)
+				redistest.RestartServer(t, tg.Addr)
 			case "flushall":
-				c := redis.NewClient(&redis.Options{Addr: addr})
-				if err := c.FlushAll(bg()).Err(); err != nil {
+				if err := tg.Client.FlushAll(bg()).Err(); err != nil {
 					t.Fatal(err)
 				}
-				c.Close()
 			}
 			grantedAt, refused := acquireWhenFree(t, b, "db-slots", 3, 4, 3*lease)
 			var lost time.Time

@@ -17,8 +17,7 @@ import (
 // lease of 3 s. The holder's lease is renewed all along: the renewals do
 // not wait behind the dumps, neither for a connection nor in Redis.
 func TestRedisDumpFloodKeepsLeases(t *testing.T) {
-	addr := redistest.StartServer(t)
-	tg := &redistest.Target{Kind: redistest.Real, URL: "redis://" + addr, Addr: addr}
+	tg := redistest.OwnServer(t)
 	const (
 		lease    = 3 * time.Second
 		counters = 20_000

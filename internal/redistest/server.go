@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // StartServer starts a redis-server of the test's own, keeping nothing on
@@ -31,6 +33,16 @@ func StartServer(t testing.TB, args ...string) string {
 	ln.Close()
 	startOn(t, addr, args...)
 	return addr
+}
+
+// OwnServer starts a redis-server of the test's own as StartServer does,
+// with args, and returns it as a Real Target whose Client is opened as
+// Open opens one (by redisconn, as the service opens its clients).
+func OwnServer(t testing.TB, args ...string) *Target {
+	t.Helper()
+	addr := StartServer(t, args...)
+	u := "redis://" + addr
+	return &Target{Kind: Real, Client: open(t, redisconn.Config{URL: u}), Addr: addr, URL: u}
 }
 
 // RestartServer stops the server StartServer started on addr at once
