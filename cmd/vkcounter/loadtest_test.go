@@ -15,7 +15,6 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/freq"
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
@@ -262,18 +261,12 @@ func TestLoadtestExpiredTrims(t *testing.T) {
 // default one, unless -key-prefix says so.
 func TestLoadtestSpawnKeepsOffServiceKeys(t *testing.T) {
 	bin := staticBinary(t)
-	addr := redistest.StartServer(t) // this test's own server: it lists every key
-	url := "redis://" + addr + "/0"
-	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", url, "-texts", "3", "-per-text", "2", "-json")
+	tg := redistest.OwnServer(t) // this test's own server: it lists every key
+	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-texts", "3", "-per-text", "2", "-json")
 	if code != 0 || !rep.OK {
 		t.Fatalf("exit %d, problems %v\n%s", code, rep.Check.Problems, stderr)
 	}
-	c, err := redisconn.Open(redisconn.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	keys, err := c.Keys(t.Context(), "*").Result()
+	keys, err := tg.Client.Keys(t.Context(), "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

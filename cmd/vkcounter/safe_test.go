@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/httpapi"
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
@@ -208,23 +207,17 @@ func TestPublicAddr(t *testing.T) {
 // warning saying what to set; the test servers (noeviction) get none. The
 // evicting server is one of this test's own.
 func TestEvictionWarning(t *testing.T) {
-	addr := redistest.StartServer(t) // a server of this test's own, so it may be reconfigured
-	tg := redistest.Target{Kind: redistest.Real, URL: "redis://" + addr + "/0"}
+	tg := redistest.OwnServer(t) // a server of this test's own, so it may be reconfigured
 	var clean syncbuf.Buffer
-	startAppLog(t, &tg, nil, &clean)
+	startAppLog(t, tg, nil, &clean)
 	if strings.Contains(clean.String(), "maxmemory") {
 		t.Errorf("noeviction server warned:\n%s", clean.String())
 	}
-	c, err := redisconn.Open(redisconn.Config{URL: tg.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+	if err := tg.Client.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var evicting syncbuf.Buffer
-	startAppLog(t, &tg, nil, &evicting)
+	startAppLog(t, tg, nil, &evicting)
 	if !strings.Contains(evicting.String(), `"maxmemory_policy":"volatile-lru"`) || !strings.Contains(evicting.String(), "set maxmemory-policy noeviction") {
 		t.Errorf("no eviction warning in:\n%s", evicting.String())
 	}
