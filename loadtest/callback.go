@@ -26,9 +26,8 @@ type event struct {
 	text  int // index of the text
 	peer  int
 	from  int
-	msgID int // message id; 0 in group chats
-	cmid  int // conversation_message_id
-	rid   int64
+	msgID int  // message id; 0 in group chats
+	cmid  int  // conversation_message_id
 	bare  bool // posted without event_id (id still names it in reports)
 
 	start time.Time // first attempt
@@ -47,12 +46,6 @@ const (
 	interrupted            // the run was interrupted while posting it
 )
 
-// replyKey identifies a reply as VK deduplicates it.
-type replyKey struct {
-	peer int
-	rid  int64
-}
-
 // callbackRun is one run of RunCallback.
 type callbackRun struct {
 	o      CallbackOptions
@@ -61,7 +54,6 @@ type callbackRun struct {
 	texts  []string
 	window time.Duration
 	events []*event
-	byKey  map[replyKey]*event
 	start  time.Time
 
 	webhook *series
@@ -82,9 +74,10 @@ type callbackRun struct {
 }
 
 // RunCallback posts message_new events to a bot's webhook and checks every
-// reply the bot sends to the fake VK API: one per event, to the event's
-// peer, with the random_id derived from the message, carrying the number
-// of earlier occurrences of its text. For each text the numbers must be
+// reply the bot sends to the fake VK API: one per event (told by the
+// message it quotes, or by its conversation), to the event's peer,
+// delivered once (a reply VK answers with an earlier message's id is
+// swallowed), carrying the number of earlier occurrences of its text. For each text the numbers must be
 // exactly 0 … n−1 (n its events counted), and in that order when the
 // text's events were not in flight together.
 //
@@ -98,7 +91,6 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	r := &callbackRun{
 		o:      o,
 		client: newHTTPClient(o.Concurrency, o.Timeout),
-		byKey:  map[replyKey]*event{},
 		errors: map[string]int64{},
 	}
 	defer r.client.CloseIdleConnections()

@@ -7,13 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vkcounter/vkcounter/bot/msgkey"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // plan builds every event: texts round-robin, each event from its own
-// conversation (or Peers of them), numbered in its conversation, with the
-// random_id the bot must derive from it.
+// conversation (or Peers of them), numbered in its conversation.
 func (r *callbackRun) plan() {
 	o := r.o
 	r.texts = make([]string, o.Texts)
@@ -25,8 +23,8 @@ func (r *callbackRun) plan() {
 	n := o.Texts * o.PerText
 	r.events = make([]*event, n)
 	// Message numbers start at a base of this run's own, so that a second
-	// run's messages are new messages to the bot (and to VK, whose
-	// random_id dedupe would drop replies to reused numbers).
+	// run's messages are new messages to the bot, and a reply's quote
+	// names a message of this run only.
 	runNum, _ := strconv.ParseUint(r.runID, 16, 32)
 	base := int(runNum&0x7fffffff) << 20
 	cmids := map[int]int{}
@@ -43,15 +41,8 @@ func (r *callbackRun) plan() {
 		if _, ok := cmids[e.peer]; !ok {
 			cmids[e.peer] = base
 		}
-		for { // a (peer, random_id) must name one event: skip a colliding number
-			cmids[e.peer]++
-			e.cmid = cmids[e.peer]
-			e.rid = int64(msgkey.Message{GroupID: r.o.GroupID, PeerID: e.peer, ConversationMessageID: e.cmid, ID: e.msgID, EventID: e.eventID()}.RandomID())
-			if r.byKey[replyKey{e.peer, e.rid}] == nil {
-				break
-			}
-		}
-		r.byKey[replyKey{e.peer, e.rid}] = e
+		cmids[e.peer]++
+		e.cmid = cmids[e.peer]
 		r.events[seq] = e
 	}
 }

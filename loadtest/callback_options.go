@@ -34,7 +34,9 @@ type CallbackOptions struct {
 	Texts, PerText int
 	// Peers is how many conversations the events come from; zero means one
 	// per event, so that every reply is attributed beyond doubt. Every
-	// tenth conversation is a group chat.
+	// tenth conversation is a group chat. With several events per dialog,
+	// replies are told apart by their quote: the bot must quote in dialogs
+	// too (REPLY_QUOTE=all, which the command gives a bot it starts).
 	Peers int
 	// Concurrency is the number of requests in flight (default 10).
 	Concurrency int

@@ -194,11 +194,14 @@ func (r *callbackRun) errorCount() int64 {
 // duplicates. It returns them in arrival order.
 func (r *callbackRun) collect(baseline int, stop <-chan struct{}) []vktest.Send {
 	var sends []vktest.Send
-	answered := map[replyKey]bool{}
+	who := newAttributor(r.events)
+	answered := map[*event]bool{}
 	poll := func() int {
 		fresh := r.o.VK.SendsFrom(baseline + len(sends))
 		for _, s := range fresh {
-			answered[replyKey{s.PeerID, s.RandomID}] = true
+			if e, _ := who.of(s); e != nil {
+				answered[e] = true
+			}
 		}
 		sends = append(sends, fresh...)
 		r.replies.Store(int64(len(sends)))
@@ -227,7 +230,7 @@ func (r *callbackRun) collect(baseline int, stop <-chan struct{}) []vktest.Send 
 		if poll() > 0 {
 			quietSince = time.Time{}
 		}
-		for len(waiting) > 0 && answered[replyKey{waiting[0].peer, waiting[0].rid}] {
+		for len(waiting) > 0 && answered[waiting[0]] {
 			waiting = waiting[1:]
 		}
 		if len(waiting) == 0 {

@@ -27,11 +27,15 @@ const (
 	secret = "s3cret"
 )
 
-// A reply is one messages.send the fake bot makes.
+// A reply is one messages.send the fake bot makes. It quotes the message
+// it answers as the real bot with REPLY_QUOTE=all does: forward in a
+// group chat, reply_to in a dialog.
 type reply struct {
 	peer    int
 	message string
 	rid     int64
+	cmid    int // quoted with forward when peer is a group chat
+	replyTo int // else quoted with reply_to
 }
 
 // fakeBot is a webhook that counts like the real bot (in memory, or with a
@@ -64,10 +68,11 @@ type fakeBot struct {
 	seen   map[string]int64 // event id (else message identity) → its number once answered "ok"
 	index  map[string]int   // event id (else message identity) → k
 	ids    []string         // event ids (else message identities) by k
+	rids   map[string]int64 // event id (else message identity) → its reply's random_id
 }
 
 func newFakeBot(t testing.TB, vk *vktest.Server) (*fakeBot, string) {
-	b := &fakeBot{t: t, vk: vk, counts: map[string]int64{}, seen: map[string]int64{}, index: map[string]int{}}
+	b := &fakeBot{t: t, vk: vk, counts: map[string]int64{}, seen: map[string]int64{}, index: map[string]int{}, rids: map[string]int64{}}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)
 	return b, srv.URL + "/callback"
@@ -120,14 +125,20 @@ func (b *fakeBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		k = len(b.ids)
 		b.index[key] = k
 		b.ids = append(b.ids, key)
+		b.rids[key] = int64(k + 1) // the bot's own choice, kept for every send of the reply
 	}
+	rid := b.rids[key]
 	n, retried := b.seen[key]
 	retried = retried && !b.countRetries
 	b.mu.Unlock()
 	if !retried {
 		n = b.count(r.Context(), m, key)
 	}
-	status, replies := http.StatusOK, []reply{{m.PeerID, strconv.FormatInt(n, 10), int64(bot.MessageKey(m).RandomID())}}
+	rp := reply{peer: m.PeerID, message: strconv.FormatInt(n, 10), rid: rid, replyTo: m.ID}
+	if m.PeerID >= bot.ChatPeerBase {
+		rp.cmid, rp.replyTo = m.ConversationMessageID, 0
+	}
+	status, replies := http.StatusOK, []reply{rp}
 	if b.fault != nil && !retried {
 		status, replies = b.fault(k, m, n, replies)
 	}
@@ -193,10 +204,16 @@ func (b *fakeBot) send(rp reply) {
 // error.
 func (b *fakeBot) sendOnce(rp reply) error {
 	client := &http.Client{Timeout: time.Second}
-	resp, err := client.PostForm(b.vk.MethodURL()+"messages.send", url.Values{
+	form := url.Values{
 		"peer_id": {strconv.Itoa(rp.peer)}, "message": {rp.message},
 		"random_id": {strconv.FormatInt(rp.rid, 10)}, "access_token": {"t"},
-	})
+	}
+	if rp.cmid > 0 {
+		form.Set("forward", fmt.Sprintf(`{"peer_id":%d,"conversation_message_ids":[%d],"is_reply":true}`, rp.peer, rp.cmid))
+	} else if rp.replyTo > 0 {
+		form.Set("reply_to", strconv.Itoa(rp.replyTo))
+	}
+	resp, err := client.PostForm(b.vk.MethodURL()+"messages.send", form)
 	if err != nil {
 		return err
 	}
@@ -276,9 +293,33 @@ func TestCorrectBotPasses(t *testing.T) {
 	}
 }
 
+// TestRepliesToldApartByQuote: with several events per conversation,
+// dialogs and group chats, each reply is told to be its event's by the
+// message it quotes; a reply repeated without its quote, under the same
+// random_id, is still that event's.
+func TestRepliesToldApartByQuote(t *testing.T) {
+	vk := newVK(t)
+	b, u := newFakeBot(t, vk)
+	b.fault = func(k int, m callback.Message, n int64, r []reply) (int, []reply) {
+		if k%4 == 1 { // sent again without the quote, as after a refused quote
+			again := r[0]
+			again.cmid, again.replyTo = 0, 0
+			r = append(r, again)
+		}
+		return http.StatusOK, r
+	}
+	o := options(u, vk)
+	o.Peers, o.Concurrency = 10, 4 // conversation 9 is a group chat
+	rep := run(t, o)
+	if got := problems(rep); len(got) != 0 || rep.Check.Checked != 30 || rep.Check.Resent != 8 {
+		t.Fatalf("problems %v, %d checked, %d resent; want none, 30, 8; listed %v", got, rep.Check.Checked, rep.Check.Resent, rep.Check.Listed)
+	}
+}
+
 // TestCheckerCatchesBrokenBot drives the checker against a bot that answers
 // "ok" but sends a wrong number, no reply, a duplicate reply, a reply to
-// the wrong peer and a reply nobody asked for.
+// the wrong peer, a reply nobody asked for, and a reply with the random_id
+// of an earlier one, which VK swallows.
 func TestCheckerCatchesBrokenBot(t *testing.T) {
 	vk := newVK(t)
 	b, u := newFakeBot(t, vk)
@@ -289,26 +330,28 @@ func TestCheckerCatchesBrokenBot(t *testing.T) {
 		case 5:
 			r = nil
 		case 7:
-			r = append(r, reply{r[0].peer, r[0].message, r[0].rid + 1})
-		case 9:
+			again := r[0]
+			again.rid += 1000
+			r = append(r, again)
+		case 8: // a dialog: its reply_to names the message wherever it goes
 			r[0].peer += 1000
 		case 11:
-			r = append(r, reply{42, "7", 4242})
+			r = append(r, reply{peer: 42, message: "7", rid: 4242})
 		case 13:
-			r[0].rid++
+			r[0].rid = 1 // the first reply's
 		}
 		return http.StatusOK, r
 	}
 	rep := run(t, options(u, vk))
 	want := map[loadtest.ProblemKind]int64{
 		loadtest.WrongNumber: 1, loadtest.Missing: 1, loadtest.Duplicate: 1,
-		loadtest.WrongPeer: 1, loadtest.Unexpected: 1, loadtest.UnstableRandomID: 1,
+		loadtest.WrongPeer: 1, loadtest.Unexpected: 1, loadtest.Swallowed: 1,
 	}
 	got := problems(rep)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("problems %v, want %v; listed %v", got, want, rep.Check.Listed)
 	}
-	blamed := map[loadtest.ProblemKind]int{loadtest.WrongNumber: 3, loadtest.Missing: 5, loadtest.Duplicate: 7, loadtest.WrongPeer: 9, loadtest.UnstableRandomID: 13}
+	blamed := map[loadtest.ProblemKind]int{loadtest.WrongNumber: 3, loadtest.Missing: 5, loadtest.Duplicate: 7, loadtest.WrongPeer: 8, loadtest.Swallowed: 13}
 	for _, p := range rep.Check.Listed {
 		if k, ok := blamed[p.Kind]; ok && !strings.Contains(p.Subject, b.eventID(k)) {
 			t.Errorf("%s blames %q, want event %s", p.Kind, p.Subject, b.eventID(k))

@@ -10,45 +10,27 @@ import (
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
-// check attributes every send to the event it answers and counts what is
-// wrong into c; the delay from posting each event to its first reply goes
-// to reply.
-//
-// A send answers the event with its (peer_id, random_id). Failing that, a
-// send whose random_id is an event's went to the wrong peer; a send to a
-// conversation that sent exactly one event is that event's reply with
-// another random_id; anything else is unexpected.
+// check attributes every send to the event it answers (see attributor)
+// and counts what is wrong into c; the delay from posting each event to
+// its first reply goes to reply.
 func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 	var sent []*event
-	byRID := map[int64]*event{}
-	perPeer := map[int]int{}
 	for _, e := range r.events {
-		if e.state == notSent {
-			continue
-		}
-		sent = append(sent, e)
-		if byRID[e.rid] == nil {
-			byRID[e.rid] = e
-		}
-		perPeer[e.peer]++
-	}
-	byPeer := map[int]*event{}
-	for _, e := range sent {
-		if perPeer[e.peer] == 1 {
-			byPeer[e.peer] = e
+		if e.state != notSent {
+			sent = append(sent, e)
 		}
 	}
+	who := newAttributor(r.events)
 	misrouted := map[*event]bool{}
 	for _, s := range sends {
-		if e := r.byKey[replyKey{s.PeerID, s.RandomID}]; e != nil && e.state != notSent {
-			e.sends = append(e.sends, s)
-		} else if e := byRID[s.RandomID]; e != nil {
+		switch e, wrongPeer := who.of(s); {
+		case e == nil || e.state == notSent:
+			c.add(Problem{Kind: Unexpected, Subject: fmt.Sprintf("reply %q to peer %d with random_id %d", s.Message, s.PeerID, s.RandomID)})
+		case wrongPeer:
 			misrouted[e] = true
 			c.add(Problem{Kind: WrongPeer, Subject: e.subject(), Want: "peer " + strconv.Itoa(e.peer), Got: fmt.Sprintf("peer %d (%q)", s.PeerID, s.Message)})
-		} else if e := byPeer[s.PeerID]; e != nil {
+		default:
 			e.sends = append(e.sends, s)
-		} else {
-			c.add(Problem{Kind: Unexpected, Subject: fmt.Sprintf("reply %q to peer %d with random_id %d", s.Message, s.PeerID, s.RandomID)})
 		}
 	}
 
@@ -59,7 +41,7 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 		}
 		if len(e.sends) == 0 {
 			if e.state == counted && !misrouted[e] {
-				c.add(Problem{Kind: Missing, Subject: e.subject(), Want: fmt.Sprintf("a reply to peer %d with random_id %d", e.peer, e.rid), Got: "none"})
+				c.add(Problem{Kind: Missing, Subject: e.subject(), Want: fmt.Sprintf("a reply to peer %d", e.peer), Got: "none"})
 			}
 			continue
 		}
@@ -84,18 +66,21 @@ func (r *callbackRun) check(sends []vktest.Send, c *Check, reply *series) {
 	}
 }
 
-// checkDeliveries checks the sends attributed to e: one random_id (the one
-// derived from the message; several are a duplicate delivery), one number
-// per random_id, and when strict, one send. It returns how many sends
-// repeated an earlier random_id, which VK drops.
+// checkDeliveries checks the sends attributed to e: one delivered (none:
+// VK answered every one with an earlier message's id, the reply was
+// swallowed; several: a duplicate delivery), one number per random_id, and
+// when strict, one send. It returns how many sends repeated one of e's
+// earlier random_ids, which VK drops.
 func (r *callbackRun) checkDeliveries(e *event, c *Check, strict bool) (resent int) {
-	var rids []int64
+	var delivered []vktest.Send
 	message := map[int64]string{}
 	for _, s := range e.sends {
+		if s.Delivered {
+			delivered = append(delivered, s)
+		}
 		m, seen := message[s.RandomID]
 		switch {
 		case !seen:
-			rids = append(rids, s.RandomID)
 			message[s.RandomID] = s.Message
 		case m != s.Message:
 			resent++
@@ -104,18 +89,19 @@ func (r *callbackRun) checkDeliveries(e *event, c *Check, strict bool) (resent i
 			resent++
 		}
 	}
-	if len(rids) > 1 {
-		got := make([]string, len(rids))
-		for i, rid := range rids {
-			got[i] = fmt.Sprintf("%q (random_id %d)", message[rid], rid)
+	switch {
+	case len(delivered) == 0:
+		s := e.sends[0]
+		c.add(Problem{Kind: Swallowed, Subject: e.subject(), Want: "a message delivered", Got: fmt.Sprintf("%q with random_id %d answered with the earlier message %d", s.Message, s.RandomID, s.MessageID)})
+	case len(delivered) > 1:
+		got := make([]string, len(delivered))
+		for i, s := range delivered {
+			got[i] = fmt.Sprintf("%q (random_id %d)", s.Message, s.RandomID)
 		}
-		c.add(Problem{Kind: Duplicate, Subject: e.subject(), Want: "one delivery", Got: fmt.Sprintf("%d: %s", len(rids), strings.Join(got, ", "))})
+		c.add(Problem{Kind: Duplicate, Subject: e.subject(), Want: "one delivery", Got: fmt.Sprintf("%d: %s", len(delivered), strings.Join(got, ", "))})
 	}
 	if strict && resent > 0 {
 		c.add(Problem{Kind: RepeatedSend, Subject: e.subject(), Want: "one messages.send", Got: strconv.Itoa(len(e.sends))})
-	}
-	if len(rids) == 1 && rids[0] != e.rid {
-		c.add(Problem{Kind: UnstableRandomID, Subject: e.subject(), Want: strconv.FormatInt(e.rid, 10), Got: strconv.FormatInt(rids[0], 10)})
 	}
 	return resent
 }

@@ -304,6 +304,11 @@ func (c *CallbackCommand) env(vk *vktest.Server, botRedis string, window time.Du
 	if o.LongPoll {
 		env["VK_MODE"] = "longpoll"
 	}
+	if o.Peers > 0 {
+		// Several events share a dialog: only a quote tells their
+		// replies apart (see attributor).
+		env["REPLY_QUOTE"] = "all"
+	}
 	if botRedis != "" || c.Spawn { // empty: the spawned bot's embedded Redis
 		env["REDIS_URL"] = botRedis
 	}

@@ -27,9 +27,10 @@ const (
 	WrongNumber ProblemKind = "wrong_number"
 	// WrongPeer: the reply to an event went to another conversation.
 	WrongPeer ProblemKind = "wrong_peer"
-	// UnstableRandomID: a reply's random_id is not the one derived from its
-	// message, so a retried send would be delivered again.
-	UnstableRandomID ProblemKind = "unstable_random_id"
+	// Swallowed: an event's reply was sent, but VK answered every send of
+	// it with an earlier message's id and delivered nothing: its random_id
+	// had been used before in the community.
+	Swallowed ProblemKind = "swallowed"
 	// RepeatedSend: one event's reply was sent more than once with the
 	// same random_id. VK drops the repeats, but a bot that makes them
 	// relies on that as its first line of defence. Checked with
@@ -64,7 +65,7 @@ const (
 // callbackKinds and counterKinds are the kinds each tool reports, in the
 // order the table lists them.
 var (
-	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, UnstableRandomID, Unexpected, NotCounted}
+	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, Swallowed, Unexpected, NotCounted}
 	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken, OverMaximum, WrongConsumption}
 )
 

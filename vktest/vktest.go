@@ -9,8 +9,10 @@
 // to fail with given VK error codes (for every call, the next calls, or
 // one peer's sends), to be slow, to enforce VK's per-token rate limit,
 // and to go down as a whole (see Outage). Like VK, it delivers one message
-// per (peer_id, random_id): a repeated send is accepted but not delivered
-// again. Point vksdk's MethodURL (the bot's
+// per random_id of a community over its whole history (messages.send:
+// random_id is unique "in relation to API_ID and the sender's ID"): a
+// send repeating one is answered with the earlier message's id and not
+// delivered (see Send.Delivered, Send.Swallowed). Point vksdk's MethodURL (the bot's
 // VK_API_URL) at Server.MethodURL.
 //
 // A Server is safe for concurrent use.
@@ -24,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -42,6 +45,16 @@ type Send struct {
 	// ReplyTo is the reply_to parameter, 0 if none.
 	ReplyTo int
 	At      time.Time
+	// MessageID is the message id VK answered: the new message's, or for
+	// a repeated random_id the earlier message's.
+	MessageID int
+	// Delivered is false for a send repeating an earlier random_id: VK
+	// answers it with the earlier message's id and delivers nothing.
+	Delivered bool
+	// Swallowed marks a send not delivered whose earlier message is
+	// another (another peer, text or quote): a reply VK lost in silence,
+	// not a retry of the same reply.
+	Swallowed bool
 }
 
 // A Server is a fake VK API listening on 127.0.0.1.
@@ -58,7 +71,8 @@ type Server struct {
 	delay      time.Duration
 	rateLimit  int                    // calls per second per token, 0 = none
 	recent     map[string][]time.Time // token → start times of its calls in the last second
-	delivered  map[delivery]int       // (peer, random_id) → message id
+	delivered  map[delivery]int       // (community, random_id) → message id
+	tokenGroup map[string]int         // token → community, for the random_id rule
 	messages   []Send                 // sends that delivered a message
 	changed    chan struct{}          // closed and replaced whenever sends grows
 	outage     Outage
@@ -113,8 +127,11 @@ type peerFault struct {
 // badGatewayPage is the body of a BadGateway answer.
 const badGatewayPage = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
 
+// delivery is what VK checks a random_id's uniqueness over: the sender
+// (the community, named by its token unless SetTokenGroup says more) and
+// the random_id.
 type delivery struct {
-	peer     int
+	sender   string
 	randomID int64
 }
 
@@ -152,6 +169,7 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{
 		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
 		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
+		tokenGroup: map[string]int{},
 	}
 	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
@@ -189,12 +207,38 @@ func (s *Server) SendsFrom(i int) []Send {
 	return append([]Send(nil), s.sends[max(i, 0):]...)
 }
 
+// SetTokenGroup makes tokens the tokens of community group: VK checks a
+// random_id's uniqueness over every message the community sent, whichever
+// of its tokens sent it. A token not given here is a community of its own.
+func (s *Server) SetTokenGroup(group int, tokens ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range tokens {
+		s.tokenGroup[t] = group
+	}
+}
+
 // Messages returns the messages delivered, as a VK user would see them:
-// sends repeating an earlier (peer_id, random_id) are not among them.
+// sends repeating a random_id the community used before are not among
+// them.
 func (s *Server) Messages() []Send {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Send(nil), s.messages...)
+}
+
+// Swallowed returns the sends VK answered with an earlier message's id
+// though they were another reply (see Send.Swallowed), in arrival order.
+func (s *Server) Swallowed() []Send {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Send
+	for _, send := range s.sends {
+		if send.Swallowed {
+			out = append(out, send)
+		}
+	}
+	return out
 }
 
 // SetRateLimit makes the server answer error 6 (too many requests) to a
@@ -451,16 +495,35 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 		return 0, errorFor(f.code)
 	}
 	send := Send{Token: token, PeerID: peer, Message: get("message"), RandomID: rid, Forward: forward, ReplyTo: replyTo, At: time.Now()}
+	key := delivery{s.sender(token), rid}
+	if id, dup := s.delivered[key]; dup && rid != 0 {
+		send.MessageID = id
+		send.Swallowed = !sameReply(s.messages[id-1], send)
+	} else {
+		send.MessageID, send.Delivered = len(s.messages)+1, true
+		s.messages = append(s.messages, send)
+		s.delivered[key] = send.MessageID
+	}
 	s.sends = append(s.sends, send)
 	close(s.changed)
 	s.changed = make(chan struct{})
-	key := delivery{peer, rid}
-	if id, dup := s.delivered[key]; dup && rid != 0 {
-		return id, nil
+	return send.MessageID, nil
+}
+
+// sender names the community token sends for, as the random_id rule
+// sees it. s.mu must be held.
+func (s *Server) sender(token string) string {
+	if g, ok := s.tokenGroup[token]; ok {
+		return "group " + strconv.Itoa(g)
 	}
-	s.messages = append(s.messages, send)
-	s.delivered[key] = len(s.messages)
-	return len(s.messages), nil
+	return "token " + token
+}
+
+// sameReply tells whether b is a sent again: the same peer, text and
+// quote.
+func sameReply(a, b Send) bool {
+	return a.PeerID == b.PeerID && a.Message == b.Message && a.ReplyTo == b.ReplyTo &&
+		(a.Forward == nil) == (b.Forward == nil) && (a.Forward == nil || reflect.DeepEqual(*a.Forward, *b.Forward))
 }
 
 // overLimit records a call of token and tells whether it exceeds the rate

@@ -41,6 +41,43 @@ func TestRepeatedRandomIDDeliversOnce(t *testing.T) {
 	}
 }
 
+// TestRandomIDUniquePerCommunity: VK checks a random_id over every message
+// the community sent, to any peer and through any of its tokens; a repeat
+// is answered with the earlier message's id and delivers nothing, and one
+// that is another reply is recorded as swallowed.
+func TestRandomIDUniquePerCommunity(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	s.SetTokenGroup(1, "a", "b")
+	a, b, other := newVK(s, "a"), newVK(s, "b"), newVK(s, "c")
+	first, err := a.MessagesSend(api.Params{"peer_id": 1, "message": "m", "random_id": 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same reply again (a retry), another peer, another token of the
+	// community: answered with the first message's id.
+	for _, c := range []struct {
+		vk   *api.VK
+		peer int
+	}{{a, 1}, {a, 2}, {b, 3}} {
+		id, err := c.vk.MessagesSend(api.Params{"peer_id": c.peer, "message": "m", "random_id": 7})
+		if err != nil || id != first {
+			t.Errorf("repeat to peer %d: id %d, %v; want the earlier %d", c.peer, id, err, first)
+		}
+	}
+	// Another community may use the same random_id.
+	if id, err := other.MessagesSend(api.Params{"peer_id": 1, "message": "m", "random_id": 7}); err != nil || id == first {
+		t.Errorf("another community: id %d, %v; want a new message", id, err)
+	}
+	if m := s.Messages(); len(m) != 2 {
+		t.Errorf("%d messages delivered, want 2: %+v", len(m), m)
+	}
+	sw := s.Swallowed()
+	if len(sw) != 2 || sw[0].PeerID != 2 || sw[1].PeerID != 3 || sw[0].Delivered || sw[0].MessageID != first {
+		t.Errorf("swallowed %+v; want the sends to peers 2 and 3, answered %d", sw, first)
+	}
+}
+
 func TestFailNextAndRateLimit(t *testing.T) {
 	s := vktest.NewServer()
 	defer s.Close()
