@@ -62,3 +62,8 @@ var (
 
 // Slots is the number of Redis Cluster hash slots.
 const Slots = slots
+
+// SeenAt is Seen with an explicit clock (see seenAt).
+func (s *Store) SeenAt(ctx context.Context, identity string, at time.Time) (int64, error) {
+	return s.seenAt(ctx, identity, at)
+}

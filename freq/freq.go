@@ -162,11 +162,11 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 // Window returns the window occurrences are counted in.
 func (s *Store) Window() time.Duration { return s.window }
 
-// Load sends the script to Redis (SCRIPT LOAD; to every master of a
-// cluster), so the first Count need not send its source. Counting works
-// without it: a script missing from Redis's cache is sent again.
+// Load sends the scripts to Redis (SCRIPT LOAD; to every master of a
+// cluster), so the first Count or Seen need not send its source. Counting
+// works without it: a script missing from Redis's cache is sent again.
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{textScript.Script, recordScript.Script} {
+	for _, sc := range []*redis.Script{textScript.Script, recordScript.Script, seenScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
 		}
