@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -62,6 +63,32 @@ func attachmentKey(a callback.Attachment) string {
 	default:
 		return a.Type + ":" + strconv.FormatInt(a.OwnerID, 10) + "_" + strconv.FormatInt(a.ID, 10)
 	}
+}
+
+// ParseAttachmentKey reads one attachment as TextKey writes it into a text
+// key: "sticker:ID", "type:owner_id_id" (photo:-5_42) or "type:URL"
+// (link:https://vk.com). It is how a caller names a message without text,
+// e.g. to ask how often a sticker was seen.
+func ParseAttachmentKey(s string) (callback.Attachment, error) {
+	typ, rest, ok := strings.Cut(s, ":")
+	if !ok || typ == "" || rest == "" || strings.ContainsAny(s, " \t\n") {
+		return callback.Attachment{}, fmt.Errorf("attachment %q: want sticker:ID, type:owner_id_id (photo:-5_42) or type:URL", s)
+	}
+	if typ == "sticker" {
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil {
+			return callback.Attachment{}, fmt.Errorf("attachment %q: a sticker's id is a number", s)
+		}
+		return callback.Attachment{Type: typ, StickerID: id}, nil
+	}
+	if owner, id, ok := strings.Cut(rest, "_"); ok {
+		o, err1 := strconv.ParseInt(owner, 10, 64)
+		i, err2 := strconv.ParseInt(id, 10, 64)
+		if err1 == nil && err2 == nil {
+			return callback.Attachment{Type: typ, OwnerID: o, ID: i}, nil
+		}
+	}
+	return callback.Attachment{Type: typ, URL: rest}, nil
 }
 
 func normalizeText(s string) string {

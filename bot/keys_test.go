@@ -58,3 +58,31 @@ func TestRandomID(t *testing.T) {
 		t.Error("message ids ignored when conversation_message_id is 0")
 	}
 }
+
+// TestParseAttachmentKey: every attachment key TextKey writes reads back
+// as the attachment, so a message named by its attachments' keys gets the
+// text key of the message itself; a malformed key is refused.
+func TestParseAttachmentKey(t *testing.T) {
+	for _, a := range []callback.Attachment{
+		{Type: "sticker", StickerID: 9},
+		{Type: "photo", OwnerID: -5, ID: 42},
+		{Type: "doc", OwnerID: 7, ID: 0},
+		{Type: "link", URL: "https://vk.com/wall-1_2?x=a:b"},
+	} {
+		m := callback.Message{GroupID: 3, Attachments: []callback.Attachment{a}}
+		key := bot.TextKey(m, false)
+		one := key[len("3:a:"):]
+		got, err := bot.ParseAttachmentKey(one)
+		if err != nil {
+			t.Fatalf("ParseAttachmentKey(%q): %v", one, err)
+		}
+		if again := bot.TextKey(callback.Message{GroupID: 3, Attachments: []callback.Attachment{got}}, false); again != key {
+			t.Errorf("%q read back as %+v, whose key is %q", one, got, again)
+		}
+	}
+	for _, bad := range []string{"", "sticker", ":5", "photo:", "sticker:x", "link:a b"} {
+		if _, err := bot.ParseAttachmentKey(bad); err == nil {
+			t.Errorf("ParseAttachmentKey(%q) accepted", bad)
+		}
+	}
+}

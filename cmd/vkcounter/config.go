@@ -181,6 +181,16 @@ func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) 
 // parseConfigFlags is parseConfig for a command whose own flags are
 // already bound to fs; help prints its usage on -h.
 func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) string, help func([]setting)) (Config, error) {
+	c, rest, err := parseConfigArgs(fs, args, getenv, help)
+	if len(rest) > 0 {
+		return c, fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	return c, err
+}
+
+// parseConfigArgs is parseConfigFlags for a command that takes arguments
+// after its flags: it returns them.
+func parseConfigArgs(fs *flag.FlagSet, args []string, getenv func(string) string, help func([]setting)) (Config, []string, error) {
 	var c Config
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -193,7 +203,7 @@ func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) strin
 		if errors.Is(err, flag.ErrHelp) {
 			help(list)
 		}
-		return c, err
+		return c, nil, err
 	}
 	// A flag given overrides its variable, which is then not even parsed:
 	// the flags are parsed first, and only the settings without one are
@@ -211,13 +221,10 @@ func parseConfigFlags(fs *flag.FlagSet, args []string, getenv func(string) strin
 			continue
 		}
 		if err := fs.Set(flagName(s.env), v); err != nil {
-			return c, fmt.Errorf("%s (%s) %q: %v", s.env, src, v, err)
+			return c, nil, fmt.Errorf("%s (%s) %q: %v", s.env, src, v, err)
 		}
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return c, c.validate()
+	return c, fs.Args(), c.validate()
 }
 
 func printSettings(w io.Writer, list []setting) {

@@ -40,8 +40,8 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 }
 
 // routes returns the public handler (the webhook, the token-guarded
-// counters API, /healthz) and the admin one (/metrics, /stats, /readyz,
-// /healthz), served on separate addresses so that nothing private sits on
+// counters API, /healthz) and the admin one (/metrics, /stats, /texts,
+// /readyz, /healthz), served on separate addresses so that nothing private sits on
 // the public port.
 func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
 	groups := make([]callback.Group, 0, len(communities))
@@ -69,6 +69,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	adm.HandleFunc("GET /healthz", healthz)
 	adm.HandleFunc("GET /readyz", m.readyz)
 	adm.HandleFunc("GET /stats", m.stats)
+	adm.HandleFunc("GET /texts", m.texts)
 	return pub, adm, nil
 }
 

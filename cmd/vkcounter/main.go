@@ -9,6 +9,7 @@
 //	vkcounter loadtest …        simulate traffic and check every answer
 //	vkcounter setup -url …      register the Callback server with VK
 //	vkcounter prefill …         store expired occurrences of texts
+//	vkcounter count TEXT…       how many times texts were seen (reads only)
 //	vkcounter version           print the build's version
 //
 // Every command exits 0 on success, 1 on a failure while running and 2 on
@@ -59,6 +60,7 @@ func commands() []command {
 		{"prefill", "store expired occurrences of texts (stdin) in the service's Redis, as the service counts them", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 			return runPrefill(ctx, args, getenv, os.Stdin, stdout, stderr)
 		}},
+		{"count", "print how many times texts were seen in the window, as the bot counts them (reads only)", runCount},
 		{"version", "print the version and build of this binary", runVersion},
 	}
 }

@@ -52,7 +52,7 @@ func runPrefill(ctx context.Context, args []string, getenv func(string) string, 
 	case *n < 1:
 		return usageError(stderr, "prefill", fmt.Errorf("-expired %d: must be at least 1", *n))
 	}
-	if err := checkPrefillRedis(cfg); err != nil {
+	if err := needOutsideRedis(cfg, "write into it"); err != nil {
 		return usageError(stderr, "prefill", err)
 	}
 	var texts []string
@@ -77,13 +77,33 @@ func runPrefill(ctx context.Context, args []string, getenv func(string) string, 
 	return exitOK
 }
 
-// checkPrefillRedis refuses the embedded Redis: it lives inside the
-// service's process, where nothing else can write.
-func checkPrefillRedis(cfg Config) error {
+// needOutsideRedis refuses the embedded Redis for a command that must
+// reach the service's Redis to do what (e.g. "read it"): it lives inside
+// the service's process.
+func needOutsideRedis(cfg Config, what string) error {
 	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
-		return errors.New("REDIS_URL or REDIS_CLUSTER is needed: without them the service's Redis is embedded in its process, and nothing else can write into it")
+		return errors.New("REDIS_URL or REDIS_CLUSTER is needed: without them the service's Redis is embedded in its process, and nothing else can " + what)
 	}
 	return nil
+}
+
+// openStore opens the Redis of cfg, checks that it answers, and returns
+// it with the count's store the service of cfg uses, and the Redis's name
+// for messages (redisWhere). The caller closes rdb.
+func openStore(ctx context.Context, cfg Config) (rdb redis.UniversalClient, store *freq.Store, where string, err error) {
+	if rdb, err = redisconn.Open(redisConfig(cfg.RedisURL, cfg.RedisCluster, cfg.RedisTimeout)); err != nil {
+		return nil, nil, "", err
+	}
+	if store, err = freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix}); err != nil {
+		rdb.Close()
+		return nil, nil, "", err
+	}
+	where = redisWhere(cfg)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, nil, "", fmt.Errorf("cannot reach %s: %w", where, unreachable(err))
+	}
+	return rdb, store, where, nil
 }
 
 // redisWhere names the Redis of cfg for messages, without its password.
@@ -111,26 +131,18 @@ func unreachable(err error) error {
 // at distinct seconds ending one second beyond cfg.Window (freq's
 // Prefill), under the keys the service of cfg reads.
 func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
-	if err := checkPrefillRedis(cfg); err != nil {
+	if err := needOutsideRedis(cfg, "write into it"); err != nil {
 		return err
 	}
 	communities, err := cfg.Communities()
 	if err != nil {
 		return err
 	}
-	rdb, err := redisconn.Open(redisConfig(cfg.RedisURL, cfg.RedisCluster, cfg.RedisTimeout))
+	rdb, store, where, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	store, err := freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix})
-	if err != nil {
-		return err
-	}
-	where := redisWhere(cfg)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach %s: %w", where, unreachable(err))
-	}
 	if err := store.Load(ctx); err != nil {
 		return fmt.Errorf("cannot store in %s: %w", where, err)
 	}
