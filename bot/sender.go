@@ -104,7 +104,11 @@ func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
 	var errs []error
 	method := "messages.send"
 	if len(replies) == 1 {
-		_, err := s.vk.MessagesSend(sendParams(replies[0]).WithContext(ctx))
+		// Not vksdk's MessagesSend: it adds empty user_ids and peer_ids,
+		// which messages.send of API 5.199 does not define (user_ids) or
+		// which we do not use (peer_ids).
+		var id int
+		err := s.vk.RequestUnmarshal("messages.send", &id, sendParams(replies[0]).WithContext(ctx))
 		errs = []error{err}
 	} else {
 		method = "execute"
@@ -124,7 +128,9 @@ func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
 }
 
 // sendParams are the messages.send parameters of r, in a single call and
-// inside execute alike (forward is a JSON string in both).
+// inside execute alike (forward is a JSON string in both): exactly those
+// VK's schema defines for what is sent (peer_id, message, random_id, and
+// forward or reply_to for a quote).
 func sendParams(r Reply) api.Params {
 	p := api.Params{"peer_id": r.PeerID, "message": r.Message, "random_id": r.RandomID}
 	switch {

@@ -206,7 +206,7 @@ func (b *fakeBot) sendOnce(rp reply) error {
 	client := &http.Client{Timeout: time.Second}
 	form := url.Values{
 		"peer_id": {strconv.Itoa(rp.peer)}, "message": {rp.message},
-		"random_id": {strconv.FormatInt(rp.rid, 10)}, "access_token": {"t"},
+		"random_id": {strconv.FormatInt(rp.rid, 10)}, "access_token": {"t"}, "v": {"5.199"},
 	}
 	if rp.cmid > 0 {
 		form.Set("forward", fmt.Sprintf(`{"peer_id":%d,"conversation_message_ids":[%d],"is_reply":true}`, rp.peer, rp.cmid))

@@ -71,10 +71,10 @@ func TestSendRecordsQuote(t *testing.T) {
 	defer s.Close()
 	vk := newVK(s, "t")
 	fwd := `{"peer_id":2000000001,"conversation_message_ids":[42],"is_reply":true}`
-	if _, err := vk.MessagesSend(api.Params{"peer_id": 2000000001, "message": "0", "random_id": 1, "forward": fwd}); err != nil {
+	if _, err := messagesSend(vk, api.Params{"peer_id": 2000000001, "message": "0", "random_id": 1, "forward": fwd}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vk.MessagesSend(api.Params{"peer_id": 5, "message": "0", "random_id": 2, "reply_to": 77}); err != nil {
+	if _, err := messagesSend(vk, api.Params{"peer_id": 5, "message": "0", "random_id": 2, "reply_to": 77}); err != nil {
 		t.Fatal(err)
 	}
 	code := `return [API.messages.send({"peer_id":2000000001,"message":"1","random_id":3,"forward":` +
@@ -82,7 +82,7 @@ func TestSendRecordsQuote(t *testing.T) {
 	if err := vk.ExecuteWithArgs(code, api.Params{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := vk.MessagesSend(api.Params{"peer_id": 5, "message": "0", "random_id": 4, "forward": `{"peer_id":5}`}); err == nil {
+	if _, err := messagesSend(vk, api.Params{"peer_id": 5, "message": "0", "random_id": 4, "forward": `{"peer_id":5}`}); err == nil {
 		t.Error("a forward without a message was accepted")
 	}
 	sends := s.Sends()

@@ -6,13 +6,16 @@
 // loopback address in the shape the real API uses for the version
 // requested, serves the Bots Long Poll events tests queue (QueueEvents,
 // FailLongPoll), records every accepted messages.send, and can be told
-// to fail with given VK error codes (for every call, the next calls, or
-// one peer's sends), to be slow, to enforce VK's per-token rate limit,
+// to fail with given VK error codes (every call, the next calls of a
+// method: FailCalls, the next sends whether single or sub-calls of
+// execute: FailNext, or one peer's sends: FailPeer), to be slow, to enforce VK's per-token rate limit,
 // and to go down as a whole (see Outage). Like VK, it delivers one message
 // per random_id of a community over its whole history (messages.send:
 // random_id is unique "in relation to API_ID and the sender's ID"): a
 // send repeating one is answered with the earlier message's id and not
-// delivered (see Send.Delivered, Send.Swallowed). Point vksdk's MethodURL (the bot's
+// delivered (see Send.Delivered, Send.Swallowed). Every request is
+// checked against VK's API schema (schema.go): what the schema does not
+// define is refused with error 100, as VK may, and recorded (Violations). Point vksdk's MethodURL (the bot's
 // VK_API_URL) at Server.MethodURL.
 //
 // A Server is safe for concurrent use.
@@ -65,9 +68,11 @@ type Server struct {
 
 	mu         sync.Mutex // guards the fields below
 	sends      []Send
-	calls      map[string]int // method → calls received
-	failures   []int          // error codes for the next messages.send calls, in order
-	failAlways int            // error code for every call, 0 = none
+	calls      map[string]int   // method → calls received
+	failures   []int            // error codes for the next messages.send calls, in order
+	callFails  map[string][]int // method → error codes for its next whole calls, in order
+	violations []string         // requests refused for breaking VK's schema
+	failAlways int              // error code for every call, 0 = none
 	delay      time.Duration
 	rateLimit  int                    // calls per second per token, 0 = none
 	recent     map[string][]time.Time // token → start times of its calls in the last second
@@ -169,7 +174,7 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{
 		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
 		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
-		tokenGroup: map[string]int{},
+		tokenGroup: map[string]int{}, callFails: map[string][]int{},
 	}
 	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
@@ -264,6 +269,28 @@ func (s *Server) FailNext(codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures = append(s.failures, codes...)
+}
+
+// FailCalls makes the next len(codes) whole calls of method fail with the
+// given VK error codes, in order; a 0 lets that call through. For
+// "execute" the whole call fails (as VK's error 13, a runtime error, does),
+// not one sub-call (FailNext, FailPeer); for "messages.send" only a single
+// send, not a sub-call of execute. Any method can be failed so, such as
+// groups.getTokenPermissions.
+func (s *Server) FailCalls(method string, codes ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.callFails[method] = append(s.callFails[method], codes...)
+}
+
+// Violations returns the requests refused with error 100 for breaking
+// VK's schema (an unknown parameter, a wrong type or range, a required one
+// missing), each as the error's message, in arrival order: a test can
+// require there are none.
+func (s *Server) Violations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.violations...)
 }
 
 // FailAlways makes every call fail with code until called again with 0.
@@ -372,6 +399,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delay, always := s.delay, s.failAlways
 	limited := s.overLimit(token)
+	injected := 0
+	if codes := s.callFails[method]; len(codes) > 0 {
+		injected, s.callFails[method] = codes[0], codes[1:]
+	}
 	s.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -388,6 +419,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if limited {
 		writeJSON(w, map[string]any{"error": errorFor(6)})
+		return
+	}
+	if _, known := methods[method]; known {
+		if apiErr := checkRequest(method, r.Form); apiErr != nil {
+			s.violated(apiErr)
+			writeJSON(w, map[string]any{"error": apiErr})
+			return
+		}
+	}
+	if injected != 0 {
+		writeJSON(w, map[string]any{"error": errorFor(injected)})
 		return
 	}
 	switch method {
@@ -569,7 +611,14 @@ func (s *Server) execute(token, code string) map[string]any {
 		for k, v := range p {
 			form[k] = []string{paramString(v)}
 		}
-		id, apiErr := s.send(token, form)
+		apiErr := checkParams("messages.send", form, false)
+		if apiErr != nil {
+			s.violated(apiErr)
+		}
+		var id int
+		if apiErr == nil {
+			id, apiErr = s.send(token, form)
+		}
 		if apiErr != nil {
 			response[i] = false
 			execErrors = append(execErrors, map[string]any{"method": "messages.send", "error_code": apiErr.Code, "error_msg": apiErr.Msg})
@@ -582,6 +631,13 @@ func (s *Server) execute(token, code string) map[string]any {
 		out["execute_errors"] = execErrors
 	}
 	return out
+}
+
+// violated records a request refused for breaking the schema.
+func (s *Server) violated(e *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violations = append(s.violations, e.Msg)
 }
 
 // paramString is an execute argument as the HTTP parameter it stands for:

@@ -22,8 +22,15 @@ func newVK(s *vktest.Server, token string) *api.VK {
 	return vk
 }
 
+// messagesSend calls messages.send with p alone (vksdk's MessagesSend adds
+// empty user_ids and peer_ids, which the fake refuses as VK's schema does).
+func messagesSend(vk *api.VK, p api.Params) (id int, err error) {
+	err = vk.RequestUnmarshal("messages.send", &id, p)
+	return id, err
+}
+
 func send(vk *api.VK, peer, rid int) error {
-	_, err := vk.MessagesSend(api.Params{"peer_id": peer, "message": "m", "random_id": rid})
+	_, err := messagesSend(vk, api.Params{"peer_id": peer, "message": "m", "random_id": rid})
 	return err
 }
 
@@ -50,7 +57,7 @@ func TestRandomIDUniquePerCommunity(t *testing.T) {
 	defer s.Close()
 	s.SetTokenGroup(1, "a", "b")
 	a, b, other := newVK(s, "a"), newVK(s, "b"), newVK(s, "c")
-	first, err := a.MessagesSend(api.Params{"peer_id": 1, "message": "m", "random_id": 7})
+	first, err := messagesSend(a, api.Params{"peer_id": 1, "message": "m", "random_id": 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,13 +67,13 @@ func TestRandomIDUniquePerCommunity(t *testing.T) {
 		vk   *api.VK
 		peer int
 	}{{a, 1}, {a, 2}, {b, 3}} {
-		id, err := c.vk.MessagesSend(api.Params{"peer_id": c.peer, "message": "m", "random_id": 7})
+		id, err := messagesSend(c.vk, api.Params{"peer_id": c.peer, "message": "m", "random_id": 7})
 		if err != nil || id != first {
 			t.Errorf("repeat to peer %d: id %d, %v; want the earlier %d", c.peer, id, err, first)
 		}
 	}
 	// Another community may use the same random_id.
-	if id, err := other.MessagesSend(api.Params{"peer_id": 1, "message": "m", "random_id": 7}); err != nil || id == first {
+	if id, err := messagesSend(other, api.Params{"peer_id": 1, "message": "m", "random_id": 7}); err != nil || id == first {
 		t.Errorf("another community: id %d, %v; want a new message", id, err)
 	}
 	if m := s.Messages(); len(m) != 2 {
@@ -271,5 +278,83 @@ func TestFailPeer(t *testing.T) {
 	s.FailPeer(5, 0, 0)
 	if err := send(vk, 5, 300); err != nil {
 		t.Fatalf("after the fault is removed: %v", err)
+	}
+}
+
+// TestSchemaRefusesWhatVKDoesNotDefine: a parameter the method does not
+// define, a value of the wrong type or range, a required one missing, a
+// request without v, and the same in an execute sub-call are refused as
+// VK's schema says, and recorded.
+func TestSchemaRefusesWhatVKDoesNotDefine(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	vk := newVK(s, "t")
+	var e *api.Error
+	for _, p := range []api.Params{
+		{"peer_id": 1, "message": "m", "random_id": 1, "user_ids": ""}, // vksdk's MessagesSend adds it
+		{"peer_id": 1, "message": "m", "random_id": 1, "peer_ids": ""},
+		{"peer_id": "x", "message": "m", "random_id": 1},
+		{"peer_id": 1, "message": "m", "random_id": int64(1) << 31},
+		{"peer_id": 1, "message": "m"},
+		{"peer_id": 1, "message": "m", "random_id": 1, "forward": `{"peer_id":1,"conversation_message_ids":[1],"quote":1}`},
+		{"peer_id": 1, "message": strings.Repeat("я", 9001), "random_id": 1},
+	} {
+		if _, err := messagesSend(vk, p); !errors.As(err, &e) || e.Code != 100 {
+			t.Errorf("%v: %v, want error 100", p, err)
+		}
+	}
+	if _, err := vk.GroupsGetCallbackServers(api.Params{"group_id": 0}); !errors.As(err, &e) || e.Code != 100 {
+		t.Errorf("group_id 0: %v, want error 100", err)
+	}
+	resp, err := http.PostForm(s.MethodURL()+"messages.send", url.Values{"peer_id": {"1"}, "message": {"m"}, "random_id": {"1"}, "access_token": {"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"error_code":8`) {
+		t.Errorf("no v: %s, want error 8", body)
+	}
+	var out []any
+	err = vk.Execute(`return [API.messages.send({"peer_id":1,"message":"a","random_id":1,"user_ids":""}),API.messages.send({"peer_id":2,"message":"b","random_id":2})];`, &out)
+	var ee *api.ExecuteErrors
+	if !errors.As(err, &ee) || len(*ee) != 1 || (*ee)[0].Code != 100 || len(out) != 2 || out[0] != false {
+		t.Errorf("execute with a bad sub-call: %v %v, want its sub-call alone refused with 100", out, err)
+	}
+	if n := len(s.Violations()); n != 10 {
+		t.Errorf("%d violations recorded, want 10: %q", n, s.Violations())
+	}
+	if len(s.Messages()) != 1 {
+		t.Errorf("%d messages delivered, want the good sub-call's alone", len(s.Messages()))
+	}
+}
+
+// TestFailCallsOnEveryPath: an error code on a single send, on a whole
+// execute and on one of its sub-calls.
+func TestFailCallsOnEveryPath(t *testing.T) {
+	s := vktest.NewServer()
+	defer s.Close()
+	vk := newVK(s, "t")
+	var e *api.Error
+	s.FailCalls("messages.send", 36)
+	if err := send(vk, 1, 1); !errors.As(err, &e) || e.Code != 36 {
+		t.Errorf("single send: %v, want error 36", err)
+	}
+	code := `return [API.messages.send({"peer_id":1,"message":"a","random_id":2}),API.messages.send({"peer_id":2,"message":"b","random_id":3})];`
+	s.FailCalls("execute", 13)
+	var out []any
+	if err := vk.Execute(code, &out); !errors.As(err, &e) || e.Code != 13 {
+		t.Errorf("whole execute: %v, want error 13", err)
+	}
+	if len(s.Sends()) != 0 {
+		t.Fatalf("sends %+v after failed calls, want none", s.Sends())
+	}
+	s.FailNext(0, 7)
+	var ee *api.ExecuteErrors
+	if err := vk.Execute(code, &out); !errors.As(err, &ee) || (*ee)[0].Code != 7 || out[1] != false {
+		t.Errorf("one sub-call: %v %v, want the second refused with 7", out, err)
+	}
+	if err := send(vk, 1, 4); err != nil || len(s.Messages()) != 2 {
+		t.Errorf("then: %v, %d messages; want a send and 2 messages", err, len(s.Messages()))
 	}
 }
