@@ -129,8 +129,9 @@ type Options struct {
 	// put aside before its one last try (default 10s). Flood control is
 	// about one recipient: the token keeps sending everyone else's replies.
 	FloodPause time.Duration
-	// HaltPause is how long a token that VK refused (5, 7, 29, 912) waits
-	// before trying again (default 1m).
+	// HaltPause is how long a token that VK refused (5, 27, 29, 912, or 7
+	// with groups.getTokenPermissions confirming it) waits before trying
+	// again (default 1m).
 	HaltPause time.Duration
 	// RecordTimeout bounds the Redis calls that count a message and store
 	// its reply (default 30s). They go on after HandleMessage's context
@@ -145,8 +146,10 @@ type Options struct {
 	OutageLogEvery time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
 	// outbox, with the class it left with: Delivered, Drop (VK refused it
-	// for good, or flood control met it a second time) or Logged
-	// (dry-run); never Flood, Retry or Halt, whose replies stay. age is
+	// for good, or flood control met it a second time), Unknown (VK kept
+	// answering it with an error code the bot does not know) or Logged
+	// (dry-run); never Flood, Retry, Halt or Permission, whose replies
+	// stay. age is
 	// the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Recorder, if set, counts and stores each message in one step instead

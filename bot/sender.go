@@ -44,25 +44,23 @@ type Reply struct {
 // quoted reports whether r quotes the message it answers.
 func (r Reply) quoted() bool { return r.QuoteCMID > 0 || r.ReplyTo > 0 }
 
-// errInvalidParam is VK's error 100: one of the parameters specified was
-// missing or invalid.
-const errInvalidParam = 100
-
-// quoteRefused reports whether VK refused r with err because of its quote:
-// error 100 (invalid parameter; the quoted message may have been deleted)
-// for a reply that quotes. Without the quote it may well be accepted.
-func quoteRefused(r Reply, err error) bool {
-	code, ok := vkErrorCode(err)
-	return ok && code == errInvalidParam && r.quoted()
-}
-
 // A Sender delivers replies through one VK token. Send returns one error per
 // reply, in order; a nil entry means VK accepted that reply. Each Send is
 // one VK call: the bot paces the calls to the token's rate limit, and
-// itself sends again without its quote a quoted reply that VK refused with
-// error 100.
+// itself sends again without its quote a quoted reply that VK refused for
+// its quote.
 type Sender interface {
 	Send(ctx context.Context, replies []Reply) []error
+}
+
+// A TokenChecker is a Sender that can ask VK whether its token may still
+// send replies; VKSender is one. The bot asks when VK answers a send with
+// error 7 (permission denied), which can concern one conversation only.
+type TokenChecker interface {
+	// CheckToken returns nil if the token has the messages right, an
+	// error wrapping vkapi.ErrTokenRefused if VK refuses it, and any
+	// other error if VK did not say.
+	CheckToken(ctx context.Context) error
 }
 
 // SenderFunc adapts a function to a Sender.
@@ -96,6 +94,9 @@ func NewVKSender(token string, opts VKOptions) *VKSender {
 	vk := vkapi.New(token, vkapi.Options{MethodURL: opts.MethodURL, Timeout: opts.Timeout})
 	return &VKSender{vk: vk, onCall: opts.OnCall}
 }
+
+// CheckToken asks VK for the token's rights (groups.getTokenPermissions).
+func (s *VKSender) CheckToken(ctx context.Context) error { return vkapi.CheckToken(ctx, s.vk) }
 
 // Send makes one VK call: messages.send for one reply, execute with
 // messages.send sub-calls for several (up to 25).

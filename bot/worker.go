@@ -2,11 +2,14 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
+
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // A tokenWorker sends one community's replies through one token, at most
@@ -27,6 +30,10 @@ type tokenWorker struct {
 	// drained is set once the bot drains and the outbox has nothing more
 	// for this worker: it sends what it holds, and stops.
 	drained bool
+	// limit is the most replies in one call while it is below
+	// Options.MaxBatch (0: MaxBatch): halved when VK fails a whole execute
+	// with error 13, grown back by one each call after.
+	limit int
 }
 
 // An asideReply waits for its one last try after flood control.
@@ -42,7 +49,7 @@ func (w *tokenWorker) run() {
 	for b.ctx.Err() == nil {
 		draining := b.draining.Load()
 		batch, flooded := w.due()
-		if room := b.opts.MaxBatch - len(batch); room > 0 && !w.drained {
+		if room := w.batchLimit() - len(batch); room > 0 && !w.drained {
 			var taken []Reply
 			var err error
 			if draining {
@@ -92,13 +99,21 @@ func (w *tokenWorker) run() {
 // outbox again when it had nothing to give yet.
 const drainPause = 10 * time.Millisecond
 
-// due removes the replies put aside whose time has come (at most MaxBatch)
+// batchLimit is the most replies the next call may carry.
+func (w *tokenWorker) batchLimit() int {
+	if w.limit > 0 {
+		return w.limit
+	}
+	return w.bot.opts.MaxBatch
+}
+
+// due removes the replies put aside whose time has come (at most batchLimit)
 // and returns them, with the set of their IDs: each has met flood control once.
 func (w *tokenWorker) due() ([]Reply, map[string]bool) {
 	now := time.Now()
 	var batch []Reply
 	var flooded map[string]bool
-	for len(w.aside) > 0 && len(batch) < w.bot.opts.MaxBatch && !w.aside[0].due.After(now) {
+	for len(w.aside) > 0 && len(batch) < w.batchLimit() && !w.aside[0].due.After(now) {
 		if flooded == nil {
 			flooded = map[string]bool{}
 		}
@@ -125,24 +140,33 @@ func (w *tokenWorker) wait(busy bool) time.Duration {
 
 // deliver sends batch until VK accepted or refused each reply for good, or
 // the bot's context ends; replies still unsent then stay in the outbox.
-// Replies that meet flood control for the first time are put aside (see
-// Options.FloodPause) and the rest go on; flooded names those that met it
-// before, which are dropped if they meet it again.
+// Each call carries at most batchLimit replies. Replies that meet flood
+// control for the first time are put aside (see Options.FloodPause) and
+// the rest go on; flooded names those that met it before, which are
+// dropped if they meet it again. A reply VK answers with codes it does not
+// document (Unknown) is dropped after MaxUnknownTries sends.
 func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 	b := w.bot
 	backoff := b.opts.RetryBase
+	unknown := map[string]int{} // sends of a reply answered with an unknown code
 	for len(batch) > 0 {
 		if w.pace.Wait(b.ctx) != nil { // the bot's context ended
 			b.stats.unsent.Add(int64(len(batch)))
 			return
 		}
-		errs := w.sender.Send(b.ctx, batch)
+		call, rest := batch, []Reply(nil)
+		if n := w.batchLimit(); len(call) > n {
+			call, rest = batch[:n:n], batch[n:]
+		}
+		errs := w.sender.Send(b.ctx, call)
 		var again []Reply
 		var finished []string
 		var pause time.Duration
 		var callErr error // nil if VK answered any of the sends
 		answered := false
-		for i, r := range batch {
+		shrink := false
+		var token tokenAnswer // groups.getTokenPermissions, asked once per call at most
+		for i, r := range call {
 			err := errs[i]
 			class := Classify(err)
 			if class == Retry && unanswered(err) {
@@ -150,16 +174,27 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 			} else {
 				answered = true // VK answered, or nothing was asked of it (dry-run)
 			}
-			if class == Flood && flooded[r.ID] {
-				class = Drop
-			}
-			if class == Drop && quoteRefused(r, err) {
+			if quoteRefused(r, err) {
 				// A quote never costs the reply: it goes again without, in
 				// the next call the token's rate allows.
 				r.QuoteCMID, r.ReplyTo = 0, 0
 				again = append(again, r)
 				about(w.log.Debug(), r).Err(err).Msg("VK refused the quote; sending the reply without it")
 				continue
+			}
+			switch class {
+			case Flood:
+				if flooded[r.ID] {
+					class = Drop
+				}
+			case Retry:
+				shrink = shrink || len(call) > 1 && wholeExecuteFailed(err)
+			case Unknown:
+				if unknown[r.ID]++; unknown[r.ID] < MaxUnknownTries {
+					class = Retry
+				}
+			case Permission:
+				class, err = w.permission(&token, err)
 			}
 			switch class {
 			case Delivered:
@@ -170,6 +205,9 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 			case Drop:
 				b.stats.dropped.Add(1)
 				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
+			case Unknown:
+				b.stats.dropped.Add(1)
+				about(w.log.Error(), r).Err(err).Int("sends", unknown[r.ID]).Msg("reply dropped: VK kept answering it with an error code the bot does not know")
 			case Flood:
 				w.aside = append(w.aside, asideReply{Reply: r, due: time.Now().Add(b.opts.FloodPause)})
 				about(w.log.Warn(), r).Err(err).Stringer("pause", b.opts.FloodPause).Msg("flood control for this peer; one more try after a pause, other replies go on")
@@ -183,7 +221,7 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 				about(w.log.Error(), r).Err(err).Stringer("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
 			switch class {
-			case Delivered, Drop, Logged:
+			case Delivered, Drop, Logged, Unknown:
 				finished = append(finished, r.ID)
 				if f := b.opts.OnReplyDone; f != nil {
 					f(class, time.Since(r.Queued))
@@ -195,19 +233,65 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 		if answered {
 			callErr = nil
 		}
-		b.outage.call(callErr, len(again)+len(w.aside))
+		w.resize(len(call), shrink)
+		b.outage.call(callErr, len(again)+len(rest)+len(w.aside))
 		w.finish(finished)
-		if len(again) < len(batch) {
+		if len(again) < len(call) {
 			backoff = b.opts.RetryBase // progress: the remaining ones failed for their own reasons
 		} else {
 			backoff = min(2*backoff, b.opts.RetryMax)
 		}
-		batch = again
+		batch = append(again, rest...)
 		if len(batch) > 0 && !w.sleep(pause) {
 			b.stats.unsent.Add(int64(len(batch)))
 			return
 		}
 	}
+}
+
+// resize sets the batch limit after a call of n replies: halved when VK
+// failed the whole execute with error 13 (shrink), else one more, up to
+// Options.MaxBatch.
+func (w *tokenWorker) resize(n int, shrink bool) {
+	switch {
+	case shrink:
+		w.limit = max(1, n/2)
+		w.log.Warn().Int("batch", n).Int("next_batch", w.limit).Msg("VK failed a whole execute (error 13); its replies are retried in smaller batches")
+	case w.limit > 0:
+		if w.limit++; w.limit >= w.bot.opts.MaxBatch {
+			w.limit = 0
+		}
+	}
+}
+
+// A tokenAnswer is VK's answer about the worker's token, asked at most
+// once per call.
+type tokenAnswer struct {
+	asked bool
+	err   error
+}
+
+// permission decides about a reply VK refused with error 7 (sendErr): the
+// token is asked about (groups.getTokenPermissions, once per call). With
+// the messages right, the refusal concerns this conversation: Drop. If VK
+// confirms the token lacks it or refuses the token: Halt, with VK's
+// answer as the error. If VK does not say: Retry. A Sender that cannot
+// ask drops the reply.
+func (w *tokenWorker) permission(t *tokenAnswer, sendErr error) (Class, error) {
+	tc, ok := w.sender.(TokenChecker)
+	if !ok {
+		return Drop, sendErr
+	}
+	if !t.asked {
+		t.asked, t.err = true, tc.CheckToken(w.bot.ctx)
+	}
+	switch {
+	case t.err == nil:
+		return Drop, sendErr
+	case errors.Is(t.err, vkapi.ErrTokenRefused):
+		return Halt, t.err
+	}
+	return Retry, errors.Join(sendErr, t.err)
 }
 
 // about adds the reply's identifying fields to a log line; a disabled

@@ -40,6 +40,7 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 	for _, want := range []string{
 		`vkcounter_webhook_requests_total{outcome="unavailable"} 0`,
 		`vkcounter_replies_total{result="dry_run"} 0`,
+		`vkcounter_replies_total{result="unknown_error"} 0`,
 		`vkcounter_replies_total{result="drop"} 0`,
 		`vkcounter_vk_api_calls_total{code="0",method="execute"} 0`,
 		`vkcounter_counterport_requests_total{opcode="acquire",status="ok"} 0`,
