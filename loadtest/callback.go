@@ -125,6 +125,7 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	}
 
 	baseline := len(o.VK.SendsFrom(0))
+	violations := len(o.VK.Violations())
 	r.start = time.Now()
 	rep.Started = r.start
 	r.webhook = newSeries("webhook", r.start)
@@ -167,6 +168,9 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 	}
 	reply := newSeries(replyName, r.start)
 	r.check(sends, &rep.Check, reply)
+	for _, v := range o.VK.Violations()[violations:] {
+		rep.Check.add(Problem{Kind: BadRequest, Subject: "a request to the VK API", Want: "what VK's schema allows", Got: v})
+	}
 	rep.charts = []chartSeries{r.webhook.chart(), reply.chart()}
 	for _, c := range rep.charts {
 		rep.Latency = append(rep.Latency, c.Hist.Summary(c.Name))

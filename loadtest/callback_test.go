@@ -365,6 +365,28 @@ func TestCheckerCatchesBrokenBot(t *testing.T) {
 	}
 }
 
+// TestCheckerReportsRequestsVKsSchemaRefuses: a request the fake VK API
+// refuses for breaking VK's schema is a problem of the run.
+func TestCheckerReportsRequestsVKsSchemaRefuses(t *testing.T) {
+	vk := newVK(t)
+	b, u := newFakeBot(t, vk)
+	b.fault = func(k int, m callback.Message, n int64, r []reply) (int, []reply) {
+		if k == 2 { // as vksdk's MessagesSend would: user_ids is no parameter of messages.send
+			resp, err := http.PostForm(vk.MethodURL()+"messages.send", url.Values{"peer_id": {"1"}, "message": {"x"},
+				"random_id": {"999"}, "user_ids": {""}, "v": {"5.199"}, "access_token": {"t"}})
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+		return http.StatusOK, r
+	}
+	rep := run(t, options(u, vk))
+	want := map[loadtest.ProblemKind]int64{loadtest.BadRequest: 1}
+	if got := problems(rep); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("problems %v, want %v; listed %v", got, want, rep.Check.Listed)
+	}
+}
+
 // TestCheckerCatchesCountedRetry: a bot that counts a re-delivered event
 // again answers it with another number under the same random_id, and the
 // text's next event skips a number.

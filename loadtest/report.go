@@ -36,6 +36,10 @@ const (
 	// relies on that as its first line of defence. Checked with
 	// CallbackOptions.StrictSends (on under a fault schedule).
 	RepeatedSend ProblemKind = "repeated_send"
+	// BadRequest: a request to the fake VK API that VK's schema does not
+	// allow (a parameter the method does not define, a wrong type or
+	// range, a required one missing), which VK may refuse.
+	BadRequest ProblemKind = "bad_request"
 	// Unexpected: a reply that answers no event of the run.
 	Unexpected ProblemKind = "unexpected"
 	// NotCounted: an event the bot never answered "ok", after every retry.
@@ -65,7 +69,7 @@ const (
 // callbackKinds and counterKinds are the kinds each tool reports, in the
 // order the table lists them.
 var (
-	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, Swallowed, Unexpected, NotCounted}
+	callbackKinds = []ProblemKind{WrongNumber, Missing, Duplicate, RepeatedSend, WrongPeer, Swallowed, BadRequest, Unexpected, NotCounted}
 	counterKinds  = []ProblemKind{WrongStatus, WrongBody, OutOfStep, Broken, OverMaximum, WrongConsumption}
 )
 
