@@ -27,19 +27,27 @@ func (r *callbackRun) plan() {
 	// names a message of this run only.
 	runNum, _ := strconv.ParseUint(r.runID, 16, 32)
 	base := int(runNum&0x7fffffff) << 20
+	// Conversations get ids spread over VK's ranges as real ones are, not
+	// consecutive ones: a hash of consecutive keys collides far less than
+	// chance, which would hide the collisions of a random_id derived from
+	// the message. An odd multiplier and an offset of the run's own make a
+	// bijection, so distinct conversations keep distinct ids, and so does
+	// each peer's first conversation_message_id.
+	mix, off := uint32(runNum)*2654435761|1, uint32(runNum)
+	spread := func(i int, bits uint) int { return int((uint32(i)*mix + off) & (1<<bits - 1)) }
 	cmids := map[int]int{}
 	for seq := range n {
 		conv := seq
 		if o.Peers > 0 {
 			conv = seq % o.Peers
 		}
-		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: userBase + conv, bare: picked(seq, o.NoEventID)}
+		e := &event{id: fmt.Sprintf("lt%s%08x", r.runID, seq), seq: seq, text: seq % o.Texts, from: 1 + spread(conv, 29), bare: picked(seq, o.NoEventID)}
 		e.peer, e.msgID = e.from, base+seq+1
 		if conv%chatEvery == chatEvery-1 {
-			e.peer, e.msgID = chatPeerBase+1+conv/chatEvery, 0
+			e.peer, e.msgID = chatPeerBase+1+spread(conv/chatEvery, 20), 0
 		}
 		if _, ok := cmids[e.peer]; !ok {
-			cmids[e.peer] = base
+			cmids[e.peer] = base + spread(e.peer, 19)
 		}
 		cmids[e.peer]++
 		e.cmid = cmids[e.peer]
