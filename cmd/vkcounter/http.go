@@ -40,8 +40,8 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 }
 
 // routes returns the public handler (the webhook, the token-guarded
-// counters API, /healthz) and the admin one (/metrics, /stats, /texts,
-// /readyz, /healthz), served on separate addresses so that nothing private sits on
+// counters API, /healthz) and the admin one (the status page at /,
+// /metrics, /stats, /texts, /readyz, /healthz), served on separate addresses so that nothing private sits on
 // the public port.
 func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
 	groups := make([]callback.Group, 0, len(communities))
@@ -70,26 +70,35 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	adm.HandleFunc("GET /readyz", m.readyz)
 	adm.HandleFunc("GET /stats", m.stats)
 	adm.HandleFunc("GET /texts", m.texts)
+	adm.HandleFunc("GET /{$}", m.statusPage)
 	return pub, adm, nil
 }
 
-// ready returns why the service cannot take traffic, or nil: Redis does
-// not answer within a second, or VK refuses a token. A VK outage does not
-// make the service unready: the outbox keeps the replies until VK is back,
-// and the webhook goes on counting.
-func (m *Main) ready(ctx context.Context) error {
+// readiness returns every reason the service cannot take traffic (none:
+// it is ready) and Redis's answer to a PING within a second (nil: it
+// answers). A VK outage does not make the service unready: the outbox
+// keeps the replies until VK is back, and the webhook goes on counting.
+func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := m.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
+	if redisErr = m.rdb.Ping(ctx).Err(); redisErr != nil {
+		reasons = append(reasons, fmt.Errorf("redis: %w", redisErr))
 	}
 	if err := m.bot.Ready(); err != nil {
-		return fmt.Errorf("vk: %w", err)
+		reasons = append(reasons, fmt.Errorf("vk: %w", err))
 	}
 	if err := m.tokenProblem(); err != nil {
-		return fmt.Errorf("vk: %w", err)
+		reasons = append(reasons, fmt.Errorf("vk: %w", err))
 	}
-	return nil
+	return reasons, redisErr
+}
+
+// ready returns why the service cannot take traffic (every reason of
+// readiness, one per line), or nil: Redis does not answer within a
+// second, or VK refuses a token.
+func (m *Main) ready(ctx context.Context) error {
+	reasons, _ := m.readiness(ctx)
+	return errors.Join(reasons...)
 }
 
 func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/history"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
 )
@@ -66,6 +67,11 @@ type Main struct {
 	tokenErr   error
 	stopChecks context.CancelFunc
 
+	started     time.Time     // when Run began
+	dryRun      bool          // no community has a token
+	history     *history.Ring // messages and replies per minute, for the status page
+	stopHistory context.CancelFunc
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -84,6 +90,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Close()
 		}
 	}()
+	m.started = time.Now()
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
@@ -106,6 +113,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.dryRun = isDryRun(communities)
 	m.fetchConfirmations(ctx, communities)
 	m.checkTokens(communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
@@ -137,6 +145,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.startPollers(communities); err != nil {
 		return err
 	}
+	m.sampleHistory()
 	m.warnRisky(ctx, communities)
 	v := version.Get()
 	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Func(m.callbackField).
@@ -295,6 +304,9 @@ func (m *Main) close() error {
 	}
 	if m.stopLimit != nil {
 		m.stopLimit()
+	}
+	if m.stopHistory != nil {
+		m.stopHistory()
 	}
 	for _, srv := range []struct {
 		s  *http.Server

@@ -8,17 +8,33 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/age"
+	"github.com/vkcounter/vkcounter/internal/version"
+	"github.com/vkcounter/vkcounter/metrics"
 )
 
-// statsDocument is /stats: each section is its owner's report.
+// statsDocument is /stats: each section is its owner's report. The status
+// page (/) shows the same document: one reading serves both.
 type statsDocument struct {
+	Service       serviceSection            `json:"service"`
 	WindowSeconds int64                     `json:"window_seconds"`
 	Redis         string                    `json:"redis"`
 	Bot           bot.Stats                 `json:"bot"`
 	Outbox        outbox.Report             `json:"outbox"`
 	Counters      countersSection           `json:"counters"`
+	CounterPort   metrics.Traffic           `json:"counter_port"`
+	RedisMemory   *memorySection            `json:"redis_memory,omitempty"`
 	VK            vkSection                 `json:"vk"`
 	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
+}
+
+// serviceSection says which build runs, since when, and how.
+type serviceSection struct {
+	Version       string      `json:"version"`
+	Revision      string      `json:"revision,omitempty"`
+	UptimeSeconds age.Seconds `json:"uptime_seconds"`
+	Mode          string      `json:"mode"`    // VK_MODE
+	DryRun        bool        `json:"dry_run"` // no community has a token: replies are logged
 }
 
 // countersSection is the bot's activity counters and the store they are in.
@@ -31,21 +47,47 @@ type vkSection struct {
 	ConsecutiveFailures int64 `json:"consecutive_failures"`
 }
 
-// stats serves /stats from what the process already knows: it makes no
-// Redis call, so it answers at once while Redis is slow or down. Each
-// figure read from Redis carries its age.
-func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
+// memorySection is the last reading of the counters' Redis by its
+// headroom guard (COUNTERS_REDIS_HEADROOM): used_memory against
+// maxmemory, and the limit past which new counter names are refused.
+type memorySection struct {
+	Node       string      `json:"node"`
+	UsedBytes  int64       `json:"used_bytes"`
+	MaxBytes   int64       `json:"max_bytes"`   // 0: no maxmemory
+	LimitBytes int64       `json:"limit_bytes"` // 0: nothing refused
+	Full       bool        `json:"full"`
+	Refused    uint64      `json:"new_names_refused"`
+	Age        age.Seconds `json:"age_seconds"`
+}
+
+// statsDoc reads the process's figures: it makes no Redis call, so it
+// answers at once while Redis is slow or down. Each figure read from
+// Redis carries its age.
+func (m *Main) statsDoc() statsDocument {
+	v := version.Get()
 	doc := statsDocument{
+		Service: serviceSection{Version: v.Version, Revision: v.Revision, UptimeSeconds: age.Since(m.started),
+			Mode: m.cfg.VKMode, DryRun: m.dryRun},
 		WindowSeconds: int64(m.cfg.Window / time.Second),
 		Redis:         m.redisKind(),
 		Bot:           m.bot.Stats(),
 		Outbox:        m.outbox.Report(m.groups...),
 		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
+		CounterPort:   m.metrics.Traffic(),
 		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures()},
+	}
+	if r := m.guard.Last(); r != nil {
+		doc.RedisMemory = &memorySection{Node: r.Node, UsedBytes: r.Used, MaxBytes: r.Max, LimitBytes: r.Limit,
+			Full: r.Full(), Refused: m.guard.Refusals(), Age: age.Since(r.At)}
 	}
 	if m.pollers != nil {
 		doc.Longpoll = m.pollers.Stats()
 	}
+	return doc
+}
+
+// stats serves /stats: statsDoc as JSON.
+func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(doc)
+	json.NewEncoder(w).Encode(m.statsDoc())
 }

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"flag"
+	"fmt"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/age"
+	"github.com/vkcounter/vkcounter/internal/history"
+)
+
+// The status page (GET / on ADMIN_ADDR) is one server-rendered HTML page,
+// with no script and nothing fetched from elsewhere, that refreshes itself
+// every statusRefresh. Its figures are statsDoc's, as /stats serves them
+// (and /metrics reads the same owners), plus the readiness /readyz gives
+// and the per-minute history kept in memory. A view costs one PING of
+// Redis (the readiness); the history and everything else are read in
+// the process.
+
+// statusRefresh is how often the page reloads itself.
+const statusRefresh = 5 * time.Second
+
+// historyEvery is how often the history's totals are sampled: a minute's
+// start is known within that time.
+const historyEvery = 10 * time.Second
+
+// The history's series: messages counted, replies sent (or logged, in
+// dry-run), the /counters/ API's requests, then one per counter opcode.
+const (
+	seriesMessages = iota
+	seriesReplies
+	seriesHTTP
+	seriesOpcodes
+)
+
+//go:embed status.html
+var statusHTML string
+
+var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
+	"bytes": humanBytes,
+	"secs":  humanSeconds,
+	"ago": func(a age.Seconds) string {
+		if a < 0 {
+			return "never"
+		}
+		return humanSeconds(time.Duration(a).Seconds()) + " ago"
+	},
+}).Parse(statusHTML))
+
+// historyTotals are the totals the history samples, in series order.
+func (m *Main) historyTotals() []int64 {
+	s := m.bot.Stats()
+	t := m.metrics.Traffic()
+	totals := make([]int64, seriesOpcodes+len(wire.Opcodes()))
+	totals[seriesMessages] = s.Received - s.Duplicates
+	totals[seriesReplies] = s.Sent + s.DryRun
+	for _, n := range t.HTTP {
+		totals[seriesHTTP] += n
+	}
+	for i, op := range wire.Opcodes() {
+		totals[seriesOpcodes+i] = t.Requests[op.String()]
+	}
+	return totals
+}
+
+// sampleHistory starts the history's sampler, stopped by Close.
+func (m *Main) sampleHistory() {
+	m.history = history.New(seriesOpcodes + len(wire.Opcodes()))
+	m.history.Observe(time.Now(), m.historyTotals())
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stopHistory = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTicker(historyEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				m.history.Observe(now, m.historyTotals())
+			}
+		}
+	}()
+}
+
+// statusView is what the page shows.
+type statusView struct {
+	Stats       statsDocument
+	Ready       bool
+	Reasons     []string
+	RedisErr    string // "" while Redis answers
+	RedisWhere  string
+	Uptime      string
+	Mode        string
+	Communities []int
+	Charts      []chart
+	Opcodes     []rateRow
+	HTTPRate    string
+	Tokens      []tokenRow
+	Polling     []pollRow
+	Settings    []settingRow
+	CounterAddr string
+	Refresh     int
+	Now         string
+}
+
+// A chart is one per-minute series drawn as bars in an inline SVG.
+type chart struct {
+	Title     string
+	Total     int64
+	LastHour  int64
+	Max       int64
+	Bars      []bar
+	Width     int
+	Height    int
+	Unmeasure bool // some minutes are unknown (before the start)
+}
+
+type bar struct {
+	X, Y, W, H int
+	Minute     string // how long ago, for the bar's title
+	N          int64
+}
+
+type rateRow struct {
+	Name   string
+	Total  int64
+	PerSec string // over the last whole minute; "" if unknown
+}
+
+type tokenRow struct {
+	Community int
+	Tokens    int
+	State     string // ok, retrying, refused, halted, checking
+	Error     string
+}
+
+type pollRow struct {
+	Community string
+	Polling   bool
+	Messages  int64
+}
+
+type settingRow struct{ Name, Value string }
+
+// statusPage serves the page.
+func (m *Main) statusPage(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := m.renderStatus(r.Context(), &buf, time.Now()); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	w.Write(buf.Bytes())
+}
+
+// renderStatus writes the page as of now.
+func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) error {
+	reasons, redisErr := m.readiness(ctx)
+	doc := m.statsDoc()
+	redact := m.redactor()
+	v := statusView{
+		Stats:       doc,
+		Ready:       len(reasons) == 0,
+		RedisWhere:  redact(redisWhere(m.cfg)),
+		Uptime:      humanSeconds(time.Duration(doc.Service.UptimeSeconds).Seconds()),
+		Mode:        m.cfg.VKMode,
+		Communities: m.groups,
+		CounterAddr: m.CounterAddr(),
+		Refresh:     int(statusRefresh / time.Second),
+		Now:         now.UTC().Format("2006-01-02 15:04:05 UTC"),
+	}
+	if m.embedded != nil {
+		v.RedisWhere = "embedded Redis (in this process)"
+	}
+	if doc.Service.DryRun {
+		v.Mode += ", dry-run (replies are logged, not sent)"
+	}
+	for _, e := range reasons {
+		v.Reasons = append(v.Reasons, redact(e.Error()))
+	}
+	if redisErr != nil {
+		v.RedisErr = redact(redisErr.Error())
+	}
+	live := m.historyTotals()
+	// A view samples too: the minute under way is then always known.
+	m.history.Observe(now, live)
+	v.Charts = []chart{
+		m.chart("Messages counted per minute", now, seriesMessages, live),
+		m.chart("Replies sent per minute (logged, in dry-run)", now, seriesReplies, live),
+	}
+	for i, op := range wire.Opcodes() {
+		if n := live[seriesOpcodes+i]; n > 0 {
+			v.Opcodes = append(v.Opcodes, rateRow{Name: op.String(), Total: n, PerSec: m.rate(now, seriesOpcodes+i)})
+		}
+	}
+	v.HTTPRate = m.rate(now, seriesHTTP)
+	v.Tokens = m.tokenRows(redact)
+	for _, g := range slices.Sorted(mapKeys(doc.Longpoll)) {
+		s := doc.Longpoll[g]
+		v.Polling = append(v.Polling, pollRow{Community: g, Polling: s.Polling, Messages: s.Messages})
+	}
+	v.Settings = m.settingRows(redact)
+	return statusTemplate.Execute(w, v)
+}
+
+func mapKeys[V any](mp map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range mp {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// rate is series s's requests per second over the last whole minute.
+func (m *Main) rate(now time.Time, s int) string {
+	n, ok := m.history.LastMinute(now, s)
+	if !ok {
+		return ""
+	}
+	return strconv.FormatFloat(float64(n)/60, 'f', 1, 64)
+}
+
+// chart draws series s of the history over the last hour.
+func (m *Main) chart(title string, now time.Time, s int, live []int64) chart {
+	const width, height, step = 600, 100, 10
+	per := m.history.PerMinute(now, s, live[s])
+	c := chart{Title: title, Total: live[s], Width: width, Height: height}
+	for _, n := range per {
+		c.Max = max(c.Max, n)
+		if n > 0 {
+			c.LastHour += n
+		}
+		if n < 0 {
+			c.Unmeasure = true
+		}
+	}
+	for k, n := range per {
+		if n < 0 {
+			continue
+		}
+		h := 0
+		if c.Max > 0 {
+			h = int(float64(n) / float64(c.Max) * (height - 2))
+		}
+		if n > 0 {
+			h = max(h, 1)
+		}
+		ago := len(per) - 1 - k
+		label := "this minute"
+		if ago > 0 {
+			label = strconv.Itoa(ago) + " min ago"
+		}
+		c.Bars = append(c.Bars, bar{X: k * step, Y: height - h, W: step - 2, H: h, Minute: label, N: n})
+	}
+	return c
+}
+
+// tokenRows are the communities' tokens and their state: refused while VK
+// refuses one (REQUIRE_VK_TOKEN's check, or a send), retrying while VK
+// does not answer, checking until REQUIRE_VK_TOKEN's check is done, else
+// ok. Tokens are never shown, only counted.
+func (m *Main) tokenRows(redact func(string) string) []tokenRow {
+	communities, _ := m.cfg.Communities()
+	halted, problem := m.bot.Ready(), m.tokenProblem()
+	var rows []tokenRow
+	for _, c := range communities {
+		row := tokenRow{Community: c.GroupID, Tokens: len(c.Tokens()), State: "ok"}
+		switch {
+		case row.Tokens == 0:
+			row.State = "dry-run"
+		case halted != nil:
+			row.State, row.Error = "halted", redact(halted.Error())
+		case problem != nil && strings.Contains(problem.Error(), "refuses"):
+			row.State, row.Error = "refused", redact(problem.Error())
+		case problem != nil:
+			row.State, row.Error = "checking", redact(problem.Error())
+		case m.bot.ConsecutiveVKFailures() > 0:
+			row.State = "retrying"
+			row.Error = strconv.FormatInt(m.bot.ConsecutiveVKFailures(), 10) + " calls in a row got no answer"
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// secretSetting says whether a setting's value is a secret or holds one
+// (a token, a password in a URL): the page shows only whether it is set.
+func secretSetting(env string) bool {
+	if env == "VK_API_URL" || strings.HasPrefix(env, "REQUIRE_") {
+		return false
+	}
+	return secretName.MatchString(env)
+}
+
+var secretName = regexp.MustCompile(`TOKEN|SECRET|PASSWORD|CONFIRMATION|GROUPS|_URL`)
+
+// settingRows are every setting's value as the process runs with it,
+// secrets as set or not set.
+func (m *Main) settingRows(redact func(string) string) []settingRow {
+	var c Config
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	list := settings(&c)
+	for _, s := range list {
+		s.bind(fs, flagName(s.env), s.help)
+	}
+	// Binding set each field to its zero default; the flags' values point
+	// into c, which now takes the running settings.
+	c = m.cfg
+	var rows []settingRow
+	for _, s := range list {
+		val := fs.Lookup(flagName(s.env)).Value.String()
+		switch {
+		case secretSetting(s.env) && val == "":
+			val = "not set"
+		case secretSetting(s.env):
+			val = "set"
+		default:
+			val = redact(val)
+		}
+		rows = append(rows, settingRow{Name: s.env, Value: val})
+	}
+	return rows
+}
+
+// redactor returns a function that replaces every secret of the settings
+// (tokens, community secrets, the counters API's token, Redis passwords)
+// in a text with "[secret]": a safety net for error texts shown on the
+// page.
+func (m *Main) redactor() func(string) string {
+	var secrets []string
+	add := func(s string) {
+		if len(s) >= 4 {
+			secrets = append(secrets, s)
+		}
+	}
+	if communities, err := m.cfg.Communities(); err == nil {
+		for _, c := range communities {
+			add(c.Secret)
+			add(c.Confirmation)
+			for _, t := range c.Tokens() {
+				add(t)
+			}
+		}
+	}
+	add(m.cfg.VKToken)
+	add(m.cfg.VKSecret)
+	add(m.cfg.CountersHTTPToken)
+	for _, u := range []string{m.cfg.RedisURL, m.cfg.CountersRedisURL} {
+		if p, err := url.Parse(u); err == nil && p.User != nil {
+			pw, _ := p.User.Password()
+			add(pw)
+			add(p.User.Username())
+		}
+	}
+	return func(s string) string {
+		for _, x := range secrets {
+			s = strings.ReplaceAll(s, x, "[secret]")
+		}
+		return s
+	}
+}
+
+// humanBytes writes n bytes in MiB with one decimal.
+func humanBytes(n int64) string {
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+}
+
+// humanSeconds writes a duration in seconds as the largest units.
+func humanSeconds(s float64) string {
+	if s < 0 {
+		return "never"
+	}
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+}

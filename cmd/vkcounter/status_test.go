@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/vkcounter/vkcounter/counters/client"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// getPage fetches the status page within 5 s and returns its status and
+// body.
+func (a *app) getPage(t testing.TB) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(a.adminURL("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode == 200 && ct != "text/html; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// getStats fetches /stats flattened: "bot.received" → "12".
+func (a *app) getStats(t testing.TB) map[string]string {
+	t.Helper()
+	resp, err := http.Get(a.adminURL("/stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	flat := map[string]string{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				walk(prefix+k+".", x)
+			}
+		default:
+			flat[strings.TrimSuffix(prefix, ".")] = fmt.Sprint(v)
+		}
+	}
+	walk("", doc)
+	return flat
+}
+
+// pageStats are the page's figures tagged data-stat="path", by path.
+func pageStats(t testing.TB, page string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`data-stat="([^"]+)">([^<]*)<`).FindAllStringSubmatch(page, -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// TestStatusPageMatchesStats renders the page of a live service that
+// counted messages, sent replies and served the counter port and the
+// /counters/ API, and checks every figure it shows against /stats; the
+// charts hold the messages counted and replies sent.
+func TestStatusPageMatchesStats(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "COUNTERS_HTTP_TOKEN": "ct-0123456789"})
+		for i := range 4 {
+			a.mustOK(t, event(fmt.Sprintf("e%d", i), 1000, i+1, "hello"))
+		}
+		a.mustOK(t, event("e0", 1000, 1, "hello")) // a re-delivery
+		a.waitSends(t, 4)
+		ctx := context.Background()
+		c, err := client.Dial(ctx, a.CounterAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := c.Hit(ctx, "page"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Get(ctx, "missing"); err == nil {
+			t.Fatal("Get of a missing resource counter succeeded")
+		}
+		req, _ := http.NewRequest(http.MethodGet, a.url("/counters/access/page"), nil)
+		req.Header.Set("Authorization", "Bearer ct-0123456789")
+		if resp, err := http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		} else {
+			resp.Body.Close()
+		}
+		// Settled: the replies are done and the activity flushed when
+		// the outbox is read empty.
+		deadline := time.Now().Add(10 * time.Second)
+		for a.getStats(t)["outbox.length"] != "0" || a.getStats(t)["bot.sent"] != "4" {
+			if time.Now().After(deadline) {
+				t.Fatalf("not settled: %v", a.getStats(t))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		code, page := a.getPage(t)
+		stats := a.getStats(t)
+		if code != 200 {
+			t.Fatalf("page: %d %s", code, page)
+		}
+		shown := pageStats(t, page)
+		for _, want := range []string{"bot.received", "bot.duplicates", "bot.sent", "outbox.length", "counter_port.connections",
+			"counter_port.requests.hit", "counter_port.failed.not_found", "counter_port.http_requests./counters/access/{name}", "ready", "service.version"} {
+			if _, ok := shown[want]; !ok {
+				t.Errorf("the page does not show %s", want)
+			}
+		}
+		for path, v := range shown {
+			if path == "ready" {
+				if v != "ready" {
+					t.Errorf("the page says %q, /readyz says ready", v)
+				}
+				continue
+			}
+			if got, ok := stats[path]; !ok || got != v {
+				t.Errorf("the page shows %s = %q, /stats %q", path, v, got)
+			}
+		}
+		if stats["bot.received"] != "5" || stats["counter_port.requests.hit"] != "3" || stats["counter_port.connections"] != "1" {
+			t.Errorf("/stats: %v", stats)
+		}
+		for _, want := range []string{"4 in the last hour", `<meta http-equiv="refresh" content="5">`, "<svg"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		for _, load := range []string{"<script", "src=", "<link", "url(", "@import", "<iframe", "<object"} {
+			if strings.Contains(page, load) {
+				t.Errorf("the page holds %q: it must load nothing and run no script", load)
+			}
+		}
+	}, singleServers...)
+}
+
+// TestStatusPageHoldsNoSecret: with a token, a community secret, a
+// confirmation string, the counters API's token and a Redis password set,
+// neither the page nor /stats shows any of them, even in an error.
+func TestStatusPageHoldsNoSecret(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireAuth("redis-pw-0123456789")
+	tg := &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://:redis-pw-0123456789@" + mr.Addr()}
+	secrets := map[string]string{
+		"VK_TOKEN":            "vk1.a.tokentokentoken-0123456789",
+		"VK_SECRET":           "callback-secret-0123456789",
+		"VK_CONFIRMATION":     "confirm-0123456789",
+		"COUNTERS_HTTP_TOKEN": "counters-token-0123456789",
+	}
+	a := startApp(t, tg, secrets)
+	// An error that quotes the token: the page must not repeat it.
+	a.setTokenProblem(fmt.Errorf("community 1, token 1 of 1: VK refuses the token %s", secrets["VK_TOKEN"]))
+	code, page := a.getPage(t)
+	if code != 200 {
+		t.Fatalf("page: %d", code)
+	}
+	resp, err := http.Get(a.adminURL("/stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for name, s := range map[string]string{"the page": page, "/stats": string(stats)} {
+		for _, secret := range append([]string{"redis-pw-0123456789"}, secretsOf(secrets)...) {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s shows %q", name, secret)
+			}
+		}
+	}
+	for _, want := range []string{"<code>VK_TOKEN</code></td><td><code>set</code>", "<code>REDIS_URL</code></td><td><code>set</code>",
+		"<code>VK_GROUPS</code></td><td><code>not set</code>", "refused", "[secret]"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(page)
+	}
+}
+
+func secretsOf(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestSecretSettings: every setting whose name says it holds a secret is
+// shown as set or not set only.
+func TestSecretSettings(t *testing.T) {
+	var c Config
+	var secret []string
+	for _, s := range settings(&c) {
+		if secretSetting(s.env) {
+			secret = append(secret, s.env)
+		}
+	}
+	want := "REDIS_URL VK_TOKEN VK_SECRET VK_CONFIRMATION VK_GROUPS COUNTERS_REDIS_URL COUNTERS_HTTP_TOKEN"
+	if got := strings.Join(secret, " "); got != want {
+		t.Errorf("secret settings: %s\nwant %s", got, want)
+	}
+}
+
+// TestStatusPageRedisDown: with Redis gone the page still answers at once,
+// not ready, saying that Redis does not answer; so does a Redis that
+// stalls, within the readiness check's second.
+func TestStatusPageRedisDown(t *testing.T) {
+	t.Run("closed", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()}, env("SHUTDOWN_TIMEOUT", "100ms"))
+		a.mustOK(t, event("e1", 1000, 1, "hello"))
+		mr.Close()
+		start := time.Now()
+		code, page := a.getPage(t)
+		if code != 200 || time.Since(start) > 3*time.Second {
+			t.Fatalf("page: %d after %v", code, time.Since(start))
+		}
+		for _, want := range []string{"not ready", "redis: ", `<span class="badge bad">no</span>`, `data-stat="bot.received">1<`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+	})
+	t.Run("stalled", func(t *testing.T) {
+		tg := redistest.Open(t, redistest.Mini)
+		proxy, url := viaProxy(t, tg)
+		a := startApp(t, tg, env("REDIS_URL", url, "SHUTDOWN_TIMEOUT", "100ms"))
+		a.mustOK(t, event("e1", 1000, 1, "hello"))
+		proxy.Stall()
+		defer proxy.Resume()
+		start := time.Now()
+		code, page := a.getPage(t)
+		if code != 200 || time.Since(start) > 3*time.Second || !strings.Contains(page, "not ready") || !strings.Contains(page, `<span class="badge bad">no</span>`) {
+			t.Fatalf("page during a stall: %d after %v: %s", code, time.Since(start), page)
+		}
+	})
+}
+
+// TestReadyzGivesEveryReason: /readyz says every reason, one per line.
+func TestReadyzGivesEveryReason(t *testing.T) {
+	mr := miniredis.RunT(t)
+	a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()}, env("SHUTDOWN_TIMEOUT", "100ms"))
+	a.setTokenProblem(fmt.Errorf("the tokens are not checked yet"))
+	mr.Close()
+	resp, err := http.Get(a.adminURL("/readyz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if resp.StatusCode != 503 || len(lines) != 2 || !strings.HasPrefix(lines[0], "not ready: redis: ") || lines[1] != "vk: the tokens are not checked yet" {
+		t.Errorf("/readyz: %d %q", resp.StatusCode, b)
+	}
+}
