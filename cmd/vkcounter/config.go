@@ -113,7 +113,7 @@ func settings(c *Config) []setting {
 	}
 	return []setting{
 		{"HTTP_ADDR", ":8080", "address of the public HTTP server: the webhook, /counters/ and /healthz", str(&c.HTTPAddr)},
-		{"ADMIN_ADDR", "127.0.0.1:9090", "address of the admin HTTP server: /metrics, /stats, /readyz and /healthz; keep it private", str(&c.AdminAddr)},
+		{"ADMIN_ADDR", "127.0.0.1:9090", "address of the admin HTTP server: the status page (/), /metrics, /stats, /texts, /readyz and /healthz; keep it private", str(&c.AdminAddr)},
 		{"CALLBACK_PATH", "/callback", "path VK posts Callback API events to", str(&c.CallbackPath)},
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
