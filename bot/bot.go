@@ -237,6 +237,7 @@ type Bot struct {
 
 	stats    counters
 	halted   sync.Map // *tokenWorker → error, while VK refuses that token
+	drops    dropLog  // the last replies dropped, and why
 	activity activityBatch
 	outage   outage
 }

@@ -203,10 +203,10 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 			case Logged:
 				b.stats.dryRun.Add(1)
 			case Drop:
-				b.stats.dropped.Add(1)
+				b.dropped(r, err)
 				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
 			case Unknown:
-				b.stats.dropped.Add(1)
+				b.dropped(r, err)
 				about(w.log.Error(), r).Err(err).Int("sends", unknown[r.ID]).Msg("reply dropped: VK kept answering it with an error code the bot does not know")
 			case Flood:
 				w.aside = append(w.aside, asideReply{Reply: r, due: time.Now().Add(b.opts.FloodPause)})

@@ -20,6 +20,7 @@ type statsDocument struct {
 	WindowSeconds int64                     `json:"window_seconds"`
 	Redis         string                    `json:"redis"`
 	Bot           bot.Stats                 `json:"bot"`
+	LastDrops     []bot.DroppedReply        `json:"last_drops,omitempty"` // the last few replies dropped, and why
 	Outbox        outbox.Report             `json:"outbox"`
 	Counters      countersSection           `json:"counters"`
 	CounterPort   metrics.Traffic           `json:"counter_port"`
@@ -71,6 +72,7 @@ func (m *Main) statsDoc() statsDocument {
 		WindowSeconds: int64(m.cfg.Window / time.Second),
 		Redis:         m.redisKind(),
 		Bot:           m.bot.Stats(),
+		LastDrops:     m.bot.LastDrops(),
 		Outbox:        m.outbox.Report(m.groups...),
 		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
 		CounterPort:   m.metrics.Traffic(),

@@ -111,6 +111,7 @@ type statusView struct {
 	Opcodes     []rateRow
 	HTTPRate    string
 	Tokens      []tokenRow
+	Drops       []dropRow
 	Polling     []pollRow
 	Settings    []settingRow
 	CounterAddr string
@@ -147,6 +148,13 @@ type tokenRow struct {
 	Tokens    int
 	State     string // ok, retrying, refused, halted, checking
 	Error     string
+}
+
+type dropRow struct {
+	At      string
+	GroupID int
+	PeerID  int
+	Error   string
 }
 
 type pollRow struct {
@@ -212,6 +220,9 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	}
 	v.HTTPRate = m.rate(now, seriesHTTP)
 	v.Tokens = m.tokenRows(redact)
+	for _, d := range doc.LastDrops {
+		v.Drops = append(v.Drops, dropRow{At: d.At.UTC().Format("15:04:05"), GroupID: d.GroupID, PeerID: d.PeerID, Error: redact(d.Error)})
+	}
 	for _, g := range slices.Sorted(mapKeys(doc.Longpoll)) {
 		s := doc.Longpoll[g]
 		v.Polling = append(v.Polling, pollRow{Community: g, Polling: s.Polling, Messages: s.Messages})
