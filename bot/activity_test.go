@@ -17,6 +17,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -81,7 +82,7 @@ func (a *fakeActivity) snapshot() ([]string, []bool) {
 
 var _ bot.Activity = (*fakeActivity)(nil)
 
-func newActivityBot(t *testing.T, c bot.Counter, a bot.Activity) (*bot.Bot, *vktest.Server) {
+func newActivityBot(t *testing.T, c outbox.Counter, a bot.Activity) (*bot.Bot, *vktest.Server) {
 	t.Helper()
 	vk := vktest.NewServer()
 	t.Cleanup(vk.Close)
@@ -281,21 +282,32 @@ func TestNotFromAPersonNotCounted(t *testing.T) {
 	}
 }
 
-// failingOutbox fails Add while fail is set.
-type failingOutbox struct {
-	bot.Outbox
-	mu   sync.Mutex
-	fail bool
+// breakingCounter counts, then, while fail is set, makes its Redis (the
+// outbox's) fail every command: the message is counted and its reply
+// cannot be stored.
+type breakingCounter struct {
+	*memCounter
+	redis *redistest.Target
+	mu    sync.Mutex
+	fail  bool
 }
 
-func (o *failingOutbox) Add(ctx context.Context, r bot.Reply) error {
-	o.mu.Lock()
-	fail := o.fail
-	o.mu.Unlock()
-	if fail {
-		return errors.New("outbox unavailable")
+func (c *breakingCounter) Count(ctx context.Context, identity, dedupe string) (int64, bool, error) {
+	previous, duplicate, err := c.memCounter.Count(ctx, identity, dedupe)
+	c.mu.Lock()
+	if c.fail {
+		c.redis.Mini.SetError("outbox unavailable")
 	}
-	return o.Outbox.Add(ctx, r)
+	c.mu.Unlock()
+	return previous, duplicate, err
+}
+
+// mend makes the Redis answer again.
+func (c *breakingCounter) mend() {
+	c.mu.Lock()
+	c.fail = false
+	c.redis.Mini.SetError("")
+	c.mu.Unlock()
 }
 
 // TestActivityOnceWhenTheReplyIsStoredOnRetry: the first delivery is
@@ -306,10 +318,12 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
 	a := &fakeActivity{}
-	o := &failingOutbox{Outbox: bot.StoredOutbox(newOutbox(t, outbox.Options{})), fail: true}
+	tg := redistest.Open(t, redistest.Mini)
+	c := &breakingCounter{memCounter: newMemCounter(), redis: tg, fail: true}
+	o := newOutboxOn(t, tg, outbox.Options{Counter: c})
 	opts := fastOptions()
 	opts.Activity = a
-	b, err := bot.New(newMemCounter(), o, []bot.Group{{ID: 7, Senders: []bot.Sender{
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{
 		bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}}}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -327,9 +341,7 @@ func TestActivityOnceWhenTheReplyIsStoredOnRetry(t *testing.T) {
 	if err := b.HandleMessage(cancelled, m); err == nil {
 		t.Fatal("HandleMessage succeeded although the reply was not stored")
 	}
-	o.mu.Lock()
-	o.fail = false
-	o.mu.Unlock()
+	c.mend()
 	if err := b.HandleMessage(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +386,8 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 func TestActivityReportKeys(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	b, err := bot.New(newMemCounter(), bot.StoredOutbox(newOutbox(t, outbox.Options{})), []bot.Group{{ID: 7, Senders: []bot.Sender{
+	o := newOutbox(t, outbox.Options{Counter: newMemCounter()})
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{
 		bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL()})}}}, fastOptions())
 	if err != nil {
 		t.Fatal(err)

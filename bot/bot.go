@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,23 +20,26 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
 )
 
-// A Counter records one occurrence of a message's text key and returns
-// previous, how many earlier occurrences the window holds. Count is
-// idempotent per non-empty dedupe key (the message key's DedupeKey): a
-// repeated key changes nothing and answers as the first time, with
-// duplicate set. It is met by *freq.Store.
-type Counter interface {
-	Count(ctx context.Context, textKey, dedupeKey string) (previous int64, duplicate bool, err error)
+// A Recorder counts a message and stores its reply, in one step: it
+// counts one occurrence of the text key and answers previous, how many
+// earlier occurrences the window holds, and stores the reply r with that
+// number as its text. It is idempotent per non-empty dedupe key (the
+// message key's DedupeKey: a repeated key is not counted again and
+// answers as the first time, with duplicate set) and per non-empty r.Key
+// (one reply is stored per message). An error wrapping outbox.ErrNotStored
+// says that the message was counted (previous and duplicate are the
+// count's answer) but its reply not stored. *outbox.Outbox meets it.
+type Recorder interface {
+	Record(ctx context.Context, textKey, dedupeKey string, r Reply) (previous int64, duplicate bool, err error)
 }
 
-// An Outbox holds replies durably from before the webhook answers "ok"
-// until VK accepted them. StoredOutbox adapts *outbox.Outbox to it.
+// An Outbox holds replies durably from their Record until VK accepted
+// them. *outbox.Outbox meets it.
 type Outbox interface {
-	// Add stores r (r.ID is ignored).
-	Add(ctx context.Context, r Reply) error
 	// Take returns up to n replies of group to send, each with its ID,
 	// waiting up to wait for one; none and a nil error mean nothing to do.
 	// A wait ends early when ctx ends.
@@ -54,16 +56,6 @@ type Outbox interface {
 	// Release hands back the replies of group this instance took and did
 	// not finish with Done, for the other instances to send at once.
 	Release(ctx context.Context, group int) (int, error)
-}
-
-// A Recorder counts a message and stores its reply in one step: on a
-// single Redis server, one script run instead of Counter.Count and
-// Outbox.Add. The reply's text is the count's answer; it is stored once
-// per dedupe key, so the reply's Key (Outbox.Add's) is left empty. It
-// answers as Counter.Count. StoredRecorder adapts
-// *outbox.Recorder to it.
-type Recorder interface {
-	Record(ctx context.Context, textKey, dedupeKey string, r Reply) (previous int64, duplicate bool, err error)
 }
 
 // Activity records what the bot sees beyond the replies' counts. Its
@@ -152,9 +144,6 @@ type Options struct {
 	// stay. age is
 	// the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
-	// Recorder, if set, counts and stores each message in one step instead
-	// of the Counter and Outbox.Add (the Outbox still delivers the replies).
-	Recorder Recorder
 	// Activity, if set, is fed once per message counted for the first time
 	// (never for a re-delivery of a message already counted): one more for
 	// MessagesCounter and a visit of UsersCounter by the sender. The bot
@@ -209,11 +198,11 @@ func (o *Options) setDefaults() {
 
 // A Bot counts messages and replies to them. It is safe for concurrent use.
 type Bot struct {
-	counter Counter
-	outbox  Outbox
-	opts    Options
-	log     zerolog.Logger
-	groups  map[int]bool
+	recorder Recorder
+	outbox   Outbox
+	opts     Options
+	log      zerolog.Logger
+	groups   map[int]bool
 
 	closeMu  sync.Mutex     // guards setting closing against inflight.Add
 	closing  atomic.Bool    // set by Close: no new messages
@@ -249,14 +238,14 @@ type counters struct {
 
 var _ callback.MessageHandler = (*Bot)(nil)
 
-// New returns a Bot counting with counter, keeping replies in outbox and
-// sending them for groups, and starts its sender workers.
-func New(counter Counter, outbox Outbox, groups []Group, opts Options) (*Bot, error) {
+// New returns a Bot recording messages with recorder, sending the replies
+// that outbox holds for groups, and starts its sender workers.
+func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, error) {
 	opts.setDefaults()
 	if len(groups) == 0 {
 		return nil, errors.New("bot: no community configured")
 	}
-	b := &Bot{counter: counter, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
+	b := &Bot{recorder: recorder, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
 		recordDeadline: newSharedDeadline(opts.RecordTimeout)}
 	b.results.New = func() any { return make(chan error, 1) }
 	b.outage.init(b)
@@ -336,36 +325,23 @@ func (b *Bot) enter() bool {
 
 // record counts m and stores its reply, on the bot's own deadline.
 func (b *Bot) record(m callback.Message) error {
-	ctx := b.recordDeadline.context()
 	key := MessageKey(m)
 	r := Reply{
 		GroupID:  m.GroupID,
 		PeerID:   m.PeerID,
 		RandomID: key.RandomID(),
+		Key:      key.ReplyKey(),
 		Queued:   time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
-	text := TextKey(m, b.opts.Normalize)
-	if b.opts.Recorder != nil {
-		_, duplicate, err := b.opts.Recorder.Record(ctx, text, key.DedupeKey(), r)
-		if err != nil {
-			return fmt.Errorf("bot: count and store reply: %w", err)
-		}
-		b.counted(m, duplicate)
-		return nil
+	_, duplicate, err := b.recorder.Record(b.recordDeadline.context(), TextKey(m, b.opts.Normalize), key.DedupeKey(), r)
+	if err != nil && !errors.Is(err, outbox.ErrNotStored) {
+		return fmt.Errorf("bot: count and store reply: %w", err)
 	}
-	previous, duplicate, err := b.counter.Count(ctx, text, key.DedupeKey())
-	if err != nil {
-		return fmt.Errorf("bot: count: %w", err)
-	}
-	// Before storing the reply: if that fails, VK re-delivers the message
-	// as a duplicate, which must find the activity recorded. A duplicate's
-	// reply is stored again: the first delivery may have failed after
-	// counting, before storing; the outbox keeps one reply per message.
+	// Counted, even if the reply was not stored: VK then delivers the
+	// message again, as a duplicate, which must find its activity noted.
 	b.counted(m, duplicate)
-	r.Message = strconv.FormatInt(previous, 10)
-	r.Key = key.ReplyKey() // the Recorder stores once per dedupe key: only Add needs it
-	if err := b.outbox.Add(ctx, r); err != nil {
+	if err != nil {
 		return fmt.Errorf("bot: store reply: %w", err)
 	}
 	return nil

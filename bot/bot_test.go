@@ -19,7 +19,7 @@ import (
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
-// memCounter is a Counter without a window: it counts per identity and
+// memCounter is an outbox.Counter without a window: it counts per identity and
 // dedupes event ids, as freq.Store does.
 type memCounter struct {
 	mu     sync.Mutex
@@ -55,10 +55,16 @@ func fastOptions() bot.Options {
 		FloodPause: 5 * time.Millisecond, HaltPause: 5 * time.Millisecond, Logger: zerolog.Nop()}
 }
 
-// newOutbox returns an outbox on a fresh miniredis.
+// newOutbox returns an outbox on a fresh miniredis; opts.Counter counts
+// the messages it records.
 func newOutbox(t *testing.T, opts outbox.Options) *outbox.Outbox {
 	t.Helper()
-	tg := redistest.Open(t, redistest.Mini)
+	return newOutboxOn(t, redistest.Open(t, redistest.Mini), opts)
+}
+
+// newOutboxOn returns an outbox on tg.
+func newOutboxOn(t *testing.T, tg *redistest.Target, opts outbox.Options) *outbox.Outbox {
+	t.Helper()
 	o := outbox.New(tg.Client, opts)
 	t.Cleanup(func() { o.Close() }) // after the bot's Close, registered later
 	if err := o.Init(context.Background(), 7); err != nil {
@@ -67,20 +73,20 @@ func newOutbox(t *testing.T, opts outbox.Options) *outbox.Outbox {
 	return o
 }
 
-func newBot(t *testing.T, c bot.Counter, vk *vktest.Server, tokens ...string) *bot.Bot {
+func newBot(t *testing.T, c outbox.Counter, vk *vktest.Server, tokens ...string) *bot.Bot {
 	t.Helper()
 	b, _ := newBotOutbox(t, c, vk, fastOptions(), tokens...)
 	return b
 }
 
-func newBotOutbox(t *testing.T, c bot.Counter, vk *vktest.Server, opts bot.Options, tokens ...string) (*bot.Bot, *outbox.Outbox) {
+func newBotOutbox(t *testing.T, c outbox.Counter, vk *vktest.Server, opts bot.Options, tokens ...string) (*bot.Bot, *outbox.Outbox) {
 	t.Helper()
 	g := bot.Group{ID: 7}
 	for _, tok := range tokens {
 		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
-	o := newOutbox(t, outbox.Options{})
-	b, err := bot.New(c, bot.StoredOutbox(o), []bot.Group{g}, opts)
+	o := newOutbox(t, outbox.Options{Counter: c})
+	b, err := bot.New(o, o, []bot.Group{g}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,8 +308,8 @@ func TestOutboxFull(t *testing.T) {
 		<-block
 		return make([]error, len(rs))
 	})
-	o := newOutbox(t, outbox.Options{MaxLen: 2})
-	b, err := bot.New(newMemCounter(), bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, fastOptions())
+	o := newOutbox(t, outbox.Options{MaxLen: 2, Counter: newMemCounter()})
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, fastOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,14 +19,14 @@ import (
 
 // startBot starts a bot serving community 7 on tg, under prefix, whose
 // outbox names this instance consumer; Close runs when the test ends.
-func startBot(t *testing.T, tg *redistest.Target, prefix, consumer string, c bot.Counter, opts bot.Options, senders ...bot.Sender) (*bot.Bot, *outbox.Outbox) {
+func startBot(t *testing.T, tg *redistest.Target, prefix, consumer string, c outbox.Counter, opts bot.Options, senders ...bot.Sender) (*bot.Bot, *outbox.Outbox) {
 	t.Helper()
-	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: consumer})
+	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: consumer, Counter: c})
 	t.Cleanup(func() { o.Close() })
 	if err := o.Init(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(c, bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: senders}}, opts)
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: senders}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +57,9 @@ func pendingUnder(t *testing.T, tg *redistest.Target, prefix, consumer string) i
 	return len(p)
 }
 
-// heldCounter is a Counter that answers only once release is closed.
+// heldCounter is an outbox.Counter that answers only once release is closed.
 type heldCounter struct {
-	bot.Counter
+	outbox.Counter
 	release chan struct{}
 }
 

@@ -26,8 +26,8 @@ func TestDryRunIsNotSent(t *testing.T) {
 		classes = append(classes, c)
 		mu.Unlock()
 	}
-	o := newOutbox(t, outbox.Options{})
-	b, err := bot.New(newMemCounter(), bot.StoredOutbox(o), []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(zerolog.SyncWriter(&log)))}}}, opts)
+	o := newOutbox(t, outbox.Options{Counter: newMemCounter()})
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{bot.DryRun(zerolog.New(zerolog.SyncWriter(&log)))}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func Classify(err error) Class {
 // or reply_to. Without the quote it may well be accepted.
 func quoteRefused(r Reply, err error) bool {
 	code, ok := vkErrorCode(err)
-	return ok && vkErrors[code].quote && r.quoted()
+	return ok && vkErrors[code].quote && r.Quoted()
 }
 
 // wholeExecuteFailed reports whether err is error 13, a runtime error of

@@ -157,7 +157,8 @@ func TestWholeExecuteFailureRetriesEveryReplySmaller(t *testing.T) {
 			s := &sizing{Sender: bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}
 			opts := fastOptions()
 			opts.RatePerToken = 5 // a backlog builds
-			b, err := bot.New(newMemCounter(), bot.StoredOutbox(newOutbox(t, outbox.Options{})), []bot.Group{{ID: 7, Senders: []bot.Sender{s}}}, opts)
+			o := newOutbox(t, outbox.Options{Counter: newMemCounter()})
+			b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{s}}}, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

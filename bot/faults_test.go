@@ -70,7 +70,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer via.Close()
-		senderSide := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "sender"})
+		senderSide := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "sender", Counter: newMemCounter()})
 		defer senderSide.Close()
 		if err := senderSide.Init(ctx, 7); err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		defer vk.Close()
 		opts := fastOptions()
 		opts.Poll = 500 * time.Millisecond
-		b, err := bot.New(newMemCounter(), bot.StoredOutbox(senderSide), []bot.Group{{ID: 7, Senders: []bot.Sender{
+		b, err := bot.New(senderSide, senderSide, []bot.Group{{ID: 7, Senders: []bot.Sender{
 			bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}}}, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -166,7 +166,8 @@ func TestRefusedQuoteKeepsTheRate(t *testing.T) {
 		}})
 	opts := fastOptions()
 	opts.RatePerToken, opts.MaxBatch = 2, 1
-	b, err := bot.New(newMemCounter(), bot.StoredOutbox(newOutbox(t, outbox.Options{})), []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
+	o := newOutbox(t, outbox.Options{Counter: newMemCounter()})
+	b, err := bot.New(o, o, []bot.Group{{ID: 7, Senders: []bot.Sender{sender}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

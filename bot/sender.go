@@ -11,38 +11,17 @@ import (
 	"github.com/SevereCloud/vksdk/v2/api"
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // APIVersion is the VK API version the bot speaks (vksdk defaults to 5.131).
 const APIVersion = vkapi.Version
 
-// A Reply is one answer waiting to be sent. It has the fields of
-// outbox.Entry, in the same order, so StoredOutbox converts one into the
-// other.
-type Reply struct {
-	// ID identifies the reply in the Outbox; empty until it is stored.
-	ID       string
-	GroupID  int
-	PeerID   int
-	Message  string
-	RandomID int32
-	// Key is the reply key of the message answered (msgkey's ReplyKey):
-	// the outbox keeps one reply per Key. Empty means the message had
-	// nothing to identify it, and no such check is made.
-	Key string
-	// Queued is when the reply entered the queue.
-	Queued time.Time
-	// QuoteCMID is the conversation_message_id of the message answered,
-	// quoted with messages.send's forward parameter; 0 means no forward.
-	QuoteCMID int
-	// ReplyTo is the id of the message answered, quoted with reply_to
-	// when there is no forward; 0 means none.
-	ReplyTo int
-}
-
-// quoted reports whether r quotes the message it answers.
-func (r Reply) quoted() bool { return r.QuoteCMID > 0 || r.ReplyTo > 0 }
+// A Reply is one answer waiting to be sent: the outbox's entry, queued and
+// sent as it is. Its RandomID is stored with it: every retry, by any
+// instance, sends the same.
+type Reply = outbox.Entry
 
 // A Sender delivers replies through one VK token. Send returns one error per
 // reply, in order; a nil entry means VK accepted that reply. Each Send is

@@ -1,13 +1,14 @@
 -- count.lua is the sliding-window counter's library: the functions the
--- counting scripts (window.lua, record.lua) are built from. The Go code
--- puts it in front of each script; it is not a script by itself.
+-- counting scripts (window.lua, and text.lua's, which convert from it) are
+-- built from. The Go code puts it in front of each script; it is not a
+-- script by itself.
 --
 -- Keys of one text: a list of the seconds it occurred in, oldest first,
 -- run-length encoded ("sec" is one occurrence, "sec:n" is n occurrences);
 -- the running total of the occurrences in the list; and, per message, an
--- optional dedupe key holding "previous:time" (and ":q" once the message's
--- reply is queued by record.lua), so that the same message counted again
--- gets the same answer.
+-- optional dedupe key holding "previous:time" (earlier versions added ":q"
+-- once the message's reply was queued: it is read and ignored), so that the
+-- same message counted again gets the same answer.
 --
 -- Only these scripts write the list, so every entry parses; one that does
 -- not (a foreign write) is popped when it reaches either end of the list
@@ -40,24 +41,22 @@ local function last(list_key)
   end
 end
 
--- seen returns what the dedupe key remembers: the answer, the second and
--- whether the reply is queued; nil when the key is absent (or there is none).
+-- seen returns what the dedupe key remembers: the answer and the second; nil
+-- when the key is absent (or there is none).
 local function seen(event_key)
   if not event_key then return nil end
   local v = redis.call('GET', event_key)
   if not v then return nil end
-  local queued = string.sub(v, -2) == ':q'
-  if queued then v = string.sub(v, 1, -3) end
-  local previous, time = parse(v)
-  return previous, time, queued
+  if string.sub(v, -2) == ':q' then v = string.sub(v, 1, -3) end
+  return parse(v)
 end
 
 -- clock returns the unix second at, or Redis's clock when at is "".
 local function clock(at)
   if at ~= '' then return tonumber(at) end
   -- A script replicated as itself may not write after TIME; one replicated
-  -- by its effects may. The service needs Redis 6.2 or later (record.lua's
-  -- SET KEEPTTL, the outbox's XAUTOCLAIM), which replicates effects unless
+  -- by its effects may. The service needs Redis 6.2 or later (the outbox's
+  -- XAUTOCLAIM), which replicates effects unless
   -- configured with lua-replicate-commands no (Redis 7 has only effects, and
   -- replicate_commands does nothing): for that setting, ask for effects.
   if redis.replicate_commands then redis.replicate_commands() end

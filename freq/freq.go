@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -166,7 +165,7 @@ func (s *Store) Window() time.Duration { return s.window }
 // cluster), so the first Count or Seen need not send its source. Counting
 // works without it: a script missing from Redis's cache is sent again.
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{textScript.Script, recordScript.Script, seenScript} {
+	for _, sc := range []*redis.Script{textScript.Script, seenScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
 		}
@@ -198,46 +197,42 @@ func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Ti
 	return s.count(ctx, identity, dedupe, u)
 }
 
-// ErrStreamFull is wrapped by CountThen's error when the stream holds
-// Then.MaxLen entries and the message is new: nothing was counted.
-var ErrStreamFull = errors.New("freq: stream full")
-
-// Then is what CountThen appends to a stream with the count.
-type Then struct {
-	// Stream is the stream's key. It must be served by the same Redis
-	// server as the count's keys: CountThen is for a single server, not a
-	// cluster, where they live in different slots.
-	Stream string
-	// MaxLen is the most entries the stream may hold.
-	MaxLen int64
-	// Field is the entry field that gets the answer (previous).
-	Field string
-	// Fields are the entry's other field/value pairs.
-	Fields []any
+// NewScript returns a script that counts a text as Count does and does
+// more in the same atomic run: the counting functions (count.lua, text.lua)
+// followed by main. main reads the count's keys and arguments with
+// text_args(), which returns them as c, and its own after them: KEYS from
+// c.nkeys + 1 and ARGV from 6. It counts with clock, find and add
+// (text.lua) and replies as Count's script does, {previous, duplicate,
+// time}, or with an error. Store.CountWith runs it.
+func NewScript(main string) *redisconn.Script {
+	return redisconn.NewScript(countLib + textLib + main)
 }
 
-// CountThen is Count and, in the same atomic script run, the append of an
-// entry to a stream: the message's reply, with the answer in then.Field.
-// The entry is appended once per dedupe key: a repeated key appends
-// nothing more (unless the message was counted by Count without it, whose
-// entry is appended then). With an empty dedupe key, every call appends.
-// It answers as Count. then is only read, during the call; its fields are
-// handed to go-redis by pointer, which costs no allocation where each
-// number or string put in an interface costs one.
-func (s *Store) CountThen(ctx context.Context, identity, dedupe string, then *Then) (previous int64, duplicate bool, err error) {
+// CountWith runs sc, a script from NewScript, for identity and dedupe,
+// with keys and args after the count's own, and answers as Count. keys
+// (at most maxExtraKeys) must be served by the same Redis server as the
+// count's keys: they are in another slot, so this is for a single server,
+// not a cluster. An error the script replies is returned wrapped
+// (redisconn.IsError finds it). args are handed to go-redis as they are: a
+// pointer to a number or a string costs no allocation where a number or a
+// string put in an interface costs one.
+func (s *Store) CountWith(ctx context.Context, sc *redisconn.Script, identity, dedupe string, keys []string, args ...any) (previous int64, duplicate bool, err error) {
+	if len(keys) > maxExtraKeys {
+		return 0, false, fmt.Errorf("%w: %d keys after the count's, at most %d", ErrInvalid, len(keys), maxExtraKeys)
+	}
 	k := s.keys(identity, dedupe)
-	k.names[k.n] = then.Stream
-	args := append(s.args(k, "", 2+len(then.Fields)), &then.MaxLen, &then.Field)
-	v, err := recordScript.Exec(ctx, s.rdb, k.names[:k.n+1], append(args, then.Fields...)).Result()
+	n := k.n + copy(k.names[k.n:], keys)
+	v, err := sc.Exec(ctx, s.rdb, k.names[:n], append(s.args(k, "", len(args)), args...)).Result()
 	if err != nil {
-		if redisconn.IsError(err, "STREAM_FULL") {
-			return 0, false, fmt.Errorf("%w: %s entries", ErrStreamFull, strings.TrimPrefix(err.Error(), "STREAM_FULL "))
-		}
 		return 0, false, fmt.Errorf("freq: count: %w", err)
 	}
 	r, err := parseReply(v)
 	return r.Previous, r.Duplicate, err
 }
+
+// Client returns the client s runs its scripts on: a caller of CountWith
+// checks with it that its own keys are on the same server.
+func (s *Store) Client() redis.Scripter { return s.rdb }
 
 // count runs the script; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {

@@ -727,3 +727,45 @@ func TestParseReply(t *testing.T) {
 		})
 	}
 }
+
+// withList counts as Count does and, for a message counted for the first
+// time, pushes its third argument (ARGV[6]) to its key (the first after
+// the count's), which must be on the count's server.
+var withList = freq.NewScript(`
+local c = text_args()
+local clk = clock(c.at)
+local st, dup = find(c)
+if dup then return {dup.previous, 1, dup.time} end
+redis.call('RPUSH', KEYS[c.nkeys + 1], ARGV[6])
+return add(c, st, clk)
+`)
+
+// TestCountWith: a script of NewScript counts as Count does, with or
+// without a dedupe key, and finds its own keys and arguments after the
+// count's; a Count and a CountWith of one message count it once.
+func TestCountWith(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{})
+		list := redistest.Prefix(t) + "list"
+		for i, c := range []struct {
+			dedupe    string
+			previous  int64
+			duplicate bool
+		}{{"m1", 0, false}, {"m1", 0, true}, {"", 1, false}, {"m2", 2, false}, {"", 3, false}} {
+			previous, duplicate, err := s.CountWith(ctx, withList, "t", c.dedupe, []string{list}, fmt.Sprint("v", i))
+			if err != nil || previous != c.previous || duplicate != c.duplicate {
+				t.Fatalf("call %d (%q): %d, %v, %v; want %d, %v", i, c.dedupe, previous, duplicate, err, c.previous, c.duplicate)
+			}
+		}
+		if got := tg.Client.LRange(ctx, list, 0, -1).Val(); !slices.Equal(got, []string{"v0", "v2", "v3", "v4"}) {
+			t.Fatalf("list %v, want v0 v2 v3 v4", got)
+		}
+		if r := countNow(t, s, "t", "m2"); r.Previous != 2 || !r.Duplicate {
+			t.Fatalf("Count of m2 after CountWith: %+v, want 2 as a duplicate", r)
+		}
+		if _, _, err := s.CountWith(ctx, withList, "t", "", []string{list, list, list, list}); !errors.Is(err, freq.ErrInvalid) {
+			t.Fatalf("four keys: %v, want ErrInvalid", err)
+		}
+	}, redistest.Mini, redistest.Real)
+}

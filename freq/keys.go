@@ -27,13 +27,17 @@ const textHashBytes = 9
 // taken for one with probability 2^-56 per pair.
 const dedupeHashBytes = 7
 
+// maxExtraKeys is the most keys a caller of CountWith adds to the count's.
+const maxExtraKeys = 3
+
 // textKeys are the KEYS and the message's hash of one count. The script's
 // arguments point into it (go-redis writes a *string as its value), so a
 // count allocates its key strings (one allocation) and this struct only.
 type textKeys struct {
 	// names are text, even bucket, odd bucket, former list, former
-	// total[, former dedupe key], then room for one key of the caller.
-	names [7]string
+	// total[, former dedupe key], then room for the keys of CountWith's
+	// caller.
+	names [6 + maxExtraKeys]string
 	n     int    // how many names keys filled
 	hash  string // dedupeHashBytes bytes, or "" without a dedupe key
 }

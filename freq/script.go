@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // The scripts are count.lua (the functions of the list-and-total layout,
@@ -21,16 +19,13 @@ var (
 	windowMain string
 	//go:embed textcount.lua
 	textMain string
-	//go:embed record.lua
-	recordMain string
 )
 
 // The scripts are run with EVALSHA, falling back to EVAL when Redis's
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
 	windowScript = redis.NewScript(countLib + windowMain)
-	textScript   = redisconn.NewScript(countLib + textLib + textMain)
-	recordScript = redisconn.NewScript(countLib + textLib + recordMain)
+	textScript   = NewScript(textMain)
 )
 
 // parseReply decodes the script's reply {previous, duplicate, time}.

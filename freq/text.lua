@@ -1,7 +1,8 @@
 -- text.lua (run after count.lua, whose functions it uses) is the compact
 -- layout of freq.Store's texts, and the functions that count in it. The Go
--- code puts it in front of the scripts that count texts (textcount.lua,
--- record.lua); it is not a script by itself.
+-- code puts it in front of the scripts that count texts (textcount.lua, and
+-- those of other packages that count and do more in the same run: NewScript);
+-- it is not a script by itself.
 --
 -- One key per text (KEYS[1]) holds:
 --   * while the text occurred once in the window: its second, a string
@@ -17,7 +18,8 @@
 -- A message's dedupe state is a field of one of two hashes per cluster
 -- slot (KEYS[2] for the even buckets of dedupe-TTL seconds, KEYS[3] for
 -- the odd ones): the field is the message's 7-byte hash, the value
--- "previous:time" (":q" once the reply is queued). A bucket's hash expires
+-- "previous:time" (earlier versions added ":q" once the message's reply was
+-- queued: it is read and ignored). A bucket's hash expires
 -- at the end of the next bucket, so a message is remembered between one
 -- and two dedupe TTLs.
 -- The keys of the former layout (count.lua's list and total, KEYS[4] and
@@ -32,28 +34,27 @@
 -- ARGV[3]  the dedupe buckets' length in seconds (the dedupe TTL)
 -- ARGV[4]  the unix second to count at, or "" to read the clock with TIME
 -- ARGV[5]  the message's 7-byte hash, or "" when it has no dedupe key
+-- A script that counts and does more reads its own keys after c.nkeys (5,
+-- or 6 with a dedupe key) and its own arguments after the fifth.
 local function text_args()
   local c = {key = KEYS[1], even = KEYS[2], odd = KEYS[3], old_list = KEYS[4], old_total = KEYS[5],
-    window = tonumber(ARGV[1]), ttl = tonumber(ARGV[2]), span = tonumber(ARGV[3]), at = ARGV[4], hash = ARGV[5]}
-  if c.hash == '' then c.hash = nil else c.old_event = KEYS[6] end
+    window = tonumber(ARGV[1]), ttl = tonumber(ARGV[2]), span = tonumber(ARGV[3]), at = ARGV[4], hash = ARGV[5], nkeys = 5}
+  if c.hash == '' then c.hash = nil else c.old_event, c.nkeys = KEYS[6], 6 end
   return c
 end
 
 -- remember stores the message's answer in the dedupe bucket of the clock.
-local function remember(c, clk, previous, time, queued)
+local function remember(c, clk, previous, time)
   local b = math.floor(clk / c.span)
   local k = c.odd
   if b % 2 == 0 then k = c.even end
-  local v = previous .. ':' .. time
-  if queued then v = v .. ':q' end
-  redis.call('HSET', k, c.hash, v)
+  redis.call('HSET', k, c.hash, previous .. ':' .. time)
   redis.call('EXPIRE', k, (b + 2) * c.span - clk)
 end
 
 -- find reads the text's key, and when the message has a dedupe key, its
 -- dedupe state. It returns the key's state {typ, sec} and, when the
--- message was counted already, {previous, time, queued} and where that is
--- kept (see mark_queued). It writes nothing.
+-- message was counted already, {previous, time}. It writes nothing.
 local function find(c)
   local st = {typ = redis.call('TYPE', c.key).ok}
   if st.typ == 'string' then
@@ -62,30 +63,18 @@ local function find(c)
   end
   if not c.hash then return st end
   if c.old_event then
-    local previous, time, queued = seen(c.old_event)
-    if previous then return st, {previous = previous, time = time, queued = queued, old = c.old_event} end
+    local previous, time = seen(c.old_event)
+    if previous then return st, {previous = previous, time = time} end
   end
   for _, k in ipairs({c.even, c.odd}) do
     local v = redis.call('HGET', k, c.hash)
     if v then
-      local queued = string.sub(v, -2) == ':q'
-      if queued then v = string.sub(v, 1, -3) end
+      if string.sub(v, -2) == ':q' then v = string.sub(v, 1, -3) end
       local previous, time = parse(v)
-      if previous then return st, {previous = previous, time = time, queued = queued, bucket = k} end
+      if previous then return st, {previous = previous, time = time} end
     end
   end
   return st
-end
-
--- mark_queued notes in the dedupe state dup (from find) that the reply is
--- queued.
-local function mark_queued(c, dup)
-  local v = dup.previous .. ':' .. dup.time .. ':q'
-  if dup.old then
-    redis.call('SET', dup.old, v, 'KEEPTTL')
-  else
-    redis.call('HSET', dup.bucket, c.hash, v)
-  end
 end
 
 -- decode returns the occurrences of the list form as {sec, n} pairs, oldest
@@ -246,10 +235,10 @@ local function count_text(c, st, clk)
 end
 
 -- add counts one occurrence of the text at clk (the key's state st, from
--- find) and remembers the message's answer when it has a dedupe key, with
--- its reply queued when queued is true. It returns {previous, 0, time}.
-local function add(c, st, clk, queued)
+-- find) and remembers the message's answer when it has a dedupe key. It
+-- returns {previous, 0, time}.
+local function add(c, st, clk)
   local previous, now = count_text(c, st, clk)
-  if c.hash then remember(c, clk, previous, now, queued) end
+  if c.hash then remember(c, clk, previous, now) end
   return {previous, 0, now}
 end

@@ -13,4 +13,4 @@ local st, dup = find(c)
 if dup then
   return {dup.previous, 1, dup.time}
 end
-return add(c, st, clk, false)
+return add(c, st, clk)

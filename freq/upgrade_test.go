@@ -108,45 +108,47 @@ func TestUpgrade(t *testing.T) {
 	})
 }
 
-// TestUpgradeThen: a message the former version counted gets its reply
-// appended once by CountThen: again if the former count had not queued it
-// (it was counted by two calls whose second failed), not if it had.
-func TestUpgradeThen(t *testing.T) {
+// TestUpgradeQueuedMark: earlier versions added ":q" to a message's
+// dedupe state once its reply was queued, in the former layout's dedupe
+// key and in the compact layout's dedupe hash; such a message is still
+// answered as it was and counted once.
+func TestUpgradeQueuedMark(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		s := newStore(t, tg, freq.Options{})
-		stream := redistest.Prefix(t) + "stream"
-		t.Cleanup(func() { tg.Client.Del(context.Background(), stream) })
-		then := &freq.Then{Stream: stream, MaxLen: 100, Field: "n", Fields: []any{"peer", "1"}}
 		if _, err := s.CountFormer(ctx, "t", "m1", time.Time{}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.CountFormer(ctx, "t", "m2", time.Time{}, time.Hour); err != nil {
+		ek := s.Keys("t", "m1")[5]
+		mustDo(t, tg.Client.Set(ctx, ek, tg.Client.Get(ctx, ek).Val()+":q", time.Hour))
+		first, err := s.CountResult(ctx, "t", "m2")
+		if err != nil {
 			t.Fatal(err)
 		}
-		// m2's reply was queued by the former record script: ":q".
-		ek := s.Keys("t", "m2")[5]
-		v := tg.Client.Get(ctx, ek).Val()
-		mustDo(t, tg.Client.Set(ctx, ek, v+":q", time.Hour))
-		for range 2 {
-			for _, c := range []struct {
-				ev       string
-				previous int64
-			}{{"m1", 0}, {"m2", 1}} {
-				previous, duplicate, err := s.CountThen(ctx, "t", c.ev, then)
-				if err != nil || previous != c.previous || !duplicate {
-					t.Fatalf("%s: %d, %v, %v; want %d as a duplicate", c.ev, previous, duplicate, err, c.previous)
-				}
+		k := s.Keys("t", "m2")
+		marked := 0
+		for _, bucket := range k[1:3] {
+			for f, v := range tg.Client.HGetAll(ctx, bucket).Val() {
+				mustDo(t, tg.Client.HSet(ctx, bucket, f, v+":q"))
+				marked++
 			}
 		}
-		entries := tg.Client.XRange(ctx, stream, "-", "+").Val()
-		if len(entries) != 1 || entries[0].Values["n"] != "0" {
-			t.Fatalf("stream %v, want m1's reply alone", entries)
+		if marked != 1 {
+			t.Fatalf("%d dedupe fields, want m2's alone", marked)
 		}
-		if previous, duplicate, err := s.CountThen(ctx, "t", "m3", then); err != nil || previous != 2 || duplicate {
-			t.Fatalf("m3: %d, %v, %v; want 2", previous, duplicate, err)
+		for _, c := range []struct {
+			ev       string
+			previous int64
+		}{{"m1", 0}, {"m2", first.Previous}} {
+			r, err := s.CountResult(ctx, "t", c.ev)
+			if err != nil || r.Previous != c.previous || !r.Duplicate {
+				t.Fatalf("%s: %+v, %v; want %d as a duplicate", c.ev, r, err, c.previous)
+			}
 		}
-	}, redistest.Mini, redistest.Real)
+		if r, err := s.CountResult(ctx, "t", "m3"); err != nil || r.Previous != 2 || r.Duplicate {
+			t.Fatalf("m3: %+v, %v; want 2", r, err)
+		}
+	})
 }
 
 // TestKeyPattern: KeyPattern matches the text keys and no other key of a

@@ -75,7 +75,7 @@ func New() *Metrics {
 	m.webhookDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "webhook_duration_seconds",
 		Help: "Time to answer a webhook request.", Buckets: latencyBuckets})
 	m.scriptDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "script_duration_seconds",
-		Help: "Round trip of the counting script.", Buckets: latencyBuckets})
+		Help: "Time to count a message and store its reply: one script call (two calls on a Redis Cluster).", Buckets: latencyBuckets})
 	m.scriptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
 		Help: "Counting script calls that failed (the webhook answered 503)."})
 	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
@@ -251,24 +251,8 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// Counter wraps c, timing every script call.
-func (m *Metrics) Counter(c bot.Counter) bot.Counter {
-	return timedCounter{c: c, m: m}
-}
-
-type timedCounter struct {
-	c bot.Counter
-	m *Metrics
-}
-
-func (t timedCounter) Count(ctx context.Context, identity, dedupe string) (previous int64, duplicate bool, err error) {
-	start := time.Now()
-	previous, duplicate, err = t.c.Count(ctx, identity, dedupe)
-	t.m.scriptCall(start, err)
-	return previous, duplicate, err
-}
-
-// Recorder wraps r, timing every script call as Counter does.
+// Recorder wraps r, timing every record of a message (one script call on
+// a single Redis server, the count and the store's two on a cluster).
 func (m *Metrics) Recorder(r bot.Recorder) bot.Recorder {
 	return timedRecorder{r: r, m: m}
 }
@@ -285,7 +269,7 @@ func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bo
 	return previous, duplicate, err
 }
 
-// scriptCall records one count script call that began at start.
+// scriptCall records one record of a message that began at start.
 func (m *Metrics) scriptCall(start time.Time, err error) {
 	m.scriptDuration.Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -15,8 +15,7 @@ import (
 )
 
 // An Entry is one reply in the outbox: what to send, to whom, and what
-// identifies it. The bot's Reply has the same fields, in the same order,
-// so the bot converts one into the other.
+// identifies it. The bot queues and sends Entry values as they are.
 type Entry struct {
 	// ID is the entry's stream id; empty until it is stored (Add ignores it).
 	ID       string
@@ -30,31 +29,88 @@ type Entry struct {
 	Key string
 	// Queued is when the reply entered the queue.
 	Queued time.Time
-	// QuoteCMID and ReplyTo are the quote of the message answered
-	// (messages.send's forward and reply_to); 0 means none.
+	// QuoteCMID is the conversation_message_id of the message answered,
+	// quoted with messages.send's forward parameter; 0 means no forward.
 	QuoteCMID int
-	ReplyTo   int
+	// ReplyTo is the id of the message answered, quoted with reply_to
+	// when there is no forward; 0 means none.
+	ReplyTo int
 }
 
-// ErrFull is returned by Add when the community's outbox holds MaxLen replies.
+// Quoted reports whether e quotes the message it answers.
+func (e Entry) Quoted() bool { return e.QuoteCMID > 0 || e.ReplyTo > 0 }
+
+// ErrFull is returned by Add and Record when the community's outbox holds
+// MaxLen replies.
 var ErrFull = errors.New("outbox: full")
+
+// ErrNotStored is wrapped by Record's error when the message was counted
+// (previous and duplicate are the count's answer) but its reply was not
+// stored: VK is to deliver it again, when the count answers duplicate and
+// the reply is stored.
+var ErrNotStored = errors.New("outbox: counted, reply not stored")
+
+// A Counter counts one occurrence of a message's text key and answers how
+// many earlier ones its window holds, once per non-empty dedupe key: a
+// repeated key changes nothing and answers as the first time, with
+// duplicate set. *freq.Store meets it.
+type Counter interface {
+	Count(ctx context.Context, textKey, dedupeKey string) (previous int64, duplicate bool, err error)
+}
+
+// Record counts one occurrence of textKey with Options.Counter, once per
+// dedupeKey, and stores e with the answer as its text, once per e.Key (as
+// Add does); it answers as the Counter. It is the one way a message is
+// recorded: when the Counter is a *freq.Store counting in the outbox's own
+// single Redis server, both happen in one script run, one Redis call;
+// otherwise (a cluster, where the count's keys and the stream are in
+// different slots) in two calls, the count then Add. Either way a
+// repeated call, or VK's re-delivery of the message, counts it once and
+// stores one reply. A full outbox refuses a message whose reply is not
+// stored yet with ErrFull; in one call nothing is counted, in two the
+// message is counted (the error wraps ErrNotStored too), and its reply is
+// stored when it comes again.
+func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
+	if o.opts.Counter == nil {
+		return 0, false, errors.New("outbox: Record without a Counter")
+	}
+	if o.counts == nil {
+		previous, duplicate, err = o.opts.Counter.Count(ctx, textKey, dedupeKey)
+		if err != nil {
+			return 0, false, err
+		}
+		e.Message = strconv.FormatInt(previous, 10)
+		if err := o.Add(ctx, e); err != nil {
+			return previous, duplicate, fmt.Errorf("%w: %w", ErrNotStored, err)
+		}
+		return previous, duplicate, nil
+	}
+	a := o.newEntryArgs(e)
+	previous, duplicate, err = o.counts.CountWith(ctx, recordScript, textKey, dedupeKey, a.keys[:a.nkeys], a.args[1:]...)
+	return previous, duplicate, o.full(err, "record", e.GroupID)
+}
 
 // Add appends e to its community's outbox, unless an entry with the same
 // non-empty e.Key was added within OnceFor: then nothing changes, so a
 // message re-delivered any number of times, at once or later, is answered
-// once.
+// once. It stores a reply whose count is done: Record is how a message is
+// recorded.
 func (o *Outbox) Add(ctx context.Context, e Entry) error {
-	keys := []string{o.key(e.GroupID)}
-	if e.Key != "" {
-		keys = append(keys, o.onceKey(e.GroupID, e.Key))
-	}
-	args := append([]any{o.opts.MaxLen, o.opts.OnceFor.Milliseconds(), messageField, e.Message}, newEntryArgs(e).fields[:]...)
-	err := addScript.Exec(ctx, o.rdb, keys, args).Err()
+	a := o.newEntryArgs(e)
+	err := addScript.Exec(ctx, o.rdb, a.keys[:a.nkeys], a.args[:]).Err()
+	return o.full(err, "add", e.GroupID)
+}
+
+// full returns err, from the script of op that queues a reply to group,
+// wrapped in ErrFull when it says the stream is full.
+func (o *Outbox) full(err error, op string, group int) error {
 	if redisconn.IsError(err, "OUTBOX_FULL") {
-		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, e.GroupID, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
+		var rerr redis.Error
+		errors.As(err, &rerr)
+		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, group, strings.TrimPrefix(rerr.Error(), "OUTBOX_FULL "))
 	}
 	if err != nil {
-		return fmt.Errorf("outbox: add: %w", err)
+		return fmt.Errorf("outbox: %s: %w", op, err)
 	}
 	return nil
 }
@@ -67,60 +123,43 @@ func (o *Outbox) onceKey(group int, key string) string {
 	return o.key(group) + ":once:" + freq.KeyPart(key)
 }
 
-// A Recorder counts messages with a freq.Store and stores their replies in
-// an Outbox in one script run per message: one Redis call instead of two.
-// The count's keys and the outbox stream must be on one server, so it is
-// for a single Redis server, not a cluster.
-type Recorder struct {
-	counts *freq.Store
-	o      *Outbox
-}
-
-// Recorder returns a Recorder counting with counts into this outbox.
-func (o *Outbox) Recorder(counts *freq.Store) *Recorder { return &Recorder{counts: counts, o: o} }
-
-// Record counts one occurrence of textKey, once per dedupeKey (see
-// freq.Store.Count), and stores e with the answer as its text, at once;
-// the entry is stored once per dedupe key (see freq.Store.CountThen). A
-// full outbox refuses a new message with ErrFull, and nothing is counted.
-func (rec *Recorder) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
-	a := newEntryArgs(e)
-	a.then = freq.Then{Stream: rec.o.community(e.GroupID).key, MaxLen: rec.o.opts.MaxLen, Field: messageField, Fields: a.fields[:]}
-	previous, duplicate, err = rec.counts.CountThen(ctx, textKey, dedupeKey, &a.then)
-	if errors.Is(err, freq.ErrStreamFull) {
-		err = fmt.Errorf("%w: community %d: %w", ErrFull, e.GroupID, err)
-	}
-	return previous, duplicate, err
-}
-
 // wakeField marks an entry earlier versions added to end waiting reads
 // at shutdown: no reply, deleted by whoever reads it.
 const wakeField = "wake"
 
-// messageField is the entry field holding the reply's text.
+// messageField is the entry field holding the reply's text (queue.lua
+// writes it).
 const messageField = "m"
 
-// entryArgs holds the arguments of one entry's store: fields are the
-// field/value pairs of e's stream entry, but for its text (messageField);
-// decodeEntry reads them back. The numbers are handed to go-redis by
-// pointer, which it writes as their values: one allocation for them all
-// (and Record's count, then) where each number put in an interface costs
-// one.
+// entryArgs holds the keys and arguments of one entry's store, as
+// queue.lua reads them: the stream and the once-key (if e has a Key), and
+// the text (add.lua's first argument), the stream's maximum, the
+// once-key's life and the entry's other field/value pairs; decodeEntry
+// reads them back. The numbers are handed to go-redis by pointer, which it
+// writes as their values: one allocation for them all where each number
+// put in an interface costs one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
-	fields [12]any
-	then   freq.Then
+	onceMs int64
+	keys   [2]string
+	nkeys  int
+	args   [3 + 12]any
 }
 
-// newEntryArgs returns e's entryArgs, with then left for Record to fill.
-func newEntryArgs(e Entry) *entryArgs {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli()}
-	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+// newEntryArgs returns e's entryArgs.
+func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), onceMs: o.opts.OnceFor.Milliseconds(), nkeys: 1}
+	a.keys[0] = o.community(e.GroupID).key
+	if e.Key != "" {
+		a.keys[1], a.nkeys = o.onceKey(e.GroupID, e.Key), 2
+	}
+	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &a.onceMs,
+		"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
 	return a
 }
 
-// decodeEntry reads back a stream entry written by Add or Record.
+// decodeEntry reads back a stream entry written by queue.lua.
 func decodeEntry(m redis.XMessage) (Entry, error) {
 	var errs []error
 	num := func(k string) int64 {

@@ -6,3 +6,6 @@ func (o *Outbox) ReadUnderWay(group int) (end func()) {
 	_, end = o.community(group).handouts.beginRead()
 	return end
 }
+
+// OneScript reports whether Record counts and stores in one script run.
+func (o *Outbox) OneScript() bool { return o.counts != nil }

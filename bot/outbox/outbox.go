@@ -12,10 +12,10 @@
 // Drain hands out only what it still has to finish, and Release gives back
 // what it could not, for the other instances to send at once. A reply may
 // be handed out twice (after a crash between the send and Done); the
-// reply's deterministic random_id makes VK deliver it once.
+// random_id stored with the reply makes VK deliver it once.
 //
-// The files follow the life of an entry: add.go (Add, Recorder, the
-// entry's fields), take.go (Take), handout.go (the rule that one instance
+// The files follow the life of an entry: add.go (Record, the one way a
+// message's count and reply are stored, Add, the entry's fields), take.go (Take), handout.go (the rule that one instance
 // never hands out an entry twice), recover.go (entries whose read was
 // lost, and takeover from other instances), done.go, drain.go (Drain and
 // Release), blockers.go (the connections of reads that wait) and stats.go.
@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	// OnceFor is how long Add remembers a message's reply after adding it
 	// (default 1h, longer than VK keeps re-delivering an event).
 	OnceFor time.Duration
+	// Counter counts the messages Record records (see Record); a
+	// *freq.Store counting in the outbox's Redis, a single server, counts
+	// and stores in one script run.
+	Counter Counter
 	// StatsEvery is the least time between two readings of a community's
 	// length and oldest entry (default 5s); see Stats.
 	StatsEvery time.Duration
@@ -76,6 +81,7 @@ type Options struct {
 type Outbox struct {
 	rdb      redis.UniversalClient
 	opts     Options
+	counts   *freq.Store // Options.Counter when Record runs one script, else nil
 	log      zerolog.Logger
 	redelivs atomic.Int64
 	blockers blockers // connections of their own for reads that wait
@@ -117,7 +123,13 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	if opts.StatsEvery <= 0 {
 		opts.StatsEvery = 5 * time.Second
 	}
-	return &Outbox{rdb: rdb, opts: opts, log: opts.Logger, communities: map[int]*community{}}
+	o := &Outbox{rdb: rdb, opts: opts, log: opts.Logger, communities: map[int]*community{}}
+	if st, ok := opts.Counter.(*freq.Store); ok && st.Client() == redis.Scripter(rdb) {
+		if _, single := rdb.(*redis.Client); single {
+			o.counts = st
+		}
+	}
+	return o
 }
 
 // community returns the state of group, creating it.
@@ -139,9 +151,17 @@ func (o *Outbox) key(group int) string {
 
 // Init creates the streams and the consumer group of the communities,
 // removes the consumers of earlier processes that hold nothing and have
-// been idle longer than ClaimAfter, and takes a first reading for Stats.
-// It is idempotent.
+// been idle longer than ClaimAfter, and takes a first reading for Stats;
+// it sends Redis the script Record runs for every message (SCRIPT LOAD),
+// so that the first need not send its source. It is idempotent.
 func (o *Outbox) Init(ctx context.Context, groups ...int) error {
+	sc := addScript
+	if o.counts != nil {
+		sc = recordScript
+	}
+	if err := sc.Load(ctx, o.rdb).Err(); err != nil {
+		return fmt.Errorf("outbox: load script: %w", err)
+	}
 	for _, g := range groups {
 		if err := o.createGroup(ctx, g); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -12,8 +13,12 @@ import (
 // arguments and reply; docs/ARCHITECTURE.md tells why each is safe to
 // repeat.
 var (
+	//go:embed queue.lua
+	queueLib string // the library add.lua and record.lua share
 	//go:embed add.lua
 	addLua string
+	//go:embed record.lua
+	recordLua string
 	//go:embed reading.lua
 	readingLib string // the library stats.lua and done.lua share
 	//go:embed trim.lua
@@ -31,7 +36,8 @@ var (
 )
 
 var (
-	addScript     = redisconn.NewScript(addLua) // run for every message: Exec
+	addScript     = redisconn.NewScript(queueLib + addLua) // run for every message: Exec
+	recordScript  = freq.NewScript(queueLib + recordLua)   // freq's counting functions in front
 	statsScript   = redis.NewScript(readingLib + statsLua)
 	pruneScript   = redis.NewScript(pruneLua)
 	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)

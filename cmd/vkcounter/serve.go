@@ -117,7 +117,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.fetchConfirmations(ctx, communities)
 	m.checkTokens(communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
-		ClaimAfter: m.cfg.ClaimAfter, Logger: m.log})
+		ClaimAfter: m.cfg.ClaimAfter, Counter: m.store, Logger: m.log})
 	for _, c := range communities {
 		m.groups = append(m.groups, c.GroupID)
 	}
@@ -259,14 +259,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		}
 		groups = append(groups, g)
 	}
-	var recorder bot.Recorder
-	if m.cfg.RedisCluster == "" {
-		// One server holds both the count's keys and the outbox: one script
-		// call per message. A cluster keeps them in different slots.
-		recorder = m.metrics.Recorder(bot.StoredRecorder(m.outbox.Recorder(m.store)))
-	}
-	return bot.New(m.metrics.Counter(m.store), bot.StoredOutbox(m.outbox), groups, bot.Options{
-		Recorder:        recorder,
+	return bot.New(m.metrics.Recorder(m.outbox), m.outbox, groups, bot.Options{
 		Poll:            min(m.cfg.ClaimAfter, maxPoll),
 		Normalize:       m.cfg.Normalize,
 		Quote:           m.quote(),
