@@ -276,3 +276,27 @@ func TestReadyzGivesEveryReason(t *testing.T) {
 		t.Errorf("/readyz: %d %q", resp.StatusCode, b)
 	}
 }
+
+// TestStatusPageRedisCommands: a view sends one Redis command, the
+// readiness PING (the charts are read in the process).
+func TestStatusPageRedisCommands(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		a := startApp(t, tg, nil)
+		a.mustOK(t, event("e1", 1000, 1, "hello"))
+		a.waitSends(t, 1)
+		views := &viewCommands{}
+		a.Main.rdb.AddHook(views)
+		var b strings.Builder
+		for range 3 {
+			if err := a.renderStatus(context.WithValue(context.Background(), viewKey{}, true), &b, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := views.n.Load(); got != 3 {
+			t.Errorf("3 views sent %d Redis commands, want 3 (one PING each)", got)
+		}
+		if !strings.Contains(b.String(), "1 in the last hour") {
+			t.Error("the charts do not hold the message")
+		}
+	}, singleServers...)
+}
