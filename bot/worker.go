@@ -283,7 +283,11 @@ func (w *tokenWorker) permission(t *tokenAnswer, sendErr error) (Class, error) {
 		return Drop, sendErr
 	}
 	if !t.asked {
-		t.asked, t.err = true, tc.CheckToken(w.bot.ctx)
+		t.asked = true
+		// A call like any other: within the token's rate.
+		if t.err = w.pace.Wait(w.bot.ctx); t.err == nil {
+			t.err = tc.CheckToken(w.bot.ctx)
+		}
 	}
 	switch {
 	case t.err == nil:
