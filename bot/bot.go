@@ -327,11 +327,10 @@ func (b *Bot) enter() bool {
 func (b *Bot) record(m callback.Message) error {
 	key := MessageKey(m)
 	r := Reply{
-		GroupID:  m.GroupID,
-		PeerID:   m.PeerID,
-		RandomID: key.RandomID(),
-		Key:      key.ReplyKey(),
-		Queued:   time.Now(),
+		GroupID: m.GroupID,
+		PeerID:  m.PeerID,
+		Key:     key.ReplyKey(),
+		Queued:  time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
 	_, duplicate, err := b.recorder.Record(b.recordDeadline.context(), TextKey(m, b.opts.Normalize), key.DedupeKey(), r)

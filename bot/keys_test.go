@@ -38,27 +38,6 @@ func TestTextKey(t *testing.T) {
 	}
 }
 
-func TestRandomID(t *testing.T) {
-	chat := callback.Message{GroupID: 1, PeerID: 2000000001, ConversationMessageID: 17, EventID: "a"}
-	retry := chat
-	retry.EventID = "a" // a re-delivery: the same event
-	other := chat
-	other.ConversationMessageID = 18
-	if bot.MessageKey(chat).RandomID() != bot.MessageKey(retry).RandomID() {
-		t.Error("a retried event got another random_id")
-	}
-	if bot.MessageKey(chat).RandomID() == bot.MessageKey(other).RandomID() {
-		t.Error("two messages of one chat share a random_id")
-	}
-	if id := bot.MessageKey(chat).RandomID(); id <= 0 {
-		t.Errorf("random_id %d, want positive", id)
-	}
-	private := callback.Message{GroupID: 1, PeerID: 5, ID: 3}
-	if bot.MessageKey(private).RandomID() == bot.MessageKey(callback.Message{GroupID: 1, PeerID: 5, ID: 4}).RandomID() {
-		t.Error("message ids ignored when conversation_message_id is 0")
-	}
-}
-
 // TestParseAttachmentKey: every attachment key TextKey writes reads back
 // as the attachment, so a message named by its attachments' keys gets the
 // text key of the message itself; a malformed key is refused.

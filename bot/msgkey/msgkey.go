@@ -1,16 +1,19 @@
 // Package msgkey is the message key: what identifies one message VK
 // delivered, as opposed to its text (the bot's text key, what counts as
 // "the same message"). Everything that must happen once per message is
-// keyed by it: the count's dedupe key, the reply the outbox keeps one of,
-// and the documented random_id of the reply. The bot uses it to count and
-// send, and a checker (the load tool) uses it to recognise the reply, so
-// both read the one rule and neither reaches into the other.
+// keyed by it: the count's dedupe key and the reply the outbox keeps one
+// of. The bot uses it to count and store, and a checker (the load tool)
+// uses it to recognise the reply, so both read the one rule and neither
+// reaches into the other.
 //
 // A message is identified within its community by its conversation and
 // conversation_message_id; in a private dialog without one, by its message
-// id; failing both, by VK's event id. Every re-delivery of the message,
-// and every retry of its reply, therefore has the same keys, and VK
-// delivers at most one reply per random_id.
+// id; failing both, by VK's event id. Every re-delivery of the message
+// therefore has the same keys.
+// (Earlier versions also derived the reply's random_id from the message
+// key; a hash of 31 bits repeats among a community's replies within weeks.
+// The outbox now gives each reply the community's next random_id, and the
+// replies queued before keep the one they were stored with.)
 package msgkey
 
 import "strconv"
@@ -44,25 +47,6 @@ func (m Message) appendKey(b []byte) ([]byte, bool) {
 	default:
 		return append(append(b, 'e'), m.EventID...), m.EventID != ""
 	}
-}
-
-// RandomID returns the random_id of the reply to m: FNV-1a (64 bits) of
-// "group:key" (key as Key returns it), its low 31 bits, and 1 instead of 0
-// (0 means "no deduplication" to VK). The result is a positive 31-bit
-// number, as VK expects.
-func (m Message) RandomID() int32 {
-	var buf [64]byte
-	b, _ := m.appendKey(append(strconv.AppendInt(buf[:0], int64(m.GroupID), 10), ':'))
-	h := uint64(14695981039346656037) // FNV-1a, 64 bits
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	id := int32(h & 0x7fffffff)
-	if id == 0 {
-		id = 1
-	}
-	return id
 }
 
 // DedupeKey returns the key that makes counting m idempotent: "msg/" and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,13 @@ import (
 // identifies it. The bot queues and sends Entry values as they are.
 type Entry struct {
 	// ID is the entry's stream id; empty until it is stored (Add ignores it).
-	ID       string
-	GroupID  int
-	PeerID   int
-	Message  string // the reply's text
+	ID      string
+	GroupID int
+	PeerID  int
+	Message string // the reply's text
+	// RandomID is messages.send's random_id: the community's next one when
+	// the entry is stored (Add and Record set it, whatever it was), the
+	// same for every retry of the reply by any instance.
 	RandomID int32
 	// Key is the reply key of the message answered (package msgkey): the
 	// outbox keeps one reply per Key. Empty means the message had nothing to identify it,
@@ -132,34 +136,50 @@ const wakeField = "wake"
 const messageField = "m"
 
 // entryArgs holds the keys and arguments of one entry's store, as
-// queue.lua reads them: the stream and the once-key (if e has a Key), and
-// the text (add.lua's first argument), the stream's maximum, the
-// once-key's life and the entry's other field/value pairs; decodeEntry
-// reads them back. The numbers are handed to go-redis by pointer, which it
+// queue.lua reads them: the stream, the random_id sequence and the
+// once-key (if e has a Key), and the text (add.lua's first argument), the
+// stream's maximum, the once-key's life, where a new sequence begins and
+// the entry's other field/value pairs; decodeEntry reads them back. The numbers are handed to go-redis by pointer, which it
 // writes as their values: one allocation for them all where each number
 // put in an interface costs one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
 	onceMs int64
-	keys   [2]string
+	start  int32
+	keys   [3]string
 	nkeys  int
-	args   [3 + 12]any
+	args   [4 + 10]any
 }
 
 // newEntryArgs returns e's entryArgs.
 func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), onceMs: o.opts.OnceFor.Milliseconds(), nkeys: 1}
-	a.keys[0] = o.community(e.GroupID).key
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), onceMs: o.opts.OnceFor.Milliseconds(), start: sequenceStart(), nkeys: 2}
+	c := o.community(e.GroupID)
+	a.keys[0], a.keys[1] = c.key, c.seqKey
 	if e.Key != "" {
-		a.keys[1], a.nkeys = o.onceKey(e.GroupID, e.Key), 2
+		a.keys[2], a.nkeys = o.onceKey(e.GroupID, e.Key), 3
 	}
-	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &a.onceMs,
-		"g", &a.e.GroupID, "p", &a.e.PeerID, "r", &a.e.RandomID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &a.onceMs, &a.start,
+		"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
 	return a
 }
 
-// decodeEntry reads back a stream entry written by queue.lua.
+// sequenceStart returns where a community's random_id sequence begins if
+// it has not: a random number of the signed 32-bit range, not 0, drawn
+// anew for every store, so that a sequence lost with Redis's data begins
+// again at a new random point.
+func sequenceStart() int32 {
+	if v := int32(rand.Uint32()); v != 0 {
+		return v
+	}
+	return 1
+}
+
+// decodeEntry reads back a stream entry written by queue.lua. Every entry
+// carries its random_id ("r"), those of earlier versions too (theirs
+// derived from the message: package msgkey), so a reply keeps the one it
+// was stored with.
 func decodeEntry(m redis.XMessage) (Entry, error) {
 	var errs []error
 	num := func(k string) int64 {

@@ -93,6 +93,7 @@ type Outbox struct {
 // A community is this instance's state of one community's outbox.
 type community struct {
 	key      string   // the stream (Outbox.key), built once for the hot path
+	seqKey   string   // the random_id sequence (Outbox.seqKey)
 	handouts handouts // what is handed out: never an entry twice (its own lock)
 
 	mu        sync.Mutex // guards the fields below
@@ -138,7 +139,7 @@ func (o *Outbox) community(group int) *community {
 	defer o.mu.Unlock()
 	c := o.communities[group]
 	if c == nil {
-		c = &community{key: o.key(group)}
+		c = &community{key: o.key(group), seqKey: o.seqKey(group)}
 		o.communities[group] = c
 	}
 	return c
@@ -148,6 +149,10 @@ func (o *Outbox) community(group int) *community {
 func (o *Outbox) key(group int) string {
 	return o.opts.Prefix + keyPart + "{" + strconv.Itoa(group) + "}"
 }
+
+// seqKey is the community's random_id sequence, in the stream's slot: the
+// last random_id given out, kept without a TTL.
+func (o *Outbox) seqKey(group int) string { return o.key(group) + ":rid" }
 
 // Init creates the streams and the consumer group of the communities,
 // removes the consumers of earlier processes that hold nothing and have

@@ -29,9 +29,40 @@ func newOutbox(t *testing.T, tg *redistest.Target, prefix, consumer string, opts
 	return o
 }
 
+// reply is the reply to peer; its RandomID, which the outbox sets, is
+// left 0.
 func reply(peer int) outbox.Entry {
-	return outbox.Entry{GroupID: group, PeerID: peer, Message: "3", RandomID: int32(1000 + peer), Queued: time.UnixMilli(1764115200123),
+	return outbox.Entry{GroupID: group, PeerID: peer, Message: "3", Queued: time.UnixMilli(1764115200123),
 		QuoteCMID: 40 + peer, ReplyTo: 70 + peer}
+}
+
+// nextRandomID is the random_id the outbox gives out after id.
+func nextRandomID(id int32) int32 {
+	id++ // from the maximum on to the minimum
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// sequential fails t unless rs, in the order stored, carry random_ids
+// one after the other from the community's sequence, none 0.
+func sequential(t *testing.T, rs []outbox.Entry) {
+	t.Helper()
+	for i, r := range rs {
+		if r.RandomID == 0 || i > 0 && r.RandomID != nextRandomID(rs[i-1].RandomID) {
+			t.Fatalf("random_ids of the replies in order: %v, want consecutive ones, none 0", randomIDs(rs))
+		}
+	}
+}
+
+// randomIDs returns the random_ids of rs.
+func randomIDs(rs []outbox.Entry) []int32 {
+	var out []int32
+	for _, r := range rs {
+		out = append(out, r.RandomID)
+	}
+	return out
 }
 
 // addReplies adds the replies to peers first to last, in order, with o.
@@ -82,8 +113,9 @@ func TestAddTakeDone(t *testing.T) {
 		if err != nil || len(got) != 2 {
 			t.Fatalf("Take = %v, %v; want 2 replies", got, err)
 		}
+		sequential(t, got)
 		want := reply(1)
-		want.ID = got[0].ID
+		want.ID, want.RandomID = got[0].ID, got[0].RandomID
 		if got[0] != want || got[0].ID == "" {
 			t.Errorf("first reply %+v, want %+v", got[0], want)
 		}

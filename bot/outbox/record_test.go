@@ -68,9 +68,10 @@ func TestRecordOncePerMessage(t *testing.T) {
 		if err != nil || len(got) != 3 {
 			t.Fatalf("Take = %+v, %v; want one reply per message", got, err)
 		}
+		sequential(t, got)
 		for i, e := range got {
 			want := reply(i + 1)
-			want.ID, want.Message = e.ID, fmt.Sprint(i)
+			want.ID, want.Message, want.RandomID = e.ID, fmt.Sprint(i), e.RandomID
 			if e != want {
 				t.Errorf("reply %d: %+v, want %+v", i, e, want)
 			}

@@ -45,7 +45,7 @@ func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func testReply(peer int) Entry {
-	return Entry{GroupID: 42, PeerID: peer, Message: "1", RandomID: int32(1000 + peer), Queued: time.Now()}
+	return Entry{GroupID: 42, PeerID: peer, Message: "1", Queued: time.Now()}
 }
 
 // TestRecoveryLeavesWhatADrainHandsBack: a recovery that began before a

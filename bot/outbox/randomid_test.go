@@ -1,0 +1,176 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/together"
+)
+
+// TestMillionRandomIDsDistinct: a million random_ids given out to one
+// community, in a row, are distinct and never 0, across 0 and across the
+// end of the 32-bit range, by the function the scripts that queue a reply
+// run (in runs of 100,000).
+func TestMillionRandomIDsDistinct(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		const n, run = 1_000_000, 100_000
+		ids := make([]int32, 0, n)
+		for len(ids) < n {
+			got, err := o.AllocateRandomIDs(ctx, group, run, -n/2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, got...)
+		}
+		if ids[0] != -n/2 || ids[n/2] != 1 || ids[n-1] != n/2 {
+			t.Fatalf("ids %d … %d … %d, want -500000 … 1 … 500000 (0 skipped)", ids[0], ids[n/2], ids[n-1])
+		}
+		slices.Sort(ids)
+		for i, id := range ids {
+			if id == 0 || i > 0 && id == ids[i-1] {
+				t.Fatalf("random_id %d given out twice, or 0", id)
+			}
+		}
+		// The end of the range: the maximum, then the minimum.
+		wrap := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		got, err := wrap.AllocateRandomIDs(ctx, group, 4, math.MaxInt32-1)
+		if want := []int32{math.MaxInt32 - 1, math.MaxInt32, math.MinInt32, math.MinInt32 + 1}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("across the end of the range: %v, %v; want %v", got, err, want)
+		}
+	})
+}
+
+// TestRandomIDKeptByEveryRetry: a reply keeps the random_id it was stored
+// with when the message comes again, when the instance holding it dies
+// (kill -9: it never finishes it) and another takes it over, and when a
+// stopping instance hands it back and another sends it.
+func TestRandomIDKeptByEveryRetry(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		opts := outbox.Options{ClaimAfter: 100 * time.Millisecond}
+		dead, _ := newRecorder(t, tg, prefix, "dead", opts)
+		alive, _ := newRecorder(t, tg, prefix, "alive", opts)
+		for _, o := range []*outbox.Outbox{dead, alive, dead} { // the message three times
+			if _, _, err := record(t, o, "t", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		held, err := dead.Take(ctx, group, 10, 0)
+		if err != nil || len(held) != 1 || held[0].RandomID == 0 {
+			t.Fatalf("Take = %+v, %v; want the one reply, with a random_id", held, err)
+		}
+		want := held[0].RandomID
+
+		time.Sleep(150 * time.Millisecond) // the dead instance's hold is older than ClaimAfter
+		claimed, err := alive.Take(ctx, group, 10, 0)
+		if err != nil || len(claimed) != 1 || claimed[0].RandomID != want {
+			t.Fatalf("taken over: %+v, %v; want the reply with random_id %d", claimed, err, want)
+		}
+		if n, err := alive.Release(ctx, group); err != nil || n != 1 {
+			t.Fatalf("hand-back: %d, %v; want 1", n, err)
+		}
+		again, err := dead.Take(ctx, group, 10, 0)
+		if err != nil || len(again) != 1 || again[0].RandomID != want || again[0].ID == claimed[0].ID {
+			t.Fatalf("after the hand-back: %+v, %v; want a new entry with random_id %d", again, err, want)
+		}
+		if _, _, err := record(t, alive, "t", 1); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := alive.Len(ctx, group); n != 1 {
+			t.Fatalf("length %d after the message came again, want 1", n)
+		}
+	})
+}
+
+// TestInstancesShareOneSequence: instances storing replies of one
+// community at once give out one sequence: every reply's random_id is
+// distinct, and together they are consecutive.
+func TestInstancesShareOneSequence(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		a, _ := newRecorder(t, tg, prefix, "a", outbox.Options{})
+		// The second instance has a client and connections of its own.
+		b := outbox.New(tg.NoRetryClient(t, ""), outbox.Options{Prefix: prefix, Consumer: "b"})
+		t.Cleanup(func() { b.Close() })
+		together.Run(t, 100, func(i int) (struct{}, error) {
+			if i%2 == 0 {
+				_, _, err := record(t, a, fmt.Sprint("t", i), i)
+				return struct{}{}, err
+			}
+			e := reply(i)
+			e.Key = fmt.Sprint(i, ":c1")
+			return struct{}{}, b.Add(ctx, e)
+		})
+		got, err := a.Take(ctx, group, 200, 0)
+		if err != nil || len(got) != 100 {
+			t.Fatalf("Take = %d replies, %v; want 100", len(got), err)
+		}
+		sequential(t, got)
+	})
+}
+
+// TestSequenceAfterDataLoss: a Redis that lost its data (FLUSHALL, or a
+// restart without persistence) does not begin the sequence again where it
+// began: each new sequence begins at a random point.
+func TestSequenceAfterDataLoss(t *testing.T) {
+	lose := map[redistest.Kind]func(t *testing.T, tg *redistest.Target, prefix string){
+		redistest.Mini: func(t *testing.T, tg *redistest.Target, _ string) { tg.Mini.FlushAll() },
+		redistest.Real: func(t *testing.T, tg *redistest.Target, _ string) {
+			if err := tg.Client.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		// The cluster is shared with other tests: the test's own keys are
+		// deleted, which is what FLUSHALL does to them.
+		redistest.Cluster: func(t *testing.T, tg *redistest.Target, prefix string) {
+			for _, k := range redistest.Keys(t, tg.Client, prefix) {
+				if err := tg.Client.Del(context.Background(), k).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+	}
+	check := func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		var firsts []int32
+		for range 5 {
+			if err := o.Init(ctx, group); err != nil { // the stream and group, lost too
+				t.Fatal(err)
+			}
+			addReplies(t, o, 1, 2)
+			var got []int64
+			for _, m := range tg.Client.XRange(ctx, prefix+"o:{42}", "-", "+").Val() {
+				var id int64
+				fmt.Sscan(m.Values["r"].(string), &id)
+				got = append(got, id)
+			}
+			if len(got) != 2 || got[0] == 0 || got[1] != got[0]+1 {
+				t.Fatalf("random_ids stored %v, want two in a row", got)
+			}
+			if slices.Contains(firsts, int32(got[0])) {
+				t.Fatalf("after losing its data the sequence began again at %d; it began at %v before", got[0], firsts)
+			}
+			firsts = append(firsts, int32(got[0]))
+			lose[tg.Kind](t, tg, prefix)
+			if n := tg.Client.Exists(ctx, o.SeqKey(group)).Val(); n != 0 {
+				t.Fatal("the sequence outlived the loss of the data")
+			}
+		}
+	}
+	t.Run(string(redistest.Mini), func(t *testing.T) { check(t, redistest.Open(t, redistest.Mini)) })
+	// FLUSHALL on a server of the test's own: the shared one is never flushed.
+	t.Run(string(redistest.Real), func(t *testing.T) { check(t, redistest.OwnServer(t)) })
+	t.Run(string(redistest.Cluster), func(t *testing.T) { check(t, redistest.Open(t, redistest.Cluster)) })
+}
