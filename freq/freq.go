@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,7 +117,20 @@ type Store struct {
 	// Redis's clock, boxed once.
 	windowArg, keyTTLArg, dedupeArg string
 	fixed                           [4]any
+	// formerFor is how long after the compact layout began the former
+	// layout's keys can live (the window and the dedupe time, and a
+	// margin); formerUntil is when that is over, in unix seconds, as Load
+	// read it from the marker: 0 until then (the former keys are read).
+	formerFor   time.Duration
+	formerUntil atomic.Int64
 }
+
+// The last argument of the counting scripts (text_args, textpeek.lua):
+// whether to read the former layout's keys, boxed once.
+var (
+	readFormer any = "1"
+	skipFormer any = ""
+)
 
 // New returns a Store that runs its script on rdb (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient), or an error wrapping ErrInvalid
@@ -155,6 +169,7 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
 	s.dedupeArg = strconv.FormatInt(int64((dedupe+time.Second-1)/time.Second), 10)
 	s.fixed = [4]any{s.windowArg, s.keyTTLArg, s.dedupeArg, ""}
+	s.formerFor = s.window + keyMargin + dedupe + keyMargin
 	return s, nil
 }
 
@@ -164,13 +179,40 @@ func (s *Store) Window() time.Duration { return s.window }
 // Load sends the scripts to Redis (SCRIPT LOAD; to every master of a
 // cluster), so the first Count or Seen need not send its source. Counting
 // works without it: a script missing from Redis's cache is sent again.
+//
+// It also reads when the compact layout began in this Redis, from a
+// marker (KEY_PREFIX + "f:layout") the first Load writes: the former
+// layout's keys, written by versions before it, are read and converted
+// until they have all expired since, the window and the dedupe time
+// later (and a margin), and no more after, which spares every count two
+// Redis calls. A Store not loaded reads them.
 func (s *Store) Load(ctx context.Context) error {
 	for _, sc := range []*redis.Script{textScript.Script, seenScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
 		}
 	}
+	began, err := layoutScript.Run(ctx, s.rdb, []string{s.layoutKey()}).Int64()
+	if err != nil {
+		return fmt.Errorf("freq: read when the layout began: %w", err)
+	}
+	if began < 0 {
+		return fmt.Errorf("freq: the layout marker %s does not hold a unix second", s.layoutKey())
+	}
+	s.formerUntil.Store(time.Unix(began, 0).Add(s.formerFor).Unix())
 	return nil
+}
+
+// layoutKey is the marker of when the compact layout began.
+func (s *Store) layoutKey() string { return s.prefix + "layout" }
+
+// formerArg is the counting scripts' last argument: whether the former
+// layout's keys may still live.
+func (s *Store) formerArg() any {
+	if until := s.formerUntil.Load(); until != 0 && time.Now().Unix() >= until {
+		return skipFormer
+	}
+	return readFormer
 }
 
 // Count records one occurrence of identity at the time of Redis's clock and
@@ -201,7 +243,7 @@ func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Ti
 // more in the same atomic run: the counting functions (count.lua, text.lua)
 // followed by main. main reads the count's keys and arguments with
 // text_args(), which returns them as c, and its own after them: KEYS from
-// c.nkeys + 1 and ARGV from 6. It counts with clock, find and add
+// c.nkeys + 1 and ARGV from 7. It counts with clock, find and add
 // (text.lua) and replies as Count's script does, {previous, duplicate,
 // time}, or with an error. Store.CountWith runs it.
 func NewScript(main string) *redisconn.Script {
@@ -247,10 +289,10 @@ func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result,
 // args returns the ARGV that text_args reads (text.lua) for k, counting at
 // at (a unix second, or "" for Redis TIME), with room for extra more.
 func (s *Store) args(k *textKeys, at string, extra int) []any {
-	args := make([]any, len(s.fixed), len(s.fixed)+1+extra)
+	args := make([]any, len(s.fixed), len(s.fixed)+2+extra)
 	copy(args, s.fixed[:])
 	if at != "" {
 		args[3] = at
 	}
-	return append(args, &k.hash)
+	return append(args, &k.hash, s.formerArg())
 }

@@ -729,14 +729,14 @@ func TestParseReply(t *testing.T) {
 }
 
 // withList counts as Count does and, for a message counted for the first
-// time, pushes its third argument (ARGV[6]) to its key (the first after
+// time, pushes its own first argument (ARGV[7]) to its own first key (after
 // the count's), which must be on the count's server.
 var withList = freq.NewScript(`
 local c = text_args()
 local clk = clock(c.at)
 local st, dup = find(c)
 if dup then return {dup.previous, 1, dup.time} end
-redis.call('RPUSH', KEYS[c.nkeys + 1], ARGV[6])
+redis.call('RPUSH', KEYS[c.nkeys + 1], ARGV[7])
 return add(c, st, clk)
 `)
 

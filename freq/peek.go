@@ -20,7 +20,8 @@ var seenScript = redis.NewScript(countLib + textLib + textPeekMain)
 // answer, were it run at the same second. A text never seen, or seen only
 // before the window, answers 0. It writes nothing: its script reads the
 // text's keys and Redis's clock only, and counts the former layout's keys
-// as the next Count would, without converting them. (EVALSHA_RO is not
+// as the next Count would (while it reads them: see Load), without
+// converting them. (EVALSHA_RO is not
 // used: Redis 6.2 lacks it, and the embedded Redis refuses TIME there.)
 func (s *Store) Seen(ctx context.Context, identity string) (int64, error) {
 	return s.seen(ctx, identity, "")
@@ -39,7 +40,7 @@ func (s *Store) seenAt(ctx context.Context, identity string, at time.Time) (int6
 func (s *Store) seen(ctx context.Context, identity, at string) (int64, error) {
 	k := s.keys(identity, "")
 	keys := []string{k.names[0], k.names[3]}
-	n, err := seenScript.Run(ctx, s.rdb, keys, s.windowArg, at).Int64()
+	n, err := seenScript.Run(ctx, s.rdb, keys, s.windowArg, at, s.formerArg()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("freq: seen: %w", err)
 	}

@@ -19,6 +19,8 @@ var (
 	windowMain string
 	//go:embed textcount.lua
 	textMain string
+	//go:embed layout.lua
+	layoutLua string
 )
 
 // The scripts are run with EVALSHA, falling back to EVAL when Redis's
@@ -26,6 +28,7 @@ var (
 var (
 	windowScript = redis.NewScript(countLib + windowMain)
 	textScript   = NewScript(textMain)
+	layoutScript = redis.NewScript(layoutLua)
 )
 
 // parseReply decodes the script's reply {previous, duplicate, time}.

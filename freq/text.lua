@@ -34,12 +34,15 @@
 -- ARGV[3]  the dedupe buckets' length in seconds (the dedupe TTL)
 -- ARGV[4]  the unix second to count at, or "" to read the clock with TIME
 -- ARGV[5]  the message's 7-byte hash, or "" when it has no dedupe key
+-- ARGV[6]  "1" to read the former layout's keys, "" once none can be left
+--          (freq.Store.Load): then KEYS[4..6] are passed and not read
 -- A script that counts and does more reads its own keys after c.nkeys (5,
--- or 6 with a dedupe key) and its own arguments after the fifth.
+-- or 6 with a dedupe key) and its own arguments after the sixth.
 local function text_args()
   local c = {key = KEYS[1], even = KEYS[2], odd = KEYS[3], old_list = KEYS[4], old_total = KEYS[5],
     window = tonumber(ARGV[1]), ttl = tonumber(ARGV[2]), span = tonumber(ARGV[3]), at = ARGV[4], hash = ARGV[5], nkeys = 5}
   if c.hash == '' then c.hash = nil else c.old_event, c.nkeys = KEYS[6], 6 end
+  if ARGV[6] ~= '1' then c.old_list, c.old_event = nil, nil end
   return c
 end
 
@@ -213,7 +216,7 @@ end
 -- from find) and returns the occurrences before it inside the window and
 -- the second it was recorded at.
 local function count_text(c, st, clk)
-  if redis.call('EXISTS', c.old_list) == 1 then st = convert(c, st, clk) end
+  if c.old_list and redis.call('EXISTS', c.old_list) == 1 then st = convert(c, st, clk) end
   if st.typ == 'string' then
     local now = math.max(clk, st.sec)
     if st.sec > now - c.window then

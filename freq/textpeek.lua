@@ -8,6 +8,8 @@
 --          count_text reads it before converting it
 -- ARGV[1]  window in seconds: an occurrence at t is expired when t <= now - window
 -- ARGV[2]  the unix second to read at, or "" to read the clock with TIME
+-- ARGV[3]  "1" to read the former layout's list, "" once no such key can
+--          be left (freq.Store.Load)
 --
 -- Reply: the number of occurrences inside the window, an integer.
 local key, old_list = KEYS[1], KEYS[2]
@@ -15,7 +17,7 @@ local window = tonumber(ARGV[1])
 local clk = clock(ARGV[2])
 local typ = redis.call('TYPE', key).ok
 
-if redis.call('EXISTS', old_list) == 1 then
+if ARGV[3] == '1' and redis.call('EXISTS', old_list) == 1 then
   -- As convert merges them: every occurrence of both layouts, counted
   -- after the newest second (or the clock) less the window.
   local all = {}

@@ -203,3 +203,71 @@ func matchBytes(pattern, s string) bool {
 	}
 	return true
 }
+
+// TestUpgradeWindowCloses: Load notes when the compact layout began (the
+// first Load in this Redis) and reads that marker afterwards. Until the
+// window and the dedupe time have passed since, the former layout's keys
+// are read and converted; after, they are not read: a former message's
+// dedupe key no longer answers it, and a former list is left alone.
+func TestUpgradeWindowCloses(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		const w = 100
+		open := func() *freq.Store {
+			s, err := freq.New(tg.Client, freq.Options{Prefix: prefix, Window: w * time.Second, DedupeTTL: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Load(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		s := open()
+		marker := prefix + "f:layout"
+		began, err := tg.Client.Get(ctx, marker).Int64()
+		if now := time.Now().Unix(); err != nil || began < now-5 || began > now+5 {
+			t.Fatalf("marker %d, %v; want the time of the first Load, about %d", began, err, now)
+		}
+		if ttl := tg.Client.TTL(ctx, marker).Val(); ttl != -1 {
+			t.Fatalf("marker TTL %v, want none", ttl)
+		}
+		// Inside the window: the former keys are read.
+		if _, err := s.CountFormer(ctx, "t", "m1", time.Time{}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if r := countNow(t, s, "t", "m1"); r.Previous != 0 || !r.Duplicate {
+			t.Fatalf("a former message inside the window: %+v, want 0 as a duplicate", r)
+		}
+		if n, err := s.Seen(ctx, "t"); err != nil || n != 1 {
+			t.Fatalf("Seen inside the window: %d, %v; want the former occurrence", n, err)
+		}
+
+		// A later Load keeps the marker; once it is older than the window,
+		// the dedupe time and their margins, the former keys are not read.
+		mustDo(t, tg.Client.Set(ctx, marker, time.Now().Unix()-w-10-2*60-1, 0))
+		s = open()
+		if _, err := s.CountFormer(ctx, "u", "m2", time.Time{}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if r := countNow(t, s, "u", "m2"); r.Previous != 0 || r.Duplicate {
+			t.Fatalf("a former message after the window: %+v, want counted anew, its former dedupe key not read", r)
+		}
+		if n, err := s.Seen(ctx, "u"); err != nil || n != 1 {
+			t.Fatalf("Seen after the window: %d, %v; want the new occurrence alone", n, err)
+		}
+		k := s.Keys("u", "m2")
+		if tg.Client.Exists(ctx, k[3]).Val() != 1 {
+			t.Fatal("the former list was converted after the window")
+		}
+		// A store that was not loaded reads them, as ever.
+		unloaded := mustNew(t, tg.Client, freq.Options{Prefix: prefix, Window: w * time.Second, DedupeTTL: 10 * time.Second})
+		if _, err := s.CountFormer(ctx, "v", "m3", time.Time{}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if r := countNow(t, unloaded, "v", "m3"); r.Previous != 0 || !r.Duplicate {
+			t.Fatalf("a store not loaded: %+v, want the former dedupe key read", r)
+		}
+	})
+}

@@ -10,7 +10,7 @@
 -- "OUTBOX_FULL <length>" when the stream holds the maximum and the reply
 -- is not queued yet: then nothing changed.
 local c = text_args()
-local q = queue_args(c.nkeys + 1, 6)
+local q = queue_args(c.nkeys + 1, 7)
 local clk = clock(c.at)
 local st, dup = find(c)
 local done = queued(q)
