@@ -91,6 +91,7 @@ func TestStatusPageMatchesStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close() // open until the figures are compared: one connection
 		for range 3 {
 			if _, err := c.Hit(ctx, "page"); err != nil {
 				t.Fatal(err)
