@@ -185,6 +185,17 @@ func (m *Metrics) ObserveHeadroom(refused func() uint64, full func() bool) {
 		})
 }
 
+// ObserveRedisRefusals registers the Redis calls refused by cause, read
+// at each scrape: refused(cause) for each of causes (redisconn.Refusals
+// and redisconn.Causes). Call it once.
+func (m *Metrics) ObserveRedisRefusals(causes []string, refused func(cause string) uint64) {
+	for _, cause := range causes {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "redis_refused_total",
+			Help:        "Redis calls refused or not answered, by cause (conn, timeout, moved, clusterdown, tryagain, readonly, masterdown, loading, oom, busy); each reloads a cluster's slot map but oom and busy.",
+			ConstLabels: prometheus.Labels{"cause": cause}}, func() float64 { return float64(refused(cause)) }))
+	}
+}
+
 // ObservePollers registers the long-poll pollers' totals, summed over the
 // communities and read at each scrape from total (longpoll.Group.Total).
 // Call it once.

@@ -54,6 +54,7 @@ func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time
 // readNew reads up to n new entries of group, waiting up to wait for one.
 func (o *Outbox) readNew(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
 	var rc redis.Cmdable = o.rdb
+	own := false // rc is a connection of its own
 	args := &redis.XReadGroupArgs{Group: ConsumerGroup, Consumer: o.opts.Consumer,
 		Streams: []string{o.key(group), ">"}, Count: int64(n), Block: wait}
 	if wait <= 0 {
@@ -67,7 +68,7 @@ func (o *Outbox) readNew(ctx context.Context, c *community, group, n int, wait t
 			return nil, err
 		}
 		if bc != nil {
-			rc = bc
+			rc, own = bc, true
 			cut := context.AfterFunc(ctx, func() { bc.Close() })
 			defer func() { o.blockers.put(bc, cut()) }()
 		}
@@ -88,6 +89,10 @@ func (o *Outbox) readNew(ctx context.Context, c *community, group, n int, wait t
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err() // the wait was ended by closing its connection
+		} else if own {
+			// A connection of its own: the client given to New did not see
+			// the failure, which may be its node's (a failover under way).
+			redisconn.Refused(ctx, o.rdb, err)
 		}
 		return nil, fmt.Errorf("outbox: read: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // serveHTTP listens on addr (the setting named env) and serves h there.
@@ -76,13 +77,17 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 
 // readiness returns every reason the service cannot take traffic (none:
 // it is ready) and Redis's answer to a PING within a second (nil: it
-// answers). A VK outage does not make the service unready: the outbox
+// answers). On a cluster, each slot range that cannot be reached is named
+// (redisconn.CheckSlots). A VK outage does not make the service unready: the outbox
 // keeps the replies until VK is back, and the webhook goes on counting.
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if redisErr = m.rdb.Ping(ctx).Err(); redisErr != nil {
 		reasons = append(reasons, fmt.Errorf("redis: %w", redisErr))
+	}
+	if err := redisconn.CheckSlots(ctx, m.rdb); err != nil {
+		reasons = append(reasons, fmt.Errorf("redis cluster: %w", err))
 	}
 	if err := m.bot.Ready(); err != nil {
 		reasons = append(reasons, fmt.Errorf("vk: %w", err))

@@ -22,6 +22,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/history"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
 )
@@ -129,6 +130,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
 	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
+	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err

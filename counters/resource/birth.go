@@ -4,11 +4,11 @@ import (
 	"context"
 	_ "embed"
 	"math"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // The birth of the store's data (see birth.lua): acquire grants nothing
@@ -37,42 +37,12 @@ func (r *Redis) birthKey(tag string) string {
 	if !r.cluster {
 		return r.prefix + "b"
 	}
-	return r.slotBirthKey(slotTags()[crc16(tag)%clusterSlots])
+	return r.slotBirthKey(redisconn.SlotTag(redisconn.Slot(tag)))
 }
 
-// slotBirthKey returns the birth key of the cluster slot whose tag (one of
-// slotTags) is slotTag.
+// slotBirthKey returns the birth key of the cluster slot whose tag
+// (redisconn.SlotTag) is slotTag.
 func (r *Redis) slotBirthKey(slotTag string) string { return r.prefix + "b{" + slotTag + "}" }
-
-// slotTags returns, for each cluster slot, a hash tag in that slot: the
-// smallest decimal number that hashes to it.
-var slotTags = sync.OnceValue(func() []string {
-	tags := make([]string, clusterSlots)
-	for i, left := 0, clusterSlots; left > 0; i++ {
-		s := strconv.Itoa(i)
-		if slot := crc16(s) % clusterSlots; tags[slot] == "" {
-			tags[slot] = s
-			left--
-		}
-	}
-	return tags
-})
-
-// crc16 is the CRC-16/XMODEM of s, which Redis Cluster hashes keys with.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
 
 // backdate is how far in the past a missing birth is written: 0, or a
 // lease with RedisOptions.AssumeNoHolders.
@@ -93,8 +63,8 @@ func (r *Redis) bear(ctx context.Context) (time.Duration, error) {
 	var keys []string
 	if r.cluster {
 		keys = make([]string, 0, clusterSlots)
-		for _, tag := range slotTags() {
-			keys = append(keys, r.slotBirthKey(tag))
+		for slot := range clusterSlots {
+			keys = append(keys, r.slotBirthKey(redisconn.SlotTag(slot)))
 		}
 	} else {
 		keys = []string{r.birthKey("")}

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 var (
@@ -205,7 +206,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		names:           map[string]map[*RedisHolder]*lease{},
 		calls:           make(chan call, maxBatch),
 		scans:           make(chan struct{}, maxScans),
-		renewRdb:        renewClient(rdb),
+		renewRdb:        redisconn.WithPool(rdb, renewPool),
 		stop:            make(chan struct{}),
 	}
 	for _, s := range scripts {
@@ -232,23 +233,6 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		go r.batch()
 	}
 	return r, nil
-}
-
-// renewClient returns a client with rdb's options (which checkNoRetries
-// has checked) and a pool of renewPool connections.
-func renewClient(rdb redis.UniversalClient) redis.UniversalClient {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		o := *c.Options()
-		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = renewPool, 0, renewPool
-		o.PushNotificationProcessor = nil // as below
-		return redis.NewClusterClient(&o)
-	}
-	o := *rdb.(*redis.Client).Options()
-	o.PoolSize, o.MinIdleConns, o.MaxIdleConns = renewPool, 0, renewPool
-	// The push processor NewClient made for rdb is rdb's own: a second
-	// client registering its handlers on it fails.
-	o.PushNotificationProcessor = nil
-	return redis.NewClient(&o)
 }
 
 // isCluster reports whether rdb is a cluster client.

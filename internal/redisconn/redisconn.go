@@ -17,6 +17,15 @@
 // moves (a resharding, a failover) a call fails with MOVED, which did not
 // run the command; the client reloads the slot map, and the caller's own
 // retry (VK's re-delivery, the sender's next round) reaches the new owner.
+//
+// A cluster's topology is followed as fast as it changes: a call refused
+// with an error that may mean a node is down or a slot moved (a connection
+// refused or broken, a timeout, MOVED, CLUSTERDOWN, ...) makes every
+// client opened here for the same cluster reload its slot map at once, at
+// most once per ReloadFloor, instead of at go-redis's periodic reload (a
+// minute). The call itself is not repeated. Refusals counts such calls by
+// cause (Causes), and CheckSlots names the slot ranges that cannot be
+// reached.
 package redisconn
 
 import (
@@ -53,6 +62,15 @@ type Config struct {
 
 // Open returns a client for cfg. It does not contact Redis.
 func Open(cfg Config) (redis.UniversalClient, error) {
+	c, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	follow(c)
+	return c, nil
+}
+
+func open(cfg Config) (redis.UniversalClient, error) {
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -84,6 +102,34 @@ func Open(cfg Config) (redis.UniversalClient, error) {
 		return redis.NewClient(opt), nil
 	}
 	return nil, errors.New("redisconn: no URL, cluster or address given")
+}
+
+// WithPool returns a new client with the options of c, a client Open
+// returned, and a pool of its own of poolSize connections per server; it
+// follows the cluster's topology with the other clients of the cluster.
+//
+// c's Options() hold go-redis's normalised values, where "no retries" (-1)
+// reads 0, which a new client would turn into its default (3 retries, 3
+// redirections): WithPool sets -1 again.
+func WithPool(c redis.UniversalClient, poolSize int) redis.UniversalClient {
+	var out redis.UniversalClient
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		o := *cc.Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = poolSize, 0, poolSize
+		o.MaxRetries, o.MaxRedirects = -1, -1
+		o.PushNotificationProcessor = nil // as below
+		out = redis.NewClusterClient(&o)
+	} else {
+		o := *c.(*redis.Client).Options()
+		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = poolSize, 0, poolSize
+		o.MaxRetries = -1
+		// The push processor NewClient made for c is c's own: a second
+		// client registering its handlers on it fails.
+		o.PushNotificationProcessor = nil
+		out = redis.NewClient(&o)
+	}
+	follow(out)
+	return out
 }
 
 // Safe sets opt to the settings described in the package comment: no
