@@ -227,7 +227,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 	}
 	r.wg.Add(2 + batchers)
 	// Renewals: with nothing held, nothing is sent.
-	go r.every(r.renewEvery(), r.renew)
+	go r.renewing()
 	go r.every(r.checkEvery(), r.check)
 	for range batchers {
 		go r.batch()

@@ -39,8 +39,33 @@ func (r *Redis) every(d time.Duration, fn func()) {
 	}
 }
 
-// renew renews every lease of this instance once.
-func (r *Redis) renew() {
+// renewing renews the leases every renewEvery and, after a round that
+// failed, again after checkEvery until one succeeds: a failover under way
+// makes the clients reload the cluster's slot map, and the next round
+// reaches the new master. A holding thus survives a failover shorter than
+// half a lease. (renew.lua only moves deadlines later, so a round repeated
+// is harmless.)
+func (r *Redis) renewing() {
+	defer r.wg.Done()
+	t := time.NewTimer(r.renewEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		if r.renew() {
+			t.Reset(r.renewEvery())
+		} else {
+			t.Reset(r.checkEvery())
+		}
+	}
+}
+
+// renew renews every lease of this instance once, and reports whether
+// every renewal got its answer.
+func (r *Redis) renew() bool {
 	type held struct {
 		name    string
 		holders []*RedisHolder
@@ -58,7 +83,7 @@ func (r *Redis) renew() {
 	}
 	r.mu.Unlock()
 	if len(round) == 0 {
-		return
+		return true
 	}
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
@@ -121,6 +146,7 @@ func (r *Redis) renew() {
 		r.log.Warn().Str("holder", h.id).Msg("resource holding expired in Redis: closing its connection")
 		h.fail()
 	}
+	return err == nil
 }
 
 // check gives up the holders whose lease may end before it is renewed.

@@ -108,12 +108,21 @@ func reloads(cause string) bool { return cause != "" && cause != "oom" && cause 
 // most once per ReloadFloor; go-redis's reload (ClusterClient.ReloadState)
 // reads the slot map in the background and resends nothing, and the call
 // that failed is not repeated (see the package comment).
+//
+// The nodes learn of a failover by gossip, a few at a time: a reload may
+// read a slot map a moment old, and a client that then makes no call would
+// keep it. So the last reload of a burst is followed by one more, a
+// SettleAfter later.
 type follower struct {
-	mu      sync.Mutex
-	clients []weak.Pointer[redis.ClusterClient] // closed ones are dropped with their last reference
-	last    time.Time                           // the last reload asked for
-	now     func() time.Time
+	mu       sync.Mutex
+	clients  []weak.Pointer[redis.ClusterClient] // closed ones are dropped with their last reference
+	last     time.Time                           // the last reload asked for
+	trailing *time.Timer                         // the reload after the last, once armed
 }
+
+// SettleAfter is how long after the last reload of a burst the slot maps
+// are reloaded once more.
+const SettleAfter = time.Second
 
 // followers holds the follower of each cluster, by its sorted seed list.
 var followers sync.Map // string → *follower
@@ -126,7 +135,7 @@ func follow(c redis.UniversalClient) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		seeds := slices.Clone(cc.Options().Addrs)
 		slices.Sort(seeds)
-		v, _ := followers.LoadOrStore(strings.Join(seeds, ","), &follower{now: time.Now})
+		v, _ := followers.LoadOrStore(strings.Join(seeds, ","), &follower{})
 		f = v.(*follower)
 		f.mu.Lock()
 		f.clients = append(f.clients, weak.Make(cc))
@@ -151,15 +160,33 @@ func (f *follower) refused(ctx context.Context, err error) {
 }
 
 // reload asks every live client of the cluster to reload its slot map,
-// unless the last reload was asked for less than ReloadFloor ago.
+// unless the last reload was asked for less than ReloadFloor ago, and
+// again SettleAfter later unless another reload comes first.
 func (f *follower) reload() {
 	f.mu.Lock()
-	now := f.now()
+	now := time.Now()
 	if !f.last.IsZero() && now.Sub(f.last) < ReloadFloor {
 		f.mu.Unlock()
 		return
 	}
 	f.last = now
+	if f.trailing == nil {
+		f.trailing = time.AfterFunc(SettleAfter, f.settle)
+	} else {
+		f.trailing.Reset(SettleAfter)
+	}
+	f.reloadAll()
+}
+
+// settle is the reload after the last of a burst.
+func (f *follower) settle() {
+	f.mu.Lock()
+	f.reloadAll()
+}
+
+// reloadAll asks every live client to reload its slot map; f.mu is held,
+// and released.
+func (f *follower) reloadAll() {
 	live := make([]*redis.ClusterClient, 0, len(f.clients))
 	kept := f.clients[:0]
 	for _, w := range f.clients {

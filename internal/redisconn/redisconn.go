@@ -78,10 +78,15 @@ func open(cfg Config) (redis.UniversalClient, error) {
 	switch {
 	case len(cfg.Cluster) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.Cluster,
-			PoolSize:              cfg.PoolSize,
-			MaxRetries:            -1,
-			MaxRedirects:          -1,
+			Addrs:        cfg.Cluster,
+			PoolSize:     cfg.PoolSize,
+			MaxRetries:   -1,
+			MaxRedirects: -1,
+			// One dial per call, not go-redis's five 100 ms apart: a node
+			// that refuses connections is most often gone (a failover),
+			// and the call's refusal makes the clients reload the slot map
+			// at once. Dials send nothing, so this is no retry rule.
+			DialerRetries:         1,
 			ReadTimeout:           timeout,
 			WriteTimeout:          timeout,
 			ContextTimeoutEnabled: true,

@@ -19,12 +19,7 @@ import (
 // or fails when EnvRequire is set.
 func StartServer(t testing.TB, args ...string) string {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("redis-server not found but %s=1", EnvRequire)
-		}
-		t.Skip("redis-server not installed")
-	}
+	needServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +28,18 @@ func StartServer(t testing.TB, args ...string) string {
 	ln.Close()
 	startOn(t, addr, args...)
 	return addr
+}
+
+// needServer skips t when redis-server is not installed, or fails it when
+// EnvRequire is set.
+func needServer(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("redis-server not found but %s=1", EnvRequire)
+		}
+		t.Skip("redis-server not installed")
+	}
 }
 
 // OwnServer starts a redis-server of the test's own as StartServer does,
@@ -67,7 +74,7 @@ func RestartServer(t testing.TB, addr string, args ...string) {
 
 // startOn starts a redis-server on addr and waits until it accepts
 // connections; it is killed when t ends.
-func startOn(t testing.TB, addr string, args ...string) {
+func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
@@ -80,6 +87,7 @@ func startOn(t testing.TB, addr string, args ...string) {
 	if !awaitListening(addr, true) {
 		t.Fatalf("redis-server on %s did not start", addr)
 	}
+	return cmd
 }
 
 // awaitListening dials addr every 20 ms, 250 times at most, until a dial
