@@ -32,7 +32,7 @@ func CheckSlots(ctx context.Context, c redis.UniversalClient) error {
 		return nil
 	}
 	ctx = context.WithValue(ctx, uncounted{}, true)
-	slots, err := cc.ClusterSlots(ctx).Result()
+	slots, err := slotMap(ctx, cc)
 	if err != nil {
 		return fmt.Errorf("cluster slots: %w", err)
 	}
@@ -67,6 +67,39 @@ func CheckSlots(ctx context.Context, c redis.UniversalClient) error {
 		return nil
 	}
 	return errors.New(strings.Join(problems, "; "))
+}
+
+// slotMap returns the slot map (CLUSTER SLOTS) of the first node of c's
+// that answers, masters and replicas asked at once: a node that is down
+// must not hide the others' answer.
+func slotMap(ctx context.Context, c *redis.ClusterClient) ([]redis.ClusterSlot, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var slots []redis.ClusterSlot
+	var firstErr error
+	err := c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		s, err := node.ClusterSlots(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil && slots == nil:
+			slots = s
+			cancel() // the other nodes' answers are not needed
+		case err != nil && firstErr == nil && slots == nil:
+			firstErr = fmt.Errorf("%s: %w", node.Options().Addr, err)
+		}
+		return nil
+	})
+	switch {
+	case slots != nil:
+		return slots, nil
+	case err != nil:
+		return nil, err
+	case firstErr != nil:
+		return nil, firstErr
+	}
+	return nil, errors.New("no node known")
 }
 
 // probeKey returns a key of the given slot: "readyz{" + SlotTag(slot) + "}".
