@@ -7,7 +7,9 @@
 #   * the service (vkcounter serve, REDIS_CLUSTER at the masters) gets
 #     RATE message_new events/s for DURATION from the load tool, which
 #     re-posts a refused event after its Retry-After as VK does (up to 100
-#     times) and checks every reply;
+#     times; CONCURRENCY requests in flight, 1000 by default, so that events
+#     waiting to be re-posted do not hold back the new ones, as with VK) and
+#     checks every reply;
 #   * at KILL_AT one master is killed with SIGKILL: VICTIM=other (default)
 #     a master not holding the community's outbox stream, so a third of
 #     the texts are refused meanwhile; VICTIM=outbox the master holding it,
@@ -19,13 +21,14 @@
 #     the 503 window from the first refused request after the kill to the
 #     last (to 0.1 s).
 # Usage: [BEFORE=commit] [VICTIM=other|outbox] [RATE=200] [DURATION=45]
-#        [KILL_AT=12] bench/failover.sh
+#        [KILL_AT=12] [CONCURRENCY=1000] bench/failover.sh
 source "$(dirname "$0")/lib.sh"
 before=${BEFORE:-ec4738c49f9cca978ec9cffe6f16df5aeaea2b2b}
 victim_kind=${VICTIM:-other}
 rate=${RATE:-200}
 duration=${DURATION:-45}
 kill_at=${KILL_AT:-12}
+concurrency=${CONCURRENCY:-1000}
 
 go build -o "$work/vkcounter" ./cmd/vkcounter
 mkdir -p "$work/before"
@@ -102,7 +105,7 @@ run() {
 
   "$bin" loadtest callback -url "http://127.0.0.1:$http/callback" -vk-addr "127.0.0.1:$vk" \
     -texts 300 -per-text $((rate * duration / 300)) -rate "$rate" -duration "${duration}s" \
-    -attempts 100 -reply-timeout 120s >"$dir/load.out" 2>"$dir/load.err" &
+    -concurrency "$concurrency" -attempts 100 -reply-timeout 120s >"$dir/load.out" 2>"$dir/load.err" &
   local load=$!
   pids+=($load)
   wait_port "$vk"

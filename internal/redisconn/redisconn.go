@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,7 +79,7 @@ func open(cfg Config) (redis.UniversalClient, error) {
 	switch {
 	case len(cfg.Cluster) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:        cfg.Cluster,
+			Addrs:        ownAddrs(cfg.Cluster),
 			PoolSize:     cfg.PoolSize,
 			MaxRetries:   -1,
 			MaxRedirects: -1,
@@ -122,6 +123,7 @@ func WithPool(c redis.UniversalClient, poolSize int) redis.UniversalClient {
 		o := *cc.Options()
 		o.PoolSize, o.MinIdleConns, o.MaxIdleConns = poolSize, 0, poolSize
 		o.MaxRetries, o.MaxRedirects = -1, -1
+		o.Addrs = ownAddrs(o.Addrs)
 		o.PushNotificationProcessor = nil // as below
 		out = redis.NewClusterClient(&o)
 	} else {
@@ -136,6 +138,12 @@ func WithPool(c redis.UniversalClient, poolSize int) redis.UniversalClient {
 	follow(out)
 	return out
 }
+
+// ownAddrs returns a copy of a cluster's seed addresses, its capacity its
+// length: go-redis appends the nodes it discovers to the slice it was
+// given, so two clients given one slice with room to spare would write
+// into the same array.
+func ownAddrs(addrs []string) []string { return slices.Clip(slices.Clone(addrs)) }
 
 // Safe sets opt to the settings described in the package comment: no
 // retries, timeout for reads and writes, context deadlines honoured.
