@@ -278,4 +278,3 @@ func get(t *testing.T, u string) (int, string) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
-
