@@ -45,6 +45,9 @@ func (r *Redis) every(d time.Duration, fn func()) {
 // reaches the new master. A holding thus survives a failover shorter than
 // half a lease. (renew.lua only moves deadlines later, so a round repeated
 // is harmless.)
+//
+// A round begins renewEvery (or checkEvery) after the previous one began,
+// however long that one took, as a ticker's would.
 func (r *Redis) renewing() {
 	defer r.wg.Done()
 	t := time.NewTimer(r.renewEvery())
@@ -55,11 +58,12 @@ func (r *Redis) renewing() {
 			return
 		case <-t.C:
 		}
-		if r.renew() {
-			t.Reset(r.renewEvery())
-		} else {
-			t.Reset(r.checkEvery())
+		began := time.Now()
+		next := r.renewEvery()
+		if !r.renew() {
+			next = r.checkEvery()
 		}
+		t.Reset(time.Until(began.Add(next)))
 	}
 }
 
