@@ -287,3 +287,38 @@ func get(t *testing.T, u string) (int, string) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// TestClusterMasterFailoverLongPoll: in long-poll mode, the master holding
+// the community's long-poll lease, ts and outbox is killed while events
+// arrive. The poller keeps its lease through the failover (one session),
+// and every event is counted and answered once, in order.
+func TestClusterMasterFailoverLongPoll(t *testing.T) {
+	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
+	vk := newLongPollVK(t, 10)
+	a := startLongPoll(t, nil, vk, env("REDIS_CLUSTER", oc.Seeds()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	victim, err := oc.MasterOf(ctx, redisconn.Slot(strconv.Itoa(testGroup))) // {group}: lease, ts, outbox
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before, total = 20, 120
+	queueSame(vk, 0, before, "long poll failover")
+	wantSequence(t, vk, before)
+
+	oc.Kill(t, victim)
+	killed := time.Now()
+	promotedC := make(chan time.Time, 1)
+	go func() { promotedC <- oc.AwaitPromoted(t, time.Minute) }()
+	for i := before; i < total; i += 5 { // five events every 100 ms from the kill on
+		queueSame(vk, i, i+5, "long poll failover")
+		time.Sleep(100 * time.Millisecond)
+	}
+	promoted := <-promotedC
+	wantSequence(t, vk, total)
+	s, polling := a.pollers.Total()
+	t.Logf("failover %v; long poll: %+v", promoted.Sub(killed).Round(time.Millisecond), s)
+	if polling != 1 || s.Sessions != 1 {
+		t.Errorf("after the failover: polling %d, sessions %d; want the lease kept through it (1, 1)", polling, s.Sessions)
+	}
+}
