@@ -272,7 +272,9 @@ func (s *Server) FailNext(codes ...int) {
 }
 
 // FailCalls makes the next len(codes) whole calls of method fail with the
-// given VK error codes, in order; a 0 lets that call through. For
+// given VK error codes, in order; a 0 lets that call through. Only calls
+// that reach the method use one up: not those an outage, FailAlways, the
+// rate limit or the schema check answered. For
 // "execute" the whole call fails (as VK's error 13, a runtime error, does),
 // not one sub-call (FailNext, FailPeer); for "messages.send" only a single
 // send, not a sub-call of execute. Any method can be failed so, such as
@@ -399,10 +401,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delay, always := s.delay, s.failAlways
 	limited := s.overLimit(token)
-	injected := 0
-	if codes := s.callFails[method]; len(codes) > 0 {
-		injected, s.callFails[method] = codes[0], codes[1:]
-	}
 	s.mu.Unlock()
 	if delay > 0 {
 		select {
@@ -428,8 +426,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if injected != 0 {
-		writeJSON(w, map[string]any{"error": errorFor(injected)})
+	if code := s.injected(method); code != 0 {
+		writeJSON(w, map[string]any{"error": errorFor(code)})
 		return
 	}
 	switch method {
@@ -631,6 +629,19 @@ func (s *Server) execute(token, code string) map[string]any {
 		out["execute_errors"] = execErrors
 	}
 	return out
+}
+
+// injected takes the next code FailCalls gave for a call of method: 0
+// when none is left or the call is to go through.
+func (s *Server) injected(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	codes := s.callFails[method]
+	if len(codes) == 0 {
+		return 0
+	}
+	s.callFails[method] = codes[1:]
+	return codes[0]
 }
 
 // violated records a request refused for breaking the schema.
