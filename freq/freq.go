@@ -60,8 +60,8 @@ const (
 	DefaultDedupeTTL = time.Hour
 	// MaxDedupeKey is the longest dedupe key the former layout wrote as it
 	// is into a key name, in bytes; a longer one was written as its SHA-256
-	// (KeyPart, which the outbox's once-keys use too), so no key is refused
-	// for its length (a refused event would be re-delivered forever).
+	// (KeyPart), so no key is refused for its length (a refused event
+	// would be re-delivered forever).
 	MaxDedupeKey = 128
 
 	// keyMargin is added to the window for the keys' TTL, so an entry never

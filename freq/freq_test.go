@@ -764,8 +764,8 @@ func TestCountWith(t *testing.T) {
 		if r := countNow(t, s, "t", "m2"); r.Previous != 2 || !r.Duplicate {
 			t.Fatalf("Count of m2 after CountWith: %+v, want 2 as a duplicate", r)
 		}
-		if _, _, err := s.CountWith(ctx, withList, "t", "", []string{list, list, list, list}); !errors.Is(err, freq.ErrInvalid) {
-			t.Fatalf("four keys: %v, want ErrInvalid", err)
+		if _, _, err := s.CountWith(ctx, withList, "t", "", []string{list, list, list, list, list}); !errors.Is(err, freq.ErrInvalid) {
+			t.Fatalf("five keys: %v, want ErrInvalid", err)
 		}
 	}, redistest.Mini, redistest.Real)
 }

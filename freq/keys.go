@@ -28,7 +28,7 @@ const textHashBytes = 9
 const dedupeHashBytes = 7
 
 // maxExtraKeys is the most keys a caller of CountWith adds to the count's.
-const maxExtraKeys = 3
+const maxExtraKeys = 4
 
 // textKeys are the KEYS and the message's hash of one count. The script's
 // arguments point into it (go-redis writes a *string as its value), so a

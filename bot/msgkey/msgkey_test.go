@@ -6,7 +6,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/msgkey"
 )
 
-// The keys are written to Redis (dedupe, reply once-key) by this version
+// The keys are written to Redis (the dedupe key; the reply key, hashed) by this version
 // and by those before it: they must not change. The values were taken from
 // the code before the keys moved here.
 func TestKeysDoNotChange(t *testing.T) {

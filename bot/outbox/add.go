@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -90,18 +90,18 @@ func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry)
 		return previous, duplicate, nil
 	}
 	a := o.newEntryArgs(e)
-	previous, duplicate, err = o.counts.CountWith(ctx, recordScript, textKey, dedupeKey, a.keys[:a.nkeys], a.args[1:]...)
+	previous, duplicate, err = o.counts.CountWith(ctx, recordScript, textKey, dedupeKey, a.keys[:], a.args[1:]...)
 	return previous, duplicate, o.full(err, "record", e.GroupID)
 }
 
 // Add appends e to its community's outbox, unless an entry with the same
-// non-empty e.Key was added within OnceFor: then nothing changes, so a
-// message re-delivered any number of times, at once or later, is answered
-// once. It stores a reply whose count is done: Record is how a message is
+// non-empty e.Key was added within OnceFor (or up to twice as long: see
+// onceField): then nothing changes, so a message re-delivered any number
+// of times, at once or later, is answered once. It stores a reply whose count is done: Record is how a message is
 // recorded.
 func (o *Outbox) Add(ctx context.Context, e Entry) error {
 	a := o.newEntryArgs(e)
-	err := addScript.Exec(ctx, o.rdb, a.keys[:a.nkeys], a.args[:]).Err()
+	err := addScript.Exec(ctx, o.rdb, a.keys[:], a.args[:]).Err()
 	return o.full(err, "add", e.GroupID)
 }
 
@@ -119,13 +119,20 @@ func (o *Outbox) full(err error, op string, group int) error {
 	return nil
 }
 
-// onceKey is the key that remembers the reply to the reply key of group;
-// it shares the stream's hash tag. A key longer than freq.MaxDedupeKey (an
-// event_id may be of any length) is written as its hash, as the count's
-// dedupe keys are; shorter ones as they are, as before.
-func (o *Outbox) onceKey(group int, key string) string {
-	return o.key(group) + ":once:" + freq.KeyPart(key)
+// onceField is the field that remembers the reply to the reply key key in
+// its community's once-hashes (queue.lua): onceFieldBytes bytes of its
+// SHA-256, whatever its length, or "" for no key. Two messages of a
+// community in one period share a field with probability 2^-96 per pair.
+func onceField(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return string(sum[:onceFieldBytes])
 }
+
+// onceFieldBytes is the length of a once-field.
+const onceFieldBytes = 12
 
 // wakeField marks an entry earlier versions added to end waiting reads
 // at shutdown: no reply, deleted by whoever reads it.
@@ -136,31 +143,28 @@ const wakeField = "wake"
 const messageField = "m"
 
 // entryArgs holds the keys and arguments of one entry's store, as
-// queue.lua reads them: the stream, the random_id sequence and the
-// once-key (if e has a Key), and the text (add.lua's first argument), the
-// stream's maximum, the once-key's life, where a new sequence begins and
-// the entry's other field/value pairs; decodeEntry reads them back. The numbers are handed to go-redis by pointer, which it
+// queue.lua reads them: the stream, the random_id sequence and the two
+// once-hashes, and the text (add.lua's first argument), the stream's
+// maximum, the once-hashes' period, where a new sequence begins, the
+// once-field and the entry's other field/value pairs; decodeEntry reads
+// them back. The numbers are handed to go-redis by pointer, which it
 // writes as their values: one allocation for them all where each number
 // put in an interface costs one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
-	onceMs int64
 	start  int32
-	keys   [3]string
-	nkeys  int
-	args   [4 + 10]any
+	field  string
+	keys   [4]string
+	args   [5 + 10]any
 }
 
 // newEntryArgs returns e's entryArgs.
 func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), onceMs: o.opts.OnceFor.Milliseconds(), start: sequenceStart(), nkeys: 2}
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), start: sequenceStart(), field: onceField(e.Key)}
 	c := o.community(e.GroupID)
-	a.keys[0], a.keys[1] = c.key, c.seqKey
-	if e.Key != "" {
-		a.keys[2], a.nkeys = o.onceKey(e.GroupID, e.Key), 3
-	}
-	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &a.onceMs, &a.start,
+	a.keys = [...]string{c.key, c.seqKey, c.onceKeys[0], c.onceKeys[1]}
+	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &o.onceSpan, &a.start, &a.field,
 		"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
 	return a
 }

@@ -4,13 +4,12 @@
 -- ARGV[1]  the reply's text
 -- KEYS     as queue_args reads them from KEYS[1], ARGV from ARGV[2]
 --
--- Reply: {id, 1} for a new entry, {id, 0} when the message's reply was
--- queued already (nothing changes), or the error "OUTBOX_FULL <length>".
+-- Reply: the new entry's id, 0 when the message's reply was queued
+-- already (nothing changes), or the error "OUTBOX_FULL <length>".
 local q = queue_args(1, 2)
-local id = queued(q)
-if id then
-  return {id, 0}
+if queued(q) then
+  return 0
 end
 local err = full(q)
 if err then return err end
-return {push(q, ARGV[1]), 1}
+return push(q, ARGV[1])

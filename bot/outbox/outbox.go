@@ -64,8 +64,9 @@ type Options struct {
 	// Consumer names this instance in the consumer group (default
 	// hostname-pid-random). Two live instances must not share a name.
 	Consumer string
-	// OnceFor is how long Add remembers a message's reply after adding it
-	// (default 1h, longer than VK keeps re-delivering an event).
+	// OnceFor is how long Add and Record remember a message's reply at
+	// least after adding it, in whole seconds (rounded up), at most twice
+	// as long (default 1h, longer than VK keeps re-delivering an event).
 	OnceFor time.Duration
 	// Counter counts the messages Record records (see Record); a
 	// *freq.Store counting in the outbox's Redis, a single server, counts
@@ -82,6 +83,7 @@ type Outbox struct {
 	rdb      redis.UniversalClient
 	opts     Options
 	counts   *freq.Store // Options.Counter when Record runs one script, else nil
+	onceSpan int64       // OnceFor in seconds: the once-hashes' period
 	log      zerolog.Logger
 	redelivs atomic.Int64
 	blockers blockers // connections of their own for reads that wait
@@ -92,9 +94,10 @@ type Outbox struct {
 
 // A community is this instance's state of one community's outbox.
 type community struct {
-	key      string   // the stream (Outbox.key), built once for the hot path
-	seqKey   string   // the random_id sequence (Outbox.seqKey)
-	handouts handouts // what is handed out: never an entry twice (its own lock)
+	key      string    // the stream (Outbox.key), built once for the hot path
+	seqKey   string    // the random_id sequence (Outbox.seqKey)
+	onceKeys [2]string // the once-hashes of the even and odd periods
+	handouts handouts  // what is handed out: never an entry twice (its own lock)
 
 	mu        sync.Mutex // guards the fields below
 	lastClaim time.Time  // the last periodic recovery and takeover
@@ -124,7 +127,8 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	if opts.StatsEvery <= 0 {
 		opts.StatsEvery = 5 * time.Second
 	}
-	o := &Outbox{rdb: rdb, opts: opts, log: opts.Logger, communities: map[int]*community{}}
+	o := &Outbox{rdb: rdb, opts: opts, log: opts.Logger, communities: map[int]*community{},
+		onceSpan: int64((opts.OnceFor + time.Second - 1) / time.Second)}
 	if st, ok := opts.Counter.(*freq.Store); ok && st.Client() == redis.Scripter(rdb) {
 		if _, single := rdb.(*redis.Client); single {
 			o.counts = st
@@ -139,7 +143,8 @@ func (o *Outbox) community(group int) *community {
 	defer o.mu.Unlock()
 	c := o.communities[group]
 	if c == nil {
-		c = &community{key: o.key(group), seqKey: o.seqKey(group)}
+		k := o.key(group)
+		c = &community{key: k, seqKey: o.seqKey(group), onceKeys: [2]string{k + ":once0", k + ":once1"}}
 		o.communities[group] = c
 	}
 	return c

@@ -601,11 +601,12 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 	})
 }
 
-// TestLongReplyKeyIsHashed: a reply key longer than freq.MaxDedupeKey (an
-// event_id of any length names the message) is kept in its once-key as
-// its hash, so no key name grows with the request; a short one stays as it
-// is, so the once-keys written before an upgrade still match.
-func TestLongReplyKeyIsHashed(t *testing.T) {
+// TestOnceStateIsSmall: one reply per reply key is remembered by a
+// field of the community's once-hashes, its hash: a reply key of any
+// length (an event_id of any length names the message) makes no key or
+// field grow with the request, and every key the outbox writes has a
+// TTL but for the stream and the random_id sequence.
+func TestOnceStateIsSmall(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
@@ -622,15 +623,26 @@ func TestLongReplyKeyIsHashed(t *testing.T) {
 		if n, _ := o.Len(ctx, group); n != 2 {
 			t.Errorf("outbox length %d, want 2: one reply per key", n)
 		}
-		var names []string
+		fields := 0
 		for _, k := range redistest.Keys(t, tg.Client, prefix) {
 			if len(k) > len(prefix)+200 {
 				t.Errorf("key of %d bytes: %.80s…", len(k), k)
 			}
-			names = append(names, k)
+			switch {
+			case k == prefix+"o:{42}" || k == o.SeqKey(group):
+			case tg.Client.TTL(ctx, k).Val() <= 0:
+				t.Errorf("key %s without a TTL", k)
+			default:
+				for f := range tg.Client.HGetAll(ctx, k).Val() {
+					if len(f) > 12 {
+						t.Errorf("once-field of %d bytes", len(f))
+					}
+					fields++
+				}
+			}
 		}
-		if !slices.Contains(names, prefix+"o:{42}:once:102:c7") {
-			t.Errorf("keys %q, want the short reply key's once-key unchanged", names)
+		if fields != 2 {
+			t.Errorf("%d once-fields, want one per reply key", fields)
 		}
 	})
 }

@@ -7,18 +7,33 @@
 -- queue_args reads the queue's keys from KEYS[k] and arguments from ARGV[a]:
 -- KEYS[k]    the outbox stream
 -- KEYS[k+1]  the community's random_id sequence: the last one given out
--- KEYS[k+2]  optional: the reply's once-key, present while a reply to the
---            same message was queued within ARGV[a+1] ms; it holds that
---            entry's id
+-- KEYS[k+2]  the community's once-hash of the even periods of ARGV[a+1]
+--            seconds, KEYS[k+3] of the odd ones: a field per message whose
+--            reply was queued in the period (its value "1", the smallest); a
+--            period's hash expires at the end of the next, so a message's
+--            reply is remembered between one and two periods
 -- ARGV[a]    the most entries the stream may hold
--- ARGV[a+1]  how long the once-key lives, in milliseconds
+-- ARGV[a+1]  the once-hashes' period, in seconds
 -- ARGV[a+2]  where the sequence begins if it has not (or was lost): a
 --            random number of the signed 32-bit range, not 0
--- ARGV[a+3…] the entry's field/value pairs, but for its text (field "m")
+-- ARGV[a+3]  the reply's once-field (from its message's key), or "" when
+--            the message has nothing to identify it: then no check is made
+-- ARGV[a+4…] the entry's field/value pairs, but for its text (field "m")
 --            and its random_id ("r")
 local function queue_args(k, a)
-  return {stream = KEYS[k], seq = KEYS[k + 1], once = KEYS[k + 2], max_len = tonumber(ARGV[a]), once_ms = ARGV[a + 1],
-    start = ARGV[a + 2], fields = a + 3}
+  local q = {stream = KEYS[k], seq = KEYS[k + 1], even = KEYS[k + 2], odd = KEYS[k + 3], max_len = tonumber(ARGV[a]),
+    span = tonumber(ARGV[a + 1]), start = ARGV[a + 2], field = ARGV[a + 3], fields = a + 4}
+  if q.field == '' then
+    q.field = nil
+  else
+    -- Redis's clock, for the once-hash's period. A script replicated as
+    -- itself may not write after TIME; one replicated by its effects may
+    -- (Redis 6.2 and later do, unless told otherwise: ask for it before
+    -- any write).
+    if redis.replicate_commands then redis.replicate_commands() end
+    q.now = tonumber(redis.call('TIME')[1])
+  end
+  return q
 end
 
 -- random_id_after returns the random_id given out after id: the next
@@ -44,11 +59,10 @@ local function next_random_id(q)
   return id
 end
 
--- queued returns the id of the entry the once-key holds when the message's
--- reply is queued already, else nil.
+-- queued reports whether the message's reply is queued already.
 local function queued(q)
-  if not q.once then return nil end
-  return redis.call('GET', q.once) or nil
+  if not q.field then return false end
+  return redis.call('HEXISTS', q.even, q.field) == 1 or redis.call('HEXISTS', q.odd, q.field) == 1
 end
 
 -- full returns the error to answer when the stream holds the maximum.
@@ -60,11 +74,16 @@ local function full(q)
 end
 
 -- push appends the entry, text as its field "m" and the community's next
--- random_id as "r", sets the once-key and returns the entry's id.
+-- random_id as "r", notes it in the once-hash of the period of Redis's
+-- clock and returns the entry's id.
 local function push(q, text)
   local id = redis.call('XADD', q.stream, '*', 'm', text, 'r', next_random_id(q), unpack(ARGV, q.fields))
-  if q.once then
-    redis.call('SET', q.once, id, 'PX', q.once_ms)
+  if q.field then
+    local b = math.floor(q.now / q.span)
+    local k = q.odd
+    if b % 2 == 0 then k = q.even end
+    redis.call('HSET', k, q.field, 1)
+    redis.call('EXPIRE', k, (b + 2) * q.span - q.now)
   end
   return id
 end

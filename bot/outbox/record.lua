@@ -1,7 +1,7 @@
 -- record.lua (run after freq's counting functions and queue.lua) counts one
 -- occurrence of a text, as freq's count does, and in the same atomic step
 -- queues the reply with the answer as its text, once per message (the
--- once-key): one Redis call per message on a single server.
+-- once-hashes): one Redis call per message on a single server.
 --
 -- KEYS, ARGV  as text_args reads them (freq's text.lua), then as queue_args
 --             reads them

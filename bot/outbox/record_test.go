@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/freq"
@@ -145,5 +146,31 @@ func TestRecordWithoutCounter(t *testing.T) {
 	}
 	if n, _ := o.Len(context.Background(), group); n != 0 {
 		t.Fatalf("length %d, want 0", n)
+	}
+}
+
+// TestOnceForOneToTwoPeriods: a message's reply is remembered for at
+// least OnceFor after it was queued and at most twice as long (a
+// period's once-hash expires at the end of the next period).
+func TestOnceForOneToTwoPeriods(t *testing.T) {
+	tg := redistest.Open(t, redistest.Mini)
+	ctx := context.Background()
+	o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{OnceFor: 10 * time.Second})
+	r := reply(1)
+	r.Key = "1:c1"
+	// The beginning of an even period, later than the server's clock (its
+	// TTLs follow the clock forward only).
+	begin := time.Unix((time.Now().Unix()/20+100)*20, 0)
+	for _, c := range []struct {
+		after time.Duration
+		len   int64
+	}{{0, 1}, {19 * time.Second, 1}, {21 * time.Second, 2}} {
+		tg.Mini.SetTime(begin.Add(c.after)) // TTLs follow (ClockTTL)
+		if err := o.Add(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := o.Len(ctx, group); n != c.len {
+			t.Fatalf("%v after the first: length %d, want %d", c.after, n, c.len)
+		}
 	}
 }
