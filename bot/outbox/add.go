@@ -181,9 +181,9 @@ func sequenceStart() int32 {
 }
 
 // decodeEntry reads back a stream entry written by queue.lua. Every entry
-// carries its random_id ("r"), those of earlier versions too (theirs
-// derived from the message: package msgkey), so a reply keeps the one it
-// was stored with.
+// carries its random_id ("r"), those of earlier versions too (which
+// derived it from the message key), so a reply keeps the one it was
+// stored with.
 func decodeEntry(m redis.XMessage) (Entry, error) {
 	var errs []error
 	num := func(k string) int64 {
