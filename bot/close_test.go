@@ -13,6 +13,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -150,7 +151,7 @@ func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
 		if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() bool { return calls.Load() == 1 })
+		eventually.True(t, 10*time.Second, "one send under way", func() bool { return calls.Load() == 1 })
 
 		// A tenth of Close's time is kept for the hand-back: 2 s leave it
 		// 200 ms, enough for one script on a loaded machine.
@@ -242,7 +243,7 @@ func TestCloseDeadlineHandsRepliesBack(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, func() bool { return vk.Calls("messages.send")+vk.Calls("execute") >= 2 })
+		eventually.True(t, 10*time.Second, "two sends", func() bool { return vk.Calls("messages.send")+vk.Calls("execute") >= 2 })
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		if err := b.Close(ctx); !errors.Is(err, bot.ErrNotDrained) {

@@ -10,6 +10,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -25,7 +26,7 @@ func quoted(i int) callback.Message {
 func waitDone(t *testing.T, b *bot.Bot, n int64) bot.Stats {
 	t.Helper()
 	var st bot.Stats
-	eventually(t, func() bool {
+	eventually.True(t, 10*time.Second, fmt.Sprintf("%d replies out of the outbox", n), func() bool {
 		st = b.Stats()
 		return st.Sent+st.Dropped >= n
 	})

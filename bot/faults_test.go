@@ -9,6 +9,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -108,13 +109,13 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		calls := func() int { return vk.Calls("messages.send") + vk.Calls("execute") }
 		before := calls()
 		add(6, 11)
-		eventually(t, func() bool { return calls() > before }) // a send is under way: its Done comes after the stall begins
+		eventually.True(t, 10*time.Second, "a send under way", func() bool { return calls() > before }) // a send is under way: its Done comes after the stall begins
 		proxy.Stall()
 		time.Sleep(3 * time.Second)
 		proxy.Resume()
 		vk.SetDelay(0)
 		waitSends(t, vk, 10)
-		eventually(t, func() bool {
+		eventually.True(t, 10*time.Second, "the outbox emptied", func() bool {
 			n, err := writer.Len(ctx, 7)
 			return err == nil && n == 0
 		})
@@ -128,16 +129,4 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 			t.Errorf("sends to %v, want each of 1..10 once", peers)
 		}
 	}, redistest.Mini, redistest.Real)
-}
-
-// eventually polls cond for up to ten seconds.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -83,12 +83,6 @@ func expectClosed(t testing.TB, c net.Conn) {
 // statsMap returns s's statistics by name.
 func statsMap(s *counters.Server) map[string]string { return counterstest.Stats(s) }
 
-// eventually polls cond until it holds or within passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	counterstest.Eventually(t, within, what, cond)
-}
-
 // equalBytes fails the test unless got equals the fixture want.
 func equalBytes(t testing.TB, what string, got []byte, want string) {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
@@ -91,7 +92,7 @@ func TestResourceRulesOverThePort(t *testing.T) {
 		_, err = c1.Acquire(cx, "fuga", 1, 10)
 		step("c1 acquires 1 now", err, nil)
 		c2.Close()
-		eventually(t, time.Second, "c2's 8 released on close", func() bool {
+		eventually.True(t, time.Second, "c2's 8 released on close", func() bool {
 			_, err := c1.Acquire(cx, "fuga", 8, 10)
 			return err == nil
 		})
@@ -170,7 +171,7 @@ func TestSharedMaximumOverThePort(t *testing.T) {
 			t.Fatalf("get on B = %d, %v; want 3", v, err)
 		}
 		ca.Close()
-		eventually(t, time.Second, "B gets 4 once A's client closed", func() bool {
+		eventually.True(t, time.Second, "B gets 4 once A's client closed", func() bool {
 			_, err := cb.Acquire(cx, "db-slots", 4, 4)
 			return err == nil
 		})
@@ -337,7 +338,7 @@ func TestPipelinedResourceRequests(t *testing.T) {
 			t.Fatalf("answers differ:\ngot  % x\nwant % x", got, want)
 		}
 		c.Close()
-		eventually(t, 5*time.Second, "the closed connection's holdings released", func() bool {
+		eventually.True(t, 5*time.Second, "the closed connection's holdings released", func() bool {
 			v, err := dialClient(t, addr).Get(ctx(t), "c")
 			return err == nil && v == 0
 		})

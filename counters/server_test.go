@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
@@ -279,7 +280,7 @@ func TestCloseReleasesWithin100ms(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder.Close()
-	eventually(t, 100*time.Millisecond, "release after close", func() bool {
+	eventually.True(t, 100*time.Millisecond, "release after close", func() bool {
 		v1, err1 := watcher.Get(cx, "held")
 		v2, err2 := watcher.Get(cx, "other")
 		return err1 == nil && err2 == nil && v1 == 1 && v2 == 0
@@ -299,7 +300,7 @@ func TestRequestsBeforeCloseRunFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	eventually(t, time.Second, "connection served and closed", func() bool {
+	eventually.True(t, time.Second, "connection served and closed", func() bool {
 		m := statsMap(s)
 		return m["command:acquire"] == "1" && m["curr_connections"] == "0"
 	})
@@ -487,7 +488,7 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("stats %v", m)
 	}
 	a.Close()
-	eventually(t, time.Second, "slot freed", func() bool { return statsMap(s)["curr_connections"] == "1" })
+	eventually.True(t, time.Second, "slot freed", func() bool { return statsMap(s)["curr_connections"] == "1" })
 	c := dialClient(t, addr)
 	if err := c.Noop(cx); err != nil {
 		t.Fatalf("a freed slot is not reusable: %v", err)
@@ -550,7 +551,7 @@ func TestHammer(t *testing.T) {
 	for i := 0; i < conns; i += 2 {
 		clients[i].Close()
 	}
-	eventually(t, 5*time.Second, "closed connections served out", func() bool {
+	eventually.True(t, 5*time.Second, "closed connections served out", func() bool {
 		return statsMap(s)["curr_connections"] == strconv.Itoa(conns/2)
 	})
 	checker := dialClient(t, addr)
@@ -573,7 +574,7 @@ func TestStalledClientDoesNotDelayOthers(t *testing.T) {
 	stalled := pipe(t, s)
 	// net.Pipe has no buffer: the server's answer write blocks at once.
 	go stalled.Write(wire.AppendAcquire(nil, 1, "st", 1, 10))
-	eventually(t, 5*time.Second, "stalled request read", func() bool { return statsMap(s)["command:acquire"] == "1" })
+	eventually.True(t, 5*time.Second, "stalled request read", func() bool { return statsMap(s)["command:acquire"] == "1" })
 	c := dialClient(t, listen(t, s))
 	if v, err := c.Get(ctx(t), "st"); v != 1 || err != nil {
 		t.Fatalf("another client is not served: %d, %v", v, err)
@@ -588,7 +589,7 @@ func TestWriteTimeoutDisconnects(t *testing.T) {
 	equalBytes(t, "acquire", got, "91 02 00 00 00000004 00000001 00000002")
 	go stalled.Write(wire.AppendNoop(nil, 2)) // its answer is never read
 	c := dialClient(t, listen(t, s))
-	eventually(t, 5*time.Second, "stalled client disconnected and released", func() bool {
+	eventually.True(t, 5*time.Second, "stalled client disconnected and released", func() bool {
 		v, err := c.Get(ctx(t), "wt")
 		return err == nil && v == 0
 	})
@@ -600,7 +601,7 @@ func TestIdleTimeout(t *testing.T) {
 	exchange(t, idle, wire.AppendAcquire(nil, 1, "idle", 1, 1), 16)
 	expectClosed(t, idle)
 	c := dialClient(t, listen(t, s))
-	eventually(t, 5*time.Second, "idle client released", func() bool {
+	eventually.True(t, 5*time.Second, "idle client released", func() bool {
 		v, err := c.Get(ctx(t), "idle")
 		return err == nil && v == 0
 	})
@@ -700,5 +701,5 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("observer saw %s, want %s", got, want)
 	}
 	c.Close()
-	eventually(t, time.Second, "OnConn(-1)", func() bool { o.mu.Lock(); defer o.mu.Unlock(); return o.conns == 0 })
+	eventually.True(t, time.Second, "OnConn(-1)", func() bool { o.mu.Lock(); defer o.mu.Unlock(); return o.conns == 0 })
 }

@@ -3,6 +3,7 @@ package vktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/SevereCloud/vksdk/v2/api"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -178,12 +180,7 @@ func TestBadGatewayIsHTML(t *testing.T) {
 // waitHanging polls until the server holds n requests.
 func waitHanging(t *testing.T, s *vktest.Server, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); s.Hanging() != n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests hanging, want %d", s.Hanging(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, fmt.Sprintf("%d requests hanging", n), func() bool { return s.Hanging() == n })
 }
 
 // TestHangServesOnRelease: a held request is served when the outage ends,
@@ -202,12 +199,7 @@ func TestHangServesOnRelease(t *testing.T) {
 		t.Fatal("a send returned during a hang")
 	}
 	// The impatient request arrived and was let go; the patient one is held.
-	for deadline := time.Now().Add(5 * time.Second); s.Calls("messages.send") != 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls arrived, want 2", s.Calls("messages.send"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "2 calls arrived", func() bool { return s.Calls("messages.send") == 2 })
 	waitHanging(t, s, 1)
 	if len(s.Sends()) != 0 {
 		t.Fatalf("sends recorded during the hang: %+v", s.Sends())

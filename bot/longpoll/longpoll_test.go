@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
@@ -150,12 +151,7 @@ func (e *env) waitSession(t *testing.T) {
 
 func waitSession(t *testing.T, vk *vktest.Server) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); vk.Calls("groups.getLongPollServer") == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no long-poll session started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "a long-poll session started", func() bool { return vk.Calls("groups.getLongPollServer") > 0 })
 }
 
 // wantEach checks that got holds e<from>…e<to-1>, each exactly once, in order.
@@ -205,9 +201,7 @@ func TestFailedThreeTwiceTakesTheNewTS(t *testing.T) {
 	// Both failures answer before the events are asked for, so the second
 	// one moves ts to the newest event: those queued before are skipped,
 	// as VK's documentation has it; the next ones arrive.
-	for p.Stats().Failed3 < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "two failed 3", func() bool { return p.Stats().Failed3 == 2 })
 	// The poller counts the failure before it asks for the new session:
 	// wait until it polls from the new ts, or the next events would be
 	// queued before that ts is chosen and skipped too.
@@ -229,9 +223,7 @@ func TestHandlerFailureReplays(t *testing.T) {
 	queue(e.vk, 0, 4)
 	wantEach(t, rec.wait(t, 4), 0, 4)
 	// The poller counts a message once HandleMessage has returned.
-	for deadline := time.Now().Add(5 * time.Second); p.Stats().Messages < 4 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "4 messages counted", func() bool { return p.Stats().Messages == 4 })
 	if s := p.Stats(); s.Retries < 3 || s.Messages != 4 {
 		t.Errorf("stats %+v: want 3 retries and 4 messages", s)
 	}
@@ -298,13 +290,14 @@ func TestVKOutageLosesNothing(t *testing.T) {
 			e.waitSession(t)
 			e.vk.SetOutage(o)
 			queue(e.vk, 0, 6) // the request waiting already gets the first two
-			time.Sleep(150 * time.Millisecond)
+			if o == vktest.Hang {
+				eventually.True(t, 5*time.Second, "a poll held by the hang", func() bool { return e.vk.Hanging() > 0 })
+			} else {
+				eventually.True(t, 5*time.Second, "a retry during the outage", func() bool { return p.Stats().Retries > 0 })
+			}
 			queue(e.vk, 6, 8)
 			e.vk.SetOutage(vktest.Up)
 			wantEach(t, rec.wait(t, 8), 0, 8)
-			if o != vktest.Hang && p.Stats().Retries == 0 {
-				t.Errorf("no retry during the outage: %+v", p.Stats())
-			}
 		})
 	}
 }
@@ -331,17 +324,6 @@ func TestWorkersKeepTheOrderOfEachKey(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing t after 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestLeaseLostOnSaveEndsTheSession: a poller whose lease another instance
 // took over (it stalled past the lease, say) learns it when it saves the
 // ts of its next batch, and stands by at once instead of polling on.
@@ -351,7 +333,7 @@ func TestLeaseLostOnSaveEndsTheSession(t *testing.T) {
 	// A long lease: its renewal (every 20 s) is not what ends the session.
 	a, _ := e.startWith(t, rec, longpoll.Options{Owner: "a", LeaseTTL: time.Minute})
 	ctx := context.Background()
-	waitFor(t, "the first ts saved", func() bool { ts, _ := e.store.TS(ctx, group); return ts != "" })
+	eventually.True(t, 5*time.Second, "the first ts saved", func() bool { ts, _ := e.store.TS(ctx, group); return ts != "" })
 	first, _ := e.store.TS(ctx, group)
 
 	e.mr.FastForward(time.Minute) // a's lease runs out…
@@ -360,7 +342,7 @@ func TestLeaseLostOnSaveEndsTheSession(t *testing.T) {
 	}
 	queue(e.vk, 0, 2) // …while a still polls: it handles the batch, then cannot save its ts
 	wantEach(t, rec.wait(t, 2), 0, 2)
-	waitFor(t, "a standing by", func() bool { return !a.Stats().Polling })
+	eventually.True(t, 5*time.Second, "a standing by", func() bool { return !a.Stats().Polling })
 	if ts, _ := e.store.TS(ctx, group); ts != first {
 		t.Errorf("ts %q saved without the lease, want %q kept", ts, first)
 	}

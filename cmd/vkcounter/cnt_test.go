@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
 
@@ -217,7 +218,7 @@ func TestCntHold(t *testing.T) {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v
 	}
-	waitFor(t, "resource held", func() bool { return get() == 1 })
+	eventually.True(t, 5*time.Second, "resource held", func() bool { return get() == 1 })
 	select {
 	case r := <-done:
 		t.Fatalf("cnt -hold returned before the interrupt: %+v", r)
@@ -231,7 +232,7 @@ func TestCntHold(t *testing.T) {
 	if r.code != 0 || r.stdout != "1\n" || !strings.Contains(r.stderr, "holding") {
 		t.Fatalf("cnt -hold: %+v", r)
 	}
-	waitFor(t, "resource released", func() bool { return get() == 0 })
+	eventually.True(t, 5*time.Second, "resource released", func() bool { return get() == 0 })
 }
 
 // TestCntHoldOutlivesTimeout: -timeout bounds the commands, not the hold:
@@ -243,7 +244,7 @@ func TestCntHoldOutlivesTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	start := time.Now()
 	done, errOut := holdLock(ctx, addr, "-timeout", timeout.String())
-	waitFor(t, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
+	eventually.True(t, 5*time.Second, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
 	select {
 	case r := <-done:
 		t.Fatalf("cnt -timeout %v -hold returned before the interrupt: %+v", timeout, r)
@@ -271,13 +272,13 @@ func TestCntHoldServerGone(t *testing.T) {
 	}
 	defer watcher.Close()
 	done, errOut := holdLock(context.Background(), addr)
-	waitFor(t, "resource held", func() bool {
+	eventually.True(t, 5*time.Second, "resource held", func() bool {
 		v, _ := watcher.Get(context.Background(), "lock")
 		return v == 1
 	})
 	// The server counts the acquire before its answer is flushed: closing
 	// it before cnt has the answer would lose the acquire, not the hold.
-	waitFor(t, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
+	eventually.True(t, 5*time.Second, "cnt holding", func() bool { return strings.Contains(errOut.String(), "holding") })
 	srv.Close()
 	select {
 	case r := <-done:
@@ -286,18 +287,6 @@ func TestCntHoldServerGone(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("cnt -hold did not notice the server going away")
-	}
-}
-
-// waitFor polls cond for up to five seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out", what)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not ordering
 	}
 }
 

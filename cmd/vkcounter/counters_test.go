@@ -15,6 +15,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -76,30 +77,13 @@ func (a *app) mustCnt(t *testing.T, want string, args ...string) {
 // batches (ActivityFlush), so it polls until want shows up.
 func (a *app) waitCnt(t *testing.T, want string, args ...string) {
 	t.Helper()
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "cnt", func() error {
 		code, stdout, stderr := cnt(t, context.Background(), append([]string{"-addr", a.CounterAddr()}, args...)...)
 		if code != 0 || stdout != want {
 			return fmt.Errorf("cnt %v: exit %d, stdout %q, stderr %q; want %q", args, code, stdout, stderr, want)
 		}
 		return nil
 	})
-}
-
-// eventually polls check until it succeeds, failing the test with its last
-// error after 5 seconds.
-func eventually(t *testing.T, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // dropAccessKeys deletes the access counters' keys of a (they never expire)
@@ -173,7 +157,7 @@ func today(n int) string {
 // wrote them, each with its age, which must be a fresh one.
 func checkStatsCounters(t *testing.T, a *app, want string) {
 	t.Helper()
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "/stats", func() error {
 		resp, err := http.Get(a.adminURL("/stats"))
 		if err != nil {
 			return err

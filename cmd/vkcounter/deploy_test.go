@@ -24,6 +24,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -426,7 +427,7 @@ func TestStaticBinaryVersion(t *testing.T) {
 		t.Fatalf("vkcounter version: %v, %q; want it to start with vkcounter %s", err, out, testVersion)
 	}
 	p := startBinary(t, nil)
-	waitFor(t, "the start-up line with the version", func() bool {
+	eventually.True(t, 5*time.Second, "the start-up line with the version", func() bool {
 		return strings.Contains(p.log.String(), `"version":"`+testVersion+`"`)
 	})
 }

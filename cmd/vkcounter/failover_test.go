@@ -20,6 +20,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -185,7 +186,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	// is sent again with the same random_id, which VK delivers once: what
 	// the users see is VK's messages.
 	a.waitSends(t, total)
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "the outbox emptied and every reply delivered", func() error {
 		if l := a.outbox.Total(a.groups...).Length; l != 0 {
 			return fmt.Errorf("outbox holds %d entries after the failover", l)
 		}
@@ -215,7 +216,7 @@ func TestClusterMasterFailover(t *testing.T) {
 			t.Errorf("text %d: replies %v, want 0…%d once each", w, got, n-1)
 		}
 	}
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "vk.messages", func() error {
 		got, err := a.stores.Access.Total(ctx, bot.MessagesCounter)
 		mu.Lock()
 		floor := int64(total - len(refused))
@@ -229,7 +230,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	})
 
 	// Readiness back, refusals counted.
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "/readyz", func() error {
 		if code, body := get(t, a.adminURL("/readyz")); code != http.StatusOK {
 			return fmt.Errorf("/readyz after the failover: %d %s", code, body)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/internal/together"
@@ -76,7 +77,7 @@ func TestRedisStall(t *testing.T) {
 
 		// VK re-delivers both; the late runs may still be finishing.
 		for _, body := range [][]byte{noEventID, withEventID} {
-			eventually(t, func() error {
+			eventually.NoError(t, 5*time.Second, "re-delivery", func() error {
 				if code, got, _ := a.post(t, body, nil); code != 200 || got != "ok" {
 					return fmt.Errorf("re-delivery answered %d %q", code, got)
 				}
@@ -92,7 +93,7 @@ func TestRedisStall(t *testing.T) {
 		if !slices.Equal(stalledReplies, []string{"0", "1"}) || !slices.Equal(got[303], []string{"2"}) {
 			t.Errorf("replies %v; want one each: 0 and 1 to the stalled messages, 2 to the next", got)
 		}
-		eventually(t, func() error {
+		eventually.NoError(t, 5*time.Second, "vk.messages", func() error {
 			total, err := a.stores.Access.Total(context.Background(), bot.MessagesCounter)
 			if err != nil || total != 4 {
 				return fmt.Errorf("vk.messages = %d, %v; want 4: each message once", total, err)
@@ -157,7 +158,7 @@ func TestVKOutage(t *testing.T) {
 		for i := range 5 {
 			a.mustOK(t, event(fmt.Sprintf("out%d", i), 700+i, 1, "during the outage"))
 		}
-		eventually(t, func() error {
+		eventually.NoError(t, 5*time.Second, "outage warning", func() error {
 			if !strings.Contains(log.String(), "VK API not answering") {
 				return fmt.Errorf("no warn line about the outage yet; log:\n%s", log.String())
 			}

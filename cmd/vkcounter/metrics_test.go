@@ -9,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/vkcounter/vkcounter/internal/eventually"
 )
 
 // scrapeMetrics returns the admin server's /metrics.
@@ -60,7 +63,7 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 	a.mustAPI(t, "GET", "/counters/access/never", "", 404, `{"error":"access: counter not found"}`)
 	a.mustCnt(t, "1\n", "total", "pages")
 	cnt(t, t.Context(), "-addr", a.CounterAddr(), "total", "never")
-	eventually(t, func() error {
+	eventually.NoError(t, 5*time.Second, "/metrics", func() error {
 		if !strings.Contains(a.scrapeMetrics(t), `vkcounter_replies_total{result="dry_run"} 1`) {
 			return errors.New("the dry-run reply is not in /metrics")
 		}

@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
@@ -29,11 +28,6 @@ func dialClient(t testing.TB, addr string) *client.Client { return counterstest.
 func statsMap(s *counters.Server) map[string]string { return counterstest.Stats(s) }
 
 func dumpAll(t testing.TB, c *client.Client) []wire.DumpEntry { return counterstest.Dump(t, c) }
-
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	counterstest.Eventually(t, within, what, cond)
-}
 
 // day is a time in whole days, for the window counters' tests.
 const day = 20000 * 86400

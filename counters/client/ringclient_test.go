@@ -15,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
@@ -303,7 +304,7 @@ func TestRingClientDNSRefresh(t *testing.T) {
 	mu.Lock()
 	answer = []string{host0, "127.0.0.2"}
 	mu.Unlock()
-	eventually(t, 5*time.Second, "the ring follows DNS", func() bool { return len(rc.Servers()) == 2 })
+	eventually.True(t, 5*time.Second, "the ring follows DNS", func() bool { return len(rc.Servers()) == 2 })
 	mu.Lock()
 	fail = true
 	mu.Unlock()
@@ -336,7 +337,7 @@ func TestRingClientDNSRefresh(t *testing.T) {
 		close(closeDone)
 	}()
 	servers := rc.Servers()
-	eventually(t, testTimeout, "Close under way", func() bool { return rc.SetServers(servers) != nil })
+	eventually.True(t, testTimeout, "Close under way", func() bool { return rc.SetServers(servers) != nil })
 	select {
 	case <-closeDone:
 		t.Fatal("Close returned while the refresh loop was in a lookup")

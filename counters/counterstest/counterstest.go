@@ -128,19 +128,6 @@ func Dump(t testing.TB, c *client.Client) []wire.DumpEntry {
 	return es
 }
 
-// Eventually polls cond until it holds, failing the test if it does not
-// within that long.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(time.Millisecond) // polling interval, not ordering
-	}
-}
-
 // Pipe serves one end of a net.Pipe on s and returns the other, with a
 // deadline of Timeout so a test never hangs.
 func Pipe(t testing.TB, s *counters.Server) net.Conn {
