@@ -204,7 +204,7 @@ func deployEnv(t *testing.T) map[string]string {
 // machine does not start, so the deploy stops there instead of running on
 // an embedded Redis in dry-run.
 func TestDeployRefusesWhatWouldLookHealthy(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	closed := freePort(t) // nothing listens there once freePort returns
 	for _, tc := range []struct {
 		name  string
@@ -422,11 +422,12 @@ func TestDockerfile(t *testing.T) {
 // TestStaticBinaryVersion: the binary built as the Dockerfile builds it
 // reports the stamped version, in `vkcounter version` and at start-up.
 func TestStaticBinaryVersion(t *testing.T) {
-	out, err := exec.Command(staticBinary(t), "version").CombinedOutput()
+	bin := staticBinary(t)
+	out, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "vkcounter "+testVersion+" ") {
 		t.Fatalf("vkcounter version: %v, %q; want it to start with vkcounter %s", err, out, testVersion)
 	}
-	p := startBinary(t, nil)
+	p := startProgram(t, bin, nil)
 	eventually.True(t, 5*time.Second, "the start-up line with the version", func() bool {
 		return strings.Contains(p.log.String(), `"version":"`+testVersion+`"`)
 	})
@@ -438,9 +439,14 @@ var (
 	binErr  error
 )
 
-// staticBinary builds the program exactly as the Dockerfile does, once.
+// staticBinary builds the program exactly as the Dockerfile does, once. Only
+// the tests of that build use it (it is static, it carries the version);
+// under -short they are skipped, and with them the build.
 func staticBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the image's static binary; run without -short")
+	}
 	b, _ := parseDockerfile(t)
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "vkcounter-bin")
@@ -464,10 +470,58 @@ func staticBinary(t *testing.T) string {
 	return binPath
 }
 
+// programName is the name under which this test binary runs as vkcounter
+// (see program).
+const programName = "vkcounter"
+
+// envProgram is set in the environment of a test binary running as
+// vkcounter, so that what it starts of itself (loadtest -spawn without
+// -bin) runs as vkcounter too.
+const envProgram = "VKCOUNTER_TEST_AS_PROGRAM"
+
+var (
+	progOnce sync.Once
+	progPath string
+	progErr  error
+)
+
+// program returns the path of a vkcounter for the tests to run as a child
+// process: a link named vkcounter to this test binary, which TestMain runs
+// as the program when started under that name. The tests of a running
+// program thus need no second build, and the program they run is the one
+// the other tests run in process, built with the same flags (-race too).
+func program(t *testing.T) string {
+	t.Helper()
+	progOnce.Do(func() {
+		exe, err := os.Executable()
+		if err != nil {
+			progErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "vkcounter-prog")
+		if err != nil {
+			progErr = err
+			return
+		}
+		progPath = filepath.Join(dir, programName)
+		progErr = os.Symlink(exe, progPath)
+	})
+	if progErr != nil {
+		t.Fatal(progErr)
+	}
+	return progPath
+}
+
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == programName || os.Getenv(envProgram) == "1" {
+		os.Setenv(envProgram, "1")
+		main() // exits
+	}
 	code := redistest.Main(m)
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	for _, p := range []string{binPath, progPath} {
+		if p != "" {
+			os.RemoveAll(filepath.Dir(p))
+		}
 	}
 	os.Exit(code)
 }
@@ -490,13 +544,19 @@ type process struct {
 	log  *syncbuf.Buffer
 }
 
-// startBinary runs the static binary with env and waits until it is
-// fully up: /healthz answers and the start-up line is logged (the HTTP
-// server listens before the counter port and the pollers start).
+// startBinary runs the program with env and waits until it is fully up:
+// /healthz answers and the start-up line is logged (the HTTP server listens
+// before the counter port and the pollers start).
 func startBinary(t *testing.T, env map[string]string) *process {
 	t.Helper()
+	return startProgram(t, program(t), env)
+}
+
+// startProgram is startBinary with the binary bin.
+func startProgram(t *testing.T, bin string, env map[string]string) *process {
+	t.Helper()
 	p := &process{addr: freePort(t), done: make(chan error, 1), log: &syncbuf.Buffer{}}
-	p.cmd = exec.Command(staticBinary(t))
+	p.cmd = exec.Command(bin)
 	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
@@ -548,7 +608,7 @@ func TestStaticBinaryStartsAndAnswersHealthz(t *testing.T) {
 		t.Errorf("the binary links %v: not static", libs)
 	}
 	f.Close()
-	p := startBinary(t, nil) // no REDIS_URL: the embedded default
+	p := startProgram(t, bin, nil) // no REDIS_URL: the embedded default
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:

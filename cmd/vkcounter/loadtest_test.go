@@ -107,7 +107,7 @@ func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 // its embedded Redis and, with expired occurrences, on a Redis given to it,
 // and a counter run.
 func TestLoadtestSpawn(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	tg := redistest.Open(t, redistest.Mini)
 	for _, args := range [][]string{
 		{"-retry-fraction", "0.25"},
@@ -139,7 +139,7 @@ func TestLoadtestSpawn(t *testing.T) {
 // message, nothing missing.
 func TestLoadtestUnderFaults(t *testing.T) {
 	tg := redistest.Open(t, redistest.Real)
-	bin := staticBinary(t)
+	bin := program(t)
 	faults := []string{"redis-stall@1s+6s", "vk-down@8s+3s"}
 	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-key-prefix", redistest.Prefix(t),
 		"-window", "2m", "-texts", "30", "-per-text", "8", "-rate", "40", "-concurrency", "8", "-retry-fraction", "0.1",
@@ -234,7 +234,7 @@ func TestLoadtestCountersSharedMaximum(t *testing.T) {
 // events alone. A prefill that missed the bot's keys would leave a second
 // key per text holding the expired occurrences.
 func TestLoadtestExpiredTrims(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	tg := redistest.Open(t, redistest.Real)
 	prefix := redistest.Prefix(t) + "own:"
 	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-key-prefix", prefix, "-normalize",
@@ -260,7 +260,7 @@ func TestLoadtestExpiredTrims(t *testing.T) {
 // service uses writes under its own prefix, never under the service's
 // default one, unless -key-prefix says so.
 func TestLoadtestSpawnKeepsOffServiceKeys(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	tg := redistest.OwnServer(t) // this test's own server: it lists every key
 	code, rep, stderr := runLoad(t, "callback", "-spawn", "-bin", bin, "-redis", tg.URL, "-texts", "3", "-per-text", "2", "-json")
 	if code != 0 || !rep.OK {
@@ -284,7 +284,7 @@ func TestLoadtestSpawnKeepsOffServiceKeys(t *testing.T) {
 // on stdin, the service's settings in the environment; a text stored
 // twice for NORMALIZE is one identity.
 func TestPrefillCommand(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	tg := redistest.Open(t, redistest.Real)
 	prefix := redistest.Prefix(t)
 	cmd := exec.Command(bin, "prefill", "-expired", "2")

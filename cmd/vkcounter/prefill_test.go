@@ -75,7 +75,7 @@ func TestPrefillCountsInWords(t *testing.T) {
 // there: one line on stderr says what failed, in the user's terms; go-redis
 // prints nothing of its own.
 func TestPrefillRedisUnreachable(t *testing.T) {
-	bin := staticBinary(t)
+	bin := program(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
