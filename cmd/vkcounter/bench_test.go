@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -57,11 +58,10 @@ func BenchmarkWebhook(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 			// Commands per message, once the senders have taken and
 			// acknowledged every reply: all of a message's cost.
-			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if n, err := a.outbox.Len(context.Background(), testGroup); err == nil && n == 0 {
-					break
-				}
-			}
+			eventually.True(b, time.Minute, "the outbox emptied", func() bool {
+				n, err := a.outbox.Len(context.Background(), testGroup)
+				return err == nil && n == 0
+			})
 			time.Sleep(200 * time.Millisecond) // the last activity batch
 			total, _ := commands.snapshot()
 			b.ReportMetric(float64(total)/float64(b.N), "cmds/op")

@@ -271,14 +271,12 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 	}
 	waitReadyz := func(t *testing.T, get func() (int, string), code int, says string) {
 		t.Helper()
-		var got string
-		var status int
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if status, got = get(); status == code && strings.Contains(got, says) {
-				return
+		eventually.NoError(t, 10*time.Second, fmt.Sprintf("/readyz %d saying %q", code, says), func() error {
+			if status, got := get(); status != code || !strings.Contains(got, says) {
+				return fmt.Errorf("/readyz %d %q", status, got)
 			}
-		}
-		t.Fatalf("/readyz %d %q, want %d saying %q", status, got, code, says)
+			return nil
+		})
 	}
 
 	t.Run("VK unreachable", func(t *testing.T) {

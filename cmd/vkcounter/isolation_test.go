@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -23,16 +24,17 @@ import (
 // ctx) for the first lease of a new resource store, which grants nothing.
 func acquireBorn(ctx context.Context, t *testing.T, c *client.Client, name string) {
 	t.Helper()
-	for {
+	within := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		within = time.Until(d)
+	}
+	eventually.True(t, within, "acquire "+name+" past the first lease", func() bool {
 		_, err := c.Acquire(ctx, name, 1, 2)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, wire.StatusNotAvailable) {
+		if err != nil && !errors.Is(err, wire.StatusNotAvailable) {
 			t.Fatalf("acquire %s: %v", name, err)
 		}
-		time.Sleep(20 * time.Millisecond) // polling, not ordering
-	}
+		return err == nil
+	})
 }
 
 // TestCounterClientCannotFillTheBotsRedis fills a maxmemory Redis shared

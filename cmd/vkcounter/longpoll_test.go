@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -27,11 +28,9 @@ func startLongPoll(t *testing.T, tg *redistest.Target, vk *vktest.Server, env ma
 	a := startApp(t, tg, vars)
 	a.vk = vk
 	if env["KEY_PREFIX"] == "" {
-		for deadline := time.Now().Add(10 * time.Second); vk.Calls("groups.getLongPollServer") == before; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the program never asked for a long-poll server")
-			}
-		}
+		eventually.True(t, 10*time.Second, "the program asking for a long-poll server", func() bool {
+			return vk.Calls("groups.getLongPollServer") > before
+		})
 	}
 	return a
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -307,10 +308,7 @@ func TestRedisDownThenBack(t *testing.T) {
 		a.mustOK(t, event("after", 1, 9, "outage"))
 		// VK shows one message per random_id: before, the three re-delivered
 		// (in any order), after, each once.
-		deadline := time.Now().Add(20 * time.Second)
-		for len(a.vk.Messages()) < 5 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, 20*time.Second, "5 messages delivered", func() bool { return len(a.vk.Messages()) >= 5 })
 		answers := []string{}
 		for _, m := range a.vk.Messages() {
 			answers = append(answers, m.Message)
@@ -368,21 +366,14 @@ func TestReadyzFailsWhenTokenRejected(t *testing.T) {
 	a := startApp(t, nil, map[string]string{"SHUTDOWN_TIMEOUT": "200ms"}) // the held reply cannot drain
 	a.vk.FailAlways(5)
 	a.mustOK(t, event("e", 1, 1, "x"))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "/readyz failing after VK rejected the token", func() bool {
 		resp, err := http.Get(a.adminURL("/readyz"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode == 503 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz still ready after VK rejected the token")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return resp.StatusCode == 503
+	})
 }
 
 func TestEmbeddedDefaultAndHealth(t *testing.T) {
@@ -532,7 +523,6 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 	a.mustOK(t, event("m1", 1, 1, "metrics"))
 	a.post(t, []byte("{"), nil)
 	a.waitSends(t, 1)
-	deadline := time.Now().Add(5 * time.Second)
 	want := []string{
 		`vkcounter_webhook_requests_total{outcome="ok"} 1`,
 		`vkcounter_webhook_requests_total{outcome="bad_request"} 1`,
@@ -547,21 +537,18 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 		`vkcounter_outbox_redeliveries_total 0`,
 		`go_goroutines`,
 	}
-	for {
+	eventually.NoError(t, 5*time.Second, "/metrics", func() error {
 		body, missing := scrape(), []string(nil)
 		for _, w := range want {
 			if !strings.Contains(body, w) {
 				missing = append(missing, w)
 			}
 		}
-		if len(missing) == 0 {
-			return
+		if len(missing) > 0 {
+			return fmt.Errorf("lacks %q", missing)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics lacks %q", missing)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sameNumbers reports whether answers are 0 first, 4 last and 1..3 in any

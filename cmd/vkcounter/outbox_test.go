@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -73,14 +74,7 @@ func (p *poster) checkExactlyOnce(t *testing.T, vk *vktest.Server) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		if len(vk.Messages()) >= len(p.ok) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, time.Minute, "a message for every ok", func() bool { return len(vk.Messages()) >= len(p.ok) })
 	perPeer := map[int]int{}
 	numbers := map[string][]bool{}
 	for _, m := range vk.Messages() {
@@ -146,9 +140,7 @@ func TestKill9UnderLoad(t *testing.T) {
 			}()
 		}
 		// Kill while events are being answered and replies wait.
-		for p.answered() < events/3 {
-			time.Sleep(5 * time.Millisecond)
-		}
+		eventually.True(t, time.Minute, "a third of the events answered", func() bool { return p.answered() >= events/3 })
 		first.cmd.Process.Signal(syscall.SIGKILL)
 		<-first.done
 		wg.Wait()

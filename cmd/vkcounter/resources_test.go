@@ -11,6 +11,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -53,16 +54,13 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		defer cancel()
 		holder, other := dialCounters(ctx, t, addrs[0]), dialCounters(ctx, t, addrs[1])
 		// A new store grants nothing for its first lease.
-		for {
+		eventually.True(t, 30*time.Second, "3 of jobs acquired", func() bool {
 			_, err := holder.Acquire(ctx, "jobs", 3, 4)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, wire.StatusNotAvailable) {
+			if err != nil && !errors.Is(err, wire.StatusNotAvailable) {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond) // polling, not ordering
-		}
+			return err == nil
+		})
 		procs[0].cmd.Process.Signal(syscall.SIGKILL)
 		<-procs[0].done
 		killed := time.Now()
@@ -72,16 +70,13 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		if v, err := other.Get(ctx, "jobs"); v != 3 || err != nil {
 			t.Fatalf("get just after the kill = %d, %v; want 3", v, err)
 		}
-		for {
+		eventually.True(t, 30*time.Second, "4 of jobs acquired once the holding expired", func() bool {
 			_, err := other.Acquire(ctx, "jobs", 4, 4)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, wire.StatusNotAvailable) {
+			if err != nil && !errors.Is(err, wire.StatusNotAvailable) {
 				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond) // polling, not ordering
-		}
+			return err == nil
+		})
 		// A holding runs out a lease after its last renewal, which is a
 		// quarter lease before the kill at most, later on a starved
 		// machine: half a lease is the bound a loaded CI run keeps.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -79,12 +81,12 @@ func redisState(t testing.TB, tg *redistest.Target, prefix string, clients int) 
 	if clients > 0 {
 		// A client that closed is freed when Redis reads the close, a
 		// little later: wait for it.
-		for i := 0; !strings.Contains(tg.Client.Info(ctx, "clients").Val(), fmt.Sprintf("connected_clients:%d\r\n", clients)); i++ {
-			if i == 1000 {
-				t.Fatalf("not %d clients: %s", clients, tg.Client.ClientList(ctx).Val())
+		eventually.NoError(t, 10*time.Second, fmt.Sprintf("%d clients", clients), func() error {
+			if !strings.Contains(tg.Client.Info(ctx, "clients").Val(), fmt.Sprintf("connected_clients:%d\r\n", clients)) {
+				return errors.New(tg.Client.ClientList(ctx).Val())
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	var keys []string
 	for _, k := range redistest.Keys(t, tg.Client, prefix) {
