@@ -86,6 +86,9 @@ func TestRedisStall(t *testing.T) {
 		}
 		a.mustOK(t, event("after", 303, 1, "stalled text"))
 		a.waitSends(t, 4)
+		// Not waitSettled: a reply whose acknowledgement the stall cut
+		// stays in the outbox until OUTBOX_CLAIM_AFTER recovers it (and VK
+		// recognises its random_id).
 		time.Sleep(300 * time.Millisecond) // a second reply, if any, would arrive now
 		got := repliesByPeer(a.vk.Sends())
 		stalledReplies := append(slices.Clone(got[301]), got[302]...)
@@ -120,7 +123,7 @@ func TestConcurrentRedeliveries(t *testing.T) {
 		})
 		a.mustOK(t, event("next", 502, 1, "fifty"))
 		a.waitSends(t, 2)
-		time.Sleep(300 * time.Millisecond)
+		a.waitSettled(t)
 		if got := repliesByPeer(a.vk.Sends()); !slices.Equal(got[501], []string{"0"}) || !slices.Equal(got[502], []string{"1"}) {
 			t.Errorf("sends %v; want one send of 0 for the event delivered 50 times, then 1", got)
 		}
@@ -139,7 +142,7 @@ func TestLongEventIDAndLooseFields(t *testing.T) {
 		}
 		a.mustOK(t, bytes.Replace(event("loose", 602, 1, "long id"), []byte(`"date":1764115200`), []byte(`"date":"2025-11-26"`), 1))
 		a.waitSends(t, 2)
-		time.Sleep(200 * time.Millisecond)
+		a.waitSettled(t)
 		if got := repliesByPeer(a.vk.Sends()); !slices.Equal(got[601], []string{"0"}) || !slices.Equal(got[602], []string{"1"}) {
 			t.Errorf("sends %v; want 0 once for the long event id, then 1", got)
 		}
@@ -182,7 +185,7 @@ func TestVKOutage(t *testing.T) {
 		if took := time.Since(back); took > 5*time.Second {
 			t.Errorf("replies resumed %v after VK came back, want about 2s", took)
 		}
-		time.Sleep(300 * time.Millisecond)
+		a.waitSettled(t)
 		got := repliesByPeer(a.vk.Sends())
 		for i := range 5 {
 			if !slices.Equal(got[700+i], []string{"0", "1", "2", "3", "4"}[i:i+1]) {

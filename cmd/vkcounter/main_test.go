@@ -136,6 +136,17 @@ func (a *app) mustOK(t testing.TB, body []byte) {
 	}
 }
 
+// waitSettled waits until the outbox of the test's community is empty:
+// every reply stored has been sent and acknowledged, so none is still to
+// come. A test that checks that no second reply went out checks after it.
+func (a *app) waitSettled(t testing.TB) {
+	t.Helper()
+	eventually.True(t, 20*time.Second, "every stored reply sent", func() bool {
+		n, err := a.outbox.Len(context.Background(), testGroup)
+		return err == nil && n == 0
+	})
+}
+
 func (a *app) waitSends(t testing.TB, n int) []vktest.Send {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
