@@ -570,25 +570,20 @@ func startProgram(t *testing.T, bin string, env map[string]string) *process {
 			t.Logf("program output:\n%s", p.log.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + p.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 && strings.Contains(p.log.String(), `"message":"vkcounter serving"`) {
-				return p
-			}
-		}
+	eventually.True(t, 10*time.Second, "/healthz and the start-up line", func() bool {
 		select {
 		case err := <-p.done:
 			t.Fatalf("program exited before answering /healthz: %v\n%s", err, p.log.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz and start-up line within 10s\n%s", p.log.String())
+		resp, err := http.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200 && strings.Contains(p.log.String(), `"message":"vkcounter serving"`)
+	})
+	return p
 }
 
 func TestStaticBinaryStartsAndAnswersHealthz(t *testing.T) {

@@ -306,14 +306,7 @@ func drainBacklog(tb testing.TB, tg *redistest.Target, n int) time.Duration {
 	start := time.Now()
 	a := startApp(tb, tg, map[string]string{"KEY_PREFIX": prefix, "VK_RATE": "20"})
 	a.vk.SetRateLimit(20)
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	for len(a.vk.Messages()) < n {
-		if ctx.Err() != nil {
-			tb.Fatalf("%d of %d replies delivered in 120s", len(a.vk.Messages()), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(tb, 120*time.Second, fmt.Sprintf("%d replies delivered", n), func() bool { return len(a.vk.Messages()) >= n })
 	took := time.Since(start)
 	if got := len(a.vk.Messages()); got != n {
 		tb.Fatalf("%d messages for %d replies", got, n)
