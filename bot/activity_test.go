@@ -17,6 +17,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -136,19 +137,12 @@ func TestActivityUniqueFailureIsRetried(t *testing.T) {
 	waitSends(t, vk, 1)
 	day := bot.UsersDay(time.Now())
 	want := []string{"add vk.messages 1", "visit vk.users 101 5m0s", "unique " + day + " 101", "visit vk.users 101 5m0s", "unique " + day + " 101"}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 5*time.Second, "the failed unique add retried", func() bool {
 		calls, _ := a.snapshot()
-		if len(calls) >= len(want) {
-			if !slices.Equal(calls[:len(want)], want) {
-				t.Fatalf("calls %q, want %q", calls, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("calls %q: the failed unique add was not retried", calls)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return len(calls) >= len(want)
+	})
+	if calls, _ := a.snapshot(); !slices.Equal(calls[:len(want)], want) {
+		t.Fatalf("calls %q, want %q", calls, want)
 	}
 	if today := b.ActivityReport().Users.Today; today.Counter != day || today.Estimate != 1 || today.Age < 0 {
 		t.Fatalf("ActivityReport today %+v, want today's estimate 1, read", today)
@@ -169,20 +163,13 @@ func TestActivityFailureIsRetriedNotLost(t *testing.T) {
 	if s := waitSends(t, vk, 1); s[0].Message != "0" {
 		t.Fatalf("reply %+v", s[0])
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 5*time.Second, "the failed batch retried", func() bool {
 		calls, _ := a.snapshot()
-		if len(calls) >= 4 {
-			want := []string{"add vk.messages 1", "visit vk.users 101 5m0s", "add vk.messages 1", "visit vk.users 101 5m0s"}
-			if !slices.Equal(calls[:4], want) {
-				t.Fatalf("calls %q, want both failed writes retried once: %q", calls, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("calls %q: the failed batch was not retried", calls)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return len(calls) >= 4
+	})
+	want := []string{"add vk.messages 1", "visit vk.users 101 5m0s", "add vk.messages 1", "visit vk.users 101 5m0s"}
+	if calls, _ := a.snapshot(); !slices.Equal(calls[:4], want) {
+		t.Fatalf("calls %q, want both failed writes retried once: %q", calls, want)
 	}
 	if st := b.Stats(); st.ActivityErrors != 2 {
 		t.Fatalf("ActivityErrors = %d, want 2", st.ActivityErrors)
@@ -369,13 +356,7 @@ func TestActivityFailureLogRateLimited(t *testing.T) {
 	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Stats().ActivityErrors < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d failed activity writes", b.Stats().ActivityErrors)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "20 failed activity writes", func() bool { return b.Stats().ActivityErrors >= 20 })
 	b.Close(context.Background()) // no more writes to log
 	if n := strings.Count(log.String(), "activity counter not updated"); n != 1 {
 		t.Fatalf("%d failure lines for %d failures within seconds, want 1:\n%s", n, b.Stats().ActivityErrors, log.String())
