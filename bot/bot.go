@@ -78,6 +78,10 @@ type Activity interface {
 // execute call may make.
 const MaxBatch = 25
 
+// DefaultRatePerToken is the default of Options.RatePerToken (VK_RATE):
+// VK's limit for a community token.
+const DefaultRatePerToken = 20
+
 // ErrClosed is returned by HandleMessage once Close has begun: the message
 // is not counted and VK should deliver it again (to another instance).
 var ErrClosed = errors.New("bot: shutting down")
@@ -106,7 +110,8 @@ type Options struct {
 	// MaxBatch is the most replies sent in one VK call (default and at
 	// most MaxBatch).
 	MaxBatch int
-	// RatePerToken is the most VK calls per second per token (default 20).
+	// RatePerToken is the most VK calls per second per token
+	// (DefaultRatePerToken).
 	RatePerToken float64
 	// Poll is how long a sender waits for new replies in one Take (default
 	// 30s). A new reply ends the wait at once, so a long Poll costs no
@@ -165,7 +170,7 @@ func (o *Options) setDefaults() {
 		o.MaxBatch = MaxBatch
 	}
 	if o.RatePerToken <= 0 {
-		o.RatePerToken = 20
+		o.RatePerToken = DefaultRatePerToken
 	}
 	if o.Poll <= 0 {
 		o.Poll = 30 * time.Second

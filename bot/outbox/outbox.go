@@ -46,6 +46,13 @@ const ConsumerGroup = "senders"
 // empty; every key starts with the base prefix followed by keyPart.
 const DefaultPrefix = "vkc:"
 
+// The defaults of Options.MaxLen and Options.ClaimAfter (OUTBOX_MAX_LEN and
+// OUTBOX_CLAIM_AFTER).
+const (
+	DefaultMaxLen     = 100000
+	DefaultClaimAfter = 30 * time.Second
+)
+
 // keyPart follows the base prefix in every key of the outbox.
 const keyPart = "o:"
 
@@ -54,12 +61,12 @@ type Options struct {
 	// Prefix is the service's base prefix (default DefaultPrefix): every
 	// key starts with it followed by "o:".
 	Prefix string
-	// MaxLen is the most entries per community's stream (default 100000):
+	// MaxLen is the most entries per community's stream (DefaultMaxLen):
 	// replies waiting, and those finished while an older one still waits
 	// (see Done).
 	MaxLen int64
 	// ClaimAfter is how long an entry may stay unacknowledged with another
-	// consumer before this one takes it over (default 30s).
+	// consumer before this one takes it over (DefaultClaimAfter).
 	ClaimAfter time.Duration
 	// Consumer names this instance in the consumer group (default
 	// hostname-pid-random). Two live instances must not share a name.
@@ -112,10 +119,10 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 		opts.Prefix = DefaultPrefix
 	}
 	if opts.MaxLen <= 0 {
-		opts.MaxLen = 100000
+		opts.MaxLen = DefaultMaxLen
 	}
 	if opts.ClaimAfter <= 0 {
-		opts.ClaimAfter = 30 * time.Second
+		opts.ClaimAfter = DefaultClaimAfter
 	}
 	if opts.Consumer == "" {
 		host, _ := os.Hostname()

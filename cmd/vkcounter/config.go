@@ -14,11 +14,15 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
+	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
 // Config is everything `vkcounter serve` can be told. Each field is a flag
@@ -118,9 +122,9 @@ func settings(c *Config) []setting {
 		{"REDIS_URL", "", "redis:// or rediss:// URL; empty (and no REDIS_CLUSTER) starts an embedded in-memory Redis", str(&c.RedisURL)},
 		{"REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses (host:port), instead of REDIS_URL", str(&c.RedisCluster)},
 		{"REQUIRE_REDIS", "false", "refuse to start without REDIS_URL or REDIS_CLUSTER, instead of starting the embedded Redis (the Docker image sets true: a deployment must not count on its own)", boolVar(&c.RequireRedis)},
-		{"REDIS_TIMEOUT", "30s", "longest wait for one Redis command; longer than a stall (a failover, a slow fork), so a late answer is still used", dur(&c.RedisTimeout)},
-		{"KEY_PREFIX", "vkc:", "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
-		{"WINDOW", "24h", "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
+		{"REDIS_TIMEOUT", durDefault(redisconn.DefaultTimeout), "longest wait for one Redis command; longer than a stall (a failover, a slow fork), so a late answer is still used", dur(&c.RedisTimeout)},
+		{"KEY_PREFIX", freq.DefaultPrefix, "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
+		{"WINDOW", durDefault(freq.DefaultWindow), "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
 		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", boolVar(&c.Normalize)},
 		{"VK_TOKEN", "", "community token(s), comma-separated; empty = dry-run (replies are logged, not sent)", str(&c.VKToken)},
 		{"REQUIRE_VK_TOKEN", "false", "refuse to start without a token for every community (no dry-run), and keep /readyz failing until VK accepts each token with the messages right (the Docker image sets true)", boolVar(&c.RequireVKToken)},
@@ -131,23 +135,23 @@ func settings(c *Config) []setting {
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
 		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},
 		{"REPLY_QUOTE", "chats", "which replies quote the message they answer: chats (group chats, with messages.send's forward), all (private dialogs too, with reply_to where the message id is known) or off", str(&c.ReplyQuote)},
-		{"LONGPOLL_WAIT", "25s", "how long one Bots Long Poll request waits for events (whole seconds, 1s to " + strconv.Itoa(int(longpoll.MaxWait/time.Second)) + "s)", dur(&c.LongPollWait)},
-		{"VK_TIMEOUT", "10s", "timeout of one VK API call", dur(&c.VKTimeout)},
-		{"VK_RATE", "20", "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
+		{"LONGPOLL_WAIT", durDefault(longpoll.DefaultWait), "how long one Bots Long Poll request waits for events (whole seconds, 1s to " + strconv.Itoa(int(longpoll.MaxWait/time.Second)) + "s)", dur(&c.LongPollWait)},
+		{"VK_TIMEOUT", durDefault(vkapi.DefaultTimeout), "timeout of one VK API call", dur(&c.VKTimeout)},
+		{"VK_RATE", strconv.Itoa(bot.DefaultRatePerToken), "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
 		{"VK_BATCH", strconv.Itoa(bot.MaxBatch), "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
-		{"OUTBOX_MAX_LEN", "100000", "replies that may wait per community in the outbox before the webhook answers 503", num(&c.OutboxMaxLen)},
-		{"OUTBOX_CLAIM_AFTER", "30s", "how long a reply may stay with a sender that stopped (a crashed instance) before another takes it over", dur(&c.ClaimAfter)},
+		{"OUTBOX_MAX_LEN", strconv.Itoa(outbox.DefaultMaxLen), "replies that may wait per community in the outbox before the webhook answers 503", num(&c.OutboxMaxLen)},
+		{"OUTBOX_CLAIM_AFTER", durDefault(outbox.DefaultClaimAfter), "how long a reply may stay with a sender that stopped (a crashed instance) before another takes it over", dur(&c.ClaimAfter)},
 		{"LOG_LEVEL", "info", "trace, debug, info, warn or error", str(&c.LogLevel)},
 		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
-		{"MAX_BODY_BYTES", "1048576", "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
-		{"WEBHOOK_TIMEOUT", "3s", "longest a webhook request waits for Redis before answering 503 with Retry-After (VK then re-delivers; the late result is recognised)", dur(&c.WebhookTimeout)},
+		{"MAX_BODY_BYTES", strconv.FormatInt(callback.DefaultMaxBodyBytes, 10), "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
+		{"WEBHOOK_TIMEOUT", durDefault(callback.DefaultTimeout), "longest a webhook request waits for Redis before answering 503 with Retry-After (VK then re-delivers; the late result is recognised)", dur(&c.WebhookTimeout)},
 		{"SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight requests and queued replies", dur(&c.ShutdownTimeout)},
 		{"COUNTER_ADDR", "127.0.0.1:11215", "counter protocol TCP address (no authentication: keep it loopback or private); off disables the port", str(&c.CounterAddr)},
 		{"COUNTER_MAX_CONNECTIONS", "10000", "most counter connections at once (lowered at start if the open-file limit leaves no headroom); 0 = unlimited", num(&c.CounterMaxConnections)},
-		{"COUNTER_BUCKETS", "1000000", "size of the resource counter hash table", num(&c.CounterBuckets)},
-		{"COUNTER_STATS_INTERVAL", "86400", "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
+		{"COUNTER_BUCKETS", strconv.Itoa(resource.DefaultBuckets), "size of the resource counter hash table", num(&c.CounterBuckets)},
+		{"COUNTER_STATS_INTERVAL", strconv.Itoa(int(resource.DefaultInterval / time.Second)), "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
 		{"RESOURCE_STORE", counters.StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
-		{"RESOURCE_LEASE", "10s", "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
+		{"RESOURCE_LEASE", durDefault(resource.DefaultLease), "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
 		{"RESOURCE_MAX_MEMORY", strconv.FormatInt(resource.DefaultMaxMemory, 10), "with RESOURCE_STORE=memory: estimated bytes the resource counters may take (names, counters, holdings); when full, counters released to 0 are deleted first, oldest first, then a new counter or holding is refused (0x82)", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.ResourceMaxMemory, n, 0, h) }},
 		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
@@ -156,10 +160,23 @@ func settings(c *Config) []setting {
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
-		{"COUNTERS_TIMEOUT", "2s", "time limit of one access, participant, window or unique store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
+		{"COUNTERS_TIMEOUT", durDefault(counters.DefaultStoreTimeout), "time limit of one access, participant, window or unique store call (counter port, HTTP API, bot)", dur(&c.CountersTimeout)},
 		{"COUNTERS_MEMORY_MAX_NAMES", strconv.Itoa(memoryLimits.MaxNames), "most names each kind of counter kept in this process holds (access, participant, window, unique, each apart); a new name past it is refused (port 0x82, HTTP 507)", num(&c.CountersMemoryMaxNames)},
 		{"COUNTERS_MEMORY_MAX_BYTES", strconv.FormatInt(memoryLimits.MaxBytes, 10), "estimated bytes each kind of counter kept in this process may take (each apart): new names are refused past 7/8 of it, new participant keys, window seconds and unique registers past all of it", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.CountersMemoryMaxBytes, n, 0, h) }},
 	}
+}
+
+// durDefault writes a package's default duration as the settings table
+// shows it: 24h, 30s, 1m30s (not 24h0m0s).
+func durDefault(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // flagName turns HTTP_ADDR into http-addr.
