@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +58,35 @@ type StoreOptions struct {
 	Guard *headroom.Guard
 }
 
+// The four kinds of counters OpenStores opens a store for.
+const (
+	KindAccess      = "access"
+	KindParticipant = "participant"
+	KindWindow      = "window"
+	KindUnique      = "unique"
+)
+
+// MemoryKinds returns the kinds of counters OpenStores keeps in this
+// process's memory for the store kind (COUNTERS_STORE) and whether the
+// Redis is the embedded one: all four for StoreMemory, the window and
+// unique counters for StoreFile (the BBS's files have neither), the unique
+// counters on the embedded Redis (see StoreOptions.Embedded). Each is
+// capped apart by StoreOptions.Memory, which is what the process's memory
+// limit adds up; an unknown kind keeps none.
+func MemoryKinds(kind string, embedded bool) []string {
+	switch kind {
+	case StoreMemory:
+		return []string{KindAccess, KindParticipant, KindWindow, KindUnique}
+	case StoreFile:
+		return []string{KindWindow, KindUnique}
+	case StoreRedis:
+		if embedded {
+			return []string{KindUnique}
+		}
+	}
+	return nil
+}
+
 // OpenStores returns the stores of o.Kind, served by the counter port and
 // the HTTP API, and the bot's activity counters: the same counters, but
 // never refused by o.Guard (the bot's few names are not what it protects
@@ -98,7 +128,7 @@ func redisStores(o StoreOptions) (Stores, error) {
 	}
 	w.SetGuard(o.Guard)
 	var u unique.Store = unique.NewMemory(o.Memory)
-	if !o.Embedded {
+	if !slices.Contains(MemoryKinds(StoreRedis, o.Embedded), KindUnique) {
 		ru, err := unique.NewRedis(o.Redis, o.Prefix)
 		if err != nil {
 			return Stores{}, err

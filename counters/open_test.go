@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -43,6 +45,9 @@ func TestOpenStores(t *testing.T) {
 		if _, isFile := s.Access.(*access.File); isFile != (tc.o.Kind == counters.StoreFile) {
 			t.Errorf("%s: access store %T", tc.o.Kind, s.Access)
 		}
+		if got, want := memoryKindsOf(s), counters.MemoryKinds(tc.o.Kind, tc.o.Embedded); !slices.Equal(got, want) {
+			t.Errorf("%s (embedded %v): kinds in memory %v, MemoryKinds says %v", tc.o.Kind, tc.o.Embedded, got, want)
+		}
 	}
 	for _, kind := range []string{counters.StoreMemory, counters.StoreFile} {
 		s, _, err := counters.OpenStores(counters.StoreOptions{Kind: kind, Dir: t.TempDir(), FileLevels: 1, Memory: memcap.Limits{MaxNames: 1}})
@@ -67,6 +72,28 @@ func TestOpenStores(t *testing.T) {
 		}
 	}
 }
+
+// memoryKindsOf lists the kinds whose store in s is kept in memory, in
+// MemoryKinds's order.
+func memoryKindsOf(s counters.Stores) []string {
+	var kinds []string
+	for _, k := range []struct {
+		kind string
+		mem  bool
+	}{
+		{counters.KindAccess, is[*access.Memory](s.Access)},
+		{counters.KindParticipant, is[*participant.Memory](s.Participants)},
+		{counters.KindWindow, is[*window.Memory](s.Windows)},
+		{counters.KindUnique, is[*unique.Memory](s.Uniques)},
+	} {
+		if k.mem {
+			kinds = append(kinds, k.kind)
+		}
+	}
+	return kinds
+}
+
+func is[T any](v any) bool { _, ok := v.(T); return ok }
 
 // TestActivityAddsOncePerBatch: the bot's activity adds to a Redis access
 // counter once per batch id, however often the batch is retried, and to a

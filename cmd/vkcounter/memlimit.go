@@ -23,7 +23,8 @@ const memoryBase = 256 << 20
 // the heap grow to twice what is live, so stores at their caps could take
 // twice the caps of RAM. It is the sum of the caps of the stores kept in
 // this process (RESOURCE_MAX_MEMORY with RESOURCE_STORE=memory,
-// COUNTERS_MEMORY_MAX_BYTES for each kind in memory) plus memoryBase.
+// COUNTERS_MEMORY_MAX_BYTES for each kind counters.MemoryKinds keeps in
+// memory) plus memoryBase.
 // embedded says the counters' Redis is the embedded one (its unique
 // counters are then kept in this process).
 func memoryLimit(c *Config, embedded bool) int64 {
@@ -31,17 +32,7 @@ func memoryLimit(c *Config, embedded bool) int64 {
 	if c.ResourceStore == counters.StoreMemory {
 		limit += c.ResourceMaxMemory
 	}
-	var kinds int64 // access, participant, window and unique stores in memory
-	switch c.CountersStore {
-	case counters.StoreMemory:
-		kinds = 4
-	case counters.StoreFile:
-		kinds = 2 // window and unique
-	case counters.StoreRedis:
-		if embedded {
-			kinds = 1 // unique
-		}
-	}
+	kinds := int64(len(counters.MemoryKinds(c.CountersStore, embedded)))
 	return limit + kinds*c.CountersMemoryMaxBytes
 }
 
