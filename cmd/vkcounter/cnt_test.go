@@ -310,7 +310,7 @@ func TestCntExtension(t *testing.T) {
 		{"visits", []string{"visit", "room", "u1", "300", "visit", "room", "u1", "300", "visit", "room", "u2", "0", "active", "room", "300"},
 			0, "1 1\n1 0\n2 1\n2\n", ""},
 		{"leaves", []string{"leave", "room", "u1", "leave", "room", "u1", "active", "room", "0"}, 0, "1 1\n1 0\n1\n", ""},
-		{"name over the store's limit refused locally", []string{"hit", long}, 2, "", "name longer than 255 bytes"},
+		{"name over the store's limit refused locally", []string{"hit", long}, 2, "", "name: length 256, want 1 to 255 bytes"},
 		{"empty key refused locally", []string{"visit", "room", "", "0"}, 2, "", "invalid arguments"},
 		{"empty name refused locally", []string{"hit", "pages", "hit", ""}, 2, "", "invalid arguments"},
 		{"missing arguments", []string{"visit", "room", "k"}, 2, "", "visit needs 3 arguments"},

@@ -24,6 +24,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
 // A Header is the fixed 12-byte start of every frame.
@@ -78,8 +80,8 @@ var (
 	errNameTooLarge = fmt.Errorf("%w: name longer than %d bytes", ErrInvalid, MaxNameLen)
 	errEmptyKey     = fmt.Errorf("%w: key length is 0", ErrInvalid)
 	errKeyTooLong   = fmt.Errorf("%w: key length exceeds the body", ErrInvalid)
-	errKeyTooLarge  = fmt.Errorf("%w: key longer than %d bytes", ErrInvalid, MaxFieldLen)
-	errKindTooLarge = fmt.Errorf("%w: name longer than %d bytes", ErrInvalid, MaxFieldLen)
+	errBadKindName  = fmt.Errorf("%w: name", ErrInvalid)
+	errBadKey       = fmt.Errorf("%w: key", ErrInvalid)
 )
 
 // CheckName returns an error wrapping ErrInvalid unless name can be sent as a
@@ -96,29 +98,14 @@ func CheckName(name string) error {
 
 // CheckKindName returns an error wrapping ErrInvalid unless name can be
 // sent as the name of an access, participant, window or unique counter
-// (the extension opcodes): 1 to MaxFieldLen arbitrary bytes. A longer body
-// is refused as framing by the server, which closes the connection.
-func CheckKindName(name string) error {
-	switch {
-	case name == "":
-		return errEmptyName
-	case len(name) > MaxFieldLen:
-		return errKindTooLarge
-	}
-	return nil
-}
+// (the extension opcodes): the stores' one name rule (counters/internal/
+// names: 1 to MaxFieldLen arbitrary bytes). A longer body is refused as
+// framing by the server, which closes the connection.
+func CheckKindName(name string) error { return names.Check(name, errBadKindName) }
 
 // CheckKey returns an error wrapping ErrInvalid unless key can be sent as a
-// participant or unique key: 1 to MaxFieldLen arbitrary bytes.
-func CheckKey(key string) error {
-	switch {
-	case key == "":
-		return errEmptyKey
-	case len(key) > MaxFieldLen:
-		return errKeyTooLarge
-	}
-	return nil
-}
+// participant or unique key: the same rule as a name.
+func CheckKey(key string) error { return names.Check(key, errBadKey) }
 
 // parseName decodes a 2-byte name length and the name from the start of b.
 // Bytes after the name are ignored.

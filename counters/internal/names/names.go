@@ -5,8 +5,9 @@
 // refused it.
 //
 // The codec (counters/wire) bounds the extension opcodes' bodies by it
-// (wire.MaxFieldLen) but leaves the check of each name to the kinds, and
-// the resource counters keep their own, longer limit (resource.MaxNameLen).
+// (wire.MaxFieldLen) and checks names and keys by it before they are sent
+// (wire.CheckKindName, wire.CheckKey); the resource counters keep their
+// own, longer limit (resource.MaxNameLen).
 package names
 
 import "fmt"

@@ -13,6 +13,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
+	"github.com/vkcounter/vkcounter/counters/wire"
 )
 
 var errTest = errors.New("test: invalid name")
@@ -76,6 +77,9 @@ func TestKinds(t *testing.T) {
 				_, err := unique.NewMemory(unique.MemoryLimits{}).Count(ctx, name)
 				return err
 			}},
+		// The client's checks before sending: the same rule.
+		{"wire name", wire.MaxFieldLen, wire.ErrInvalid, "invalid arguments: name", wire.CheckKindName},
+		{"wire key", wire.MaxFieldLen, wire.ErrInvalid, "invalid arguments: key", wire.CheckKey},
 	}
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) {
