@@ -67,7 +67,8 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	var refused [5]atomic.Int64 // by kind
 	var created atomic.Int64
 	var stop atomic.Bool
-	var floodErr error
+	var floodErr error     // set once, read after wg.Wait
+	var failed atomic.Bool // floodErr is set
 	var errOnce sync.Once
 	var wg sync.WaitGroup
 	pad := strings.Repeat("x", 200)
@@ -77,7 +78,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 			defer wg.Done()
 			c, err := client.Dial(ctx, a.CounterAddr())
 			if err != nil {
-				errOnce.Do(func() { floodErr = err })
+				errOnce.Do(func() { floodErr = err; failed.Store(true) })
 				return
 			}
 			defer c.Close()
@@ -106,7 +107,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 				case errors.Is(err, wire.StatusOutOfMemory):
 					refused[kind].Add(1)
 				default:
-					errOnce.Do(func() { floodErr = fmt.Errorf("kind %d, name %d: %w", kind, i, err) })
+					errOnce.Do(func() { floodErr = fmt.Errorf("kind %d, name %d: %w", kind, i, err); failed.Store(true) })
 					return
 				}
 			}
@@ -133,7 +134,7 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 		if all && allRefusedAt.IsZero() {
 			allRefusedAt = time.Now()
 		}
-		if !allRefusedAt.IsZero() && time.Since(allRefusedAt) > time.Second || floodErr != nil {
+		if !allRefusedAt.IsZero() && time.Since(allRefusedAt) > time.Second || failed.Load() {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
