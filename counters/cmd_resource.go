@@ -1,59 +1,11 @@
 package counters
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/wire"
 )
-
-// get answers with a counter's consumption.
-func (c *conn) get(f wire.Frame) error {
-	name, err := wire.ParseGet(f.Body)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.s.resourceContext()
-	defer cancel()
-	v, err := c.s.res.Get(ctx, name)
-	if err != nil {
-		return StoreError(err)
-	}
-	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, v))
-	return nil
-}
-
-// acquire takes resources for this connection and answers with the number
-// requested.
-func (c *conn) acquire(f wire.Frame) error {
-	req, err := wire.ParseAcquire(f.Body)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.s.resourceContext()
-	defer cancel()
-	if err := c.holder.Acquire(ctx, req.Name, req.Resources, req.Maximum); err != nil {
-		return StoreError(err)
-	}
-	c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, req.Resources))
-	return nil
-}
-
-// release gives back resources this connection holds.
-func (c *conn) release(f wire.Frame) error {
-	req, err := wire.ParseRelease(f.Body)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := c.s.resourceContext()
-	defer cancel()
-	if err := c.holder.Release(ctx, req.Name, req.Resources); err != nil {
-		return StoreError(err)
-	}
-	c.send(wire.AppendResponse(c.buf(), f.Opcode, wire.StatusOK, f.Opaque, nil))
-	return nil
-}
 
 // dump answers with one response per counter and an empty one at the end.
 func (c *conn) dump(f wire.Frame) error {
@@ -79,78 +31,100 @@ func (c *conn) dump(f wire.Frame) error {
 // store in one round trip.
 const maxConnBatch = 64
 
-// A resourceBatcher is a ResourceHolder that runs several requests of its
-// connection in one round trip (resource.RedisHolder).
-type resourceBatcher interface {
-	Do(ctx context.Context, ops []resource.Op) []resource.Result
-}
-
-// batchable reports whether requests with opcode op may join a batch.
+// batchable reports whether requests with opcode op are resource requests,
+// which run through the holder's Do.
 func batchable(op wire.Opcode) bool {
 	return op == wire.OpAcquire || op == wire.OpRelease || op == wire.OpGet
 }
 
-// batch runs f and the resource requests already buffered after it (up to
-// maxConnBatch) in one round trip to the store, then answers them in
-// order, each exactly as dispatch would have.
-func (c *conn) batch(b resourceBatcher, f wire.Frame) {
-	frames := []wire.Frame{copyFrame(f)}
-	for len(frames) < maxConnBatch {
+// A resourceBatch is the buffers of the resource requests resources runs at
+// once, kept by the connection from one batch to the next.
+type resourceBatch struct {
+	frames []wire.Frame // the requests' headers; bodies are not kept
+	ops    []resource.Op
+	errs   []error // a request's parse error: not run, answered with it
+	names  []byte  // the names of ops, once the reader's buffer moves on
+	owned  int     // ops[:owned] have their names in names
+}
+
+// resources runs the resource request f, with the ones already buffered
+// after it (up to maxConnBatch), through the holder's Do in one round trip
+// to the store, then answers them in order: the one place acquire, release
+// and get are parsed and answered. A request alone is a batch of one, and
+// its name is not copied.
+func (c *conn) resources(f wire.Frame) {
+	b := &c.batch
+	b.frames, b.ops, b.errs, b.names, b.owned = b.frames[:0], b.ops[:0], b.errs[:0], b.names[:0], 0
+	b.add(f)
+	for len(b.frames) < maxConnBatch {
 		h, ok := c.r.Next()
 		if !ok || !batchable(h.Opcode) {
 			break
 		}
+		b.own() // reading g may overwrite the bodies the names point into
 		g, err := c.r.Read()
 		if err != nil {
 			break // unreachable: Next saw the whole, valid frame
 		}
-		frames = append(frames, copyFrame(g))
-	}
-	ops := make([]resource.Op, len(frames))
-	errs := make([]error, len(frames))
-	for i, g := range frames {
-		switch g.Opcode {
-		case wire.OpAcquire:
-			req, err := wire.ParseAcquire(g.Body)
-			ops[i], errs[i] = resource.Op{Kind: resource.OpAcquire, Name: req.Name, Resources: req.Resources, Maximum: req.Maximum}, err
-		case wire.OpRelease:
-			req, err := wire.ParseRelease(g.Body)
-			ops[i], errs[i] = resource.Op{Kind: resource.OpRelease, Name: req.Name, Resources: req.Resources}, err
-		case wire.OpGet:
-			name, err := wire.ParseGet(g.Body)
-			ops[i], errs[i] = resource.Op{Kind: resource.OpGet, Name: name}, err
-		}
-		if errs[i] != nil {
-			ops[i] = resource.Op{} // invalid: not run, answered with errs[i]
-		}
+		b.add(g)
 	}
 	ctx, cancel := c.s.resourceContext()
-	results := b.Do(ctx, ops)
+	results := c.holder.Do(ctx, b.ops)
 	cancel()
-	for i, g := range frames {
-		err := errs[i]
+	for i, g := range b.frames {
+		err := b.errs[i]
 		if err == nil {
 			err = results[i].Err
 		}
 		if err == nil {
 			switch g.Opcode {
 			case wire.OpAcquire:
-				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, ops[i].Resources))
+				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, b.ops[i].Resources))
 			case wire.OpRelease:
 				c.send(wire.AppendResponse(c.buf(), g.Opcode, wire.StatusOK, g.Opaque, nil))
 			case wire.OpGet:
 				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, results[i].Value))
 			}
-		}
-		if err != nil {
+		} else {
 			err = StoreError(err)
 		}
 		c.finish(g, err)
 	}
 }
 
-// copyFrame returns f with a body of its own: the reader reuses its buffer.
-func copyFrame(f wire.Frame) wire.Frame {
-	f.Body = append([]byte(nil), f.Body...)
-	return f
+// add parses the resource request f into the batch.
+func (b *resourceBatch) add(f wire.Frame) {
+	var op resource.Op
+	var err error
+	switch f.Opcode {
+	case wire.OpAcquire:
+		var req wire.AcquireRequest
+		req, err = wire.ParseAcquire(f.Body)
+		op = resource.Op{Kind: resource.OpAcquire, Name: req.Name, Resources: req.Resources, Maximum: req.Maximum}
+	case wire.OpRelease:
+		var req wire.ReleaseRequest
+		req, err = wire.ParseRelease(f.Body)
+		op = resource.Op{Kind: resource.OpRelease, Name: req.Name, Resources: req.Resources}
+	case wire.OpGet:
+		var name []byte
+		name, err = wire.ParseGet(f.Body)
+		op = resource.Op{Kind: resource.OpGet, Name: name}
+	}
+	if err != nil {
+		op = resource.Op{} // invalid: answered with err
+	}
+	f.Body = nil
+	b.frames, b.ops, b.errs = append(b.frames, f), append(b.ops, op), append(b.errs, err)
+}
+
+// own copies the names of the ops parsed since the last call out of the
+// reader's buffer into b.names. A slice of b.names stays valid when a later
+// append moves it: the old array is left as it was.
+func (b *resourceBatch) own() {
+	for ; b.owned < len(b.ops); b.owned++ {
+		name := b.ops[b.owned].Name
+		start := len(b.names)
+		b.names = append(b.names, name...)
+		b.ops[b.owned].Name = b.names[start:len(b.names):len(b.names)]
+	}
 }

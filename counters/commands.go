@@ -20,20 +20,19 @@ type handler func(c *conn, f wire.Frame) error
 
 // handlers maps each opcode the server answers to its handler. Adding an
 // opcode is one entry here and a handler in the cmd_*.go file of its family.
+// The resource requests (acquire, release, get) are not here: they run
+// through the holder's Do, in batches (conn.resources).
 var handlers = [256]handler{
-	wire.OpNoop:    (*conn).noop,
-	wire.OpStats:   (*conn).stats,
-	wire.OpGet:     (*conn).get,
-	wire.OpAcquire: (*conn).acquire,
-	wire.OpRelease: (*conn).release,
-	wire.OpDump:    (*conn).dump,
-	wire.OpHit:     (*conn).hit,
-	wire.OpTotal:   (*conn).total,
-	wire.OpAdd:     (*conn).add,
-	wire.OpList:    (*conn).list,
-	wire.OpVisit:   (*conn).visit,
-	wire.OpLeave:   (*conn).leave,
-	wire.OpActive:  (*conn).active,
+	wire.OpNoop:   (*conn).noop,
+	wire.OpStats:  (*conn).stats,
+	wire.OpDump:   (*conn).dump,
+	wire.OpHit:    (*conn).hit,
+	wire.OpTotal:  (*conn).total,
+	wire.OpAdd:    (*conn).add,
+	wire.OpList:   (*conn).list,
+	wire.OpVisit:  (*conn).visit,
+	wire.OpLeave:  (*conn).leave,
+	wire.OpActive: (*conn).active,
 
 	wire.OpWindowHit:   (*conn).windowHit,
 	wire.OpWindowCount: (*conn).windowCount,

@@ -19,6 +19,7 @@ type conn struct {
 	r      *wire.Reader
 	w      *bufio.Writer
 	holder ResourceHolder
+	batch  resourceBatch // the buffers of resources
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -99,11 +100,9 @@ func (c *conn) serve() {
 			}
 			return
 		}
-		if b, ok := c.holder.(resourceBatcher); ok && batchable(f.Opcode) {
-			if _, more := c.r.Next(); more {
-				c.batch(b, f)
-				continue
-			}
+		if batchable(f.Opcode) {
+			c.resources(f)
+			continue
 		}
 		if err := c.dispatch(f); err != nil {
 			log.Debug().Err(err).Stringer("op", f.Opcode).Msg("counter connection failed")
