@@ -51,12 +51,13 @@ type resourceBatch struct {
 // after it (up to maxConnBatch), through the holder's Do in one round trip
 // to the store, then answers them in order: the one place acquire, release
 // and get are parsed and answered. A request alone is a batch of one, and
-// its name is not copied.
+// its name is not copied. The memory table has no round trip to save, so
+// its requests run as batches of one (gathering would only copy names).
 func (c *conn) resources(f wire.Frame) {
 	b := &c.batch
 	b.frames, b.ops, b.errs, b.names, b.owned = b.frames[:0], b.ops[:0], b.errs[:0], b.names[:0], 0
 	b.add(f)
-	for len(b.frames) < maxConnBatch {
+	for c.s.table == nil && len(b.frames) < maxConnBatch {
 		h, ok := c.r.Next()
 		if !ok || !batchable(h.Opcode) {
 			break
