@@ -45,19 +45,30 @@ type resourceBatch struct {
 	errs   []error // a request's parse error: not run, answered with it
 	names  []byte  // the names of ops, once the reader's buffer moves on
 	owned  int     // ops[:owned] have their names in names
+	one    [1]resource.Op
 }
 
 // resources runs the resource request f, with the ones already buffered
 // after it (up to maxConnBatch), through the holder's Do in one round trip
-// to the store, then answers them in order: the one place acquire, release
-// and get are parsed and answered. A request alone is a batch of one, and
-// its name is not copied. The memory table has no round trip to save, so
-// its requests run as batches of one (gathering would only copy names).
+// to the store, then answers them in order: acquire, release and get are
+// parsed (parseResource) and answered (answerResource) in one place. The
+// memory table has no round trip to save, so its requests run as batches
+// of one, with no name copied.
 func (c *conn) resources(f wire.Frame) {
 	b := &c.batch
+	if c.s.table != nil {
+		op, err := parseResource(f)
+		var r resource.Result
+		if err == nil {
+			b.one[0] = op
+			r = c.holder.Do(c.s.ctx, b.one[:])[0]
+		}
+		c.answerResource(f, op, r, err)
+		return
+	}
 	b.frames, b.ops, b.errs, b.names, b.owned = b.frames[:0], b.ops[:0], b.errs[:0], b.names[:0], 0
 	b.add(f)
-	for c.s.table == nil && len(b.frames) < maxConnBatch {
+	for len(b.frames) < maxConnBatch {
 		h, ok := c.r.Next()
 		if !ok || !batchable(h.Opcode) {
 			break
@@ -73,46 +84,56 @@ func (c *conn) resources(f wire.Frame) {
 	results := c.holder.Do(ctx, b.ops)
 	cancel()
 	for i, g := range b.frames {
-		err := b.errs[i]
-		if err == nil {
-			err = results[i].Err
+		var r resource.Result
+		if b.errs[i] == nil {
+			r = results[i]
 		}
-		if err == nil {
-			switch g.Opcode {
-			case wire.OpAcquire:
-				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, b.ops[i].Resources))
-			case wire.OpRelease:
-				c.send(wire.AppendResponse(c.buf(), g.Opcode, wire.StatusOK, g.Opaque, nil))
-			case wire.OpGet:
-				c.send(wire.AppendUint32(c.buf(), g.Opcode, g.Opaque, results[i].Value))
-			}
-		} else {
-			err = StoreError(err)
-		}
-		c.finish(g, err)
+		c.answerResource(g, b.ops[i], r, b.errs[i])
 	}
+}
+
+// parseResource decodes the acquire, release or get request f into an Op
+// whose name aliases f's body.
+func parseResource(f wire.Frame) (resource.Op, error) {
+	switch f.Opcode {
+	case wire.OpAcquire:
+		req, err := wire.ParseAcquire(f.Body)
+		return resource.Op{Kind: resource.OpAcquire, Name: req.Name, Resources: req.Resources, Maximum: req.Maximum}, err
+	case wire.OpRelease:
+		req, err := wire.ParseRelease(f.Body)
+		return resource.Op{Kind: resource.OpRelease, Name: req.Name, Resources: req.Resources}, err
+	default: // wire.OpGet
+		name, err := wire.ParseGet(f.Body)
+		return resource.Op{Kind: resource.OpGet, Name: name}, err
+	}
+}
+
+// answerResource queues the answer to the resource request f, which ran as
+// op with result r, or failed to parse with err.
+func (c *conn) answerResource(f wire.Frame, op resource.Op, r resource.Result, err error) {
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		c.finish(f, StoreError(err))
+		return
+	}
+	switch f.Opcode {
+	case wire.OpAcquire:
+		c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, op.Resources))
+	case wire.OpRelease:
+		c.send(wire.AppendResponse(c.buf(), f.Opcode, wire.StatusOK, f.Opaque, nil))
+	case wire.OpGet:
+		c.send(wire.AppendUint32(c.buf(), f.Opcode, f.Opaque, r.Value))
+	}
+	c.finish(f, nil)
 }
 
 // add parses the resource request f into the batch.
 func (b *resourceBatch) add(f wire.Frame) {
-	var op resource.Op
-	var err error
-	switch f.Opcode {
-	case wire.OpAcquire:
-		var req wire.AcquireRequest
-		req, err = wire.ParseAcquire(f.Body)
-		op = resource.Op{Kind: resource.OpAcquire, Name: req.Name, Resources: req.Resources, Maximum: req.Maximum}
-	case wire.OpRelease:
-		var req wire.ReleaseRequest
-		req, err = wire.ParseRelease(f.Body)
-		op = resource.Op{Kind: resource.OpRelease, Name: req.Name, Resources: req.Resources}
-	case wire.OpGet:
-		var name []byte
-		name, err = wire.ParseGet(f.Body)
-		op = resource.Op{Kind: resource.OpGet, Name: name}
-	}
+	op, err := parseResource(f)
 	if err != nil {
-		op = resource.Op{} // invalid: answered with err
+		op = resource.Op{} // invalid: not run, answered with err
 	}
 	f.Body = nil
 	b.frames, b.ops, b.errs = append(b.frames, f), append(b.ops, op), append(b.errs, err)
