@@ -10,6 +10,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -139,11 +140,7 @@ func TestRefusedQuoteStillReplies(t *testing.T) {
 	if err := b.HandleMessage(context.Background(), msg(1, "y")); err != nil { // private: no quote
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); b.Stats().Dropped == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the unquoted reply refused with 100 was not dropped: %+v", b.Stats())
-		}
-	}
+	eventually.True(t, 5*time.Second, "the unquoted reply refused with 100 dropped", func() bool { return b.Stats().Dropped > 0 })
 	if n := vk.Calls("messages.send"); n != 3 {
 		t.Errorf("%d calls of messages.send, want 3 (no second try of the unquoted reply)", n)
 	}
@@ -190,15 +187,14 @@ func TestRefusedQuoteKeepsTheRate(t *testing.T) {
 		}
 	}
 	want := fmt.Sprint([]string{"100", "0", "100", "0"})
-	var got string
 	// The sender reports a call once its answer is read, after vktest
 	// recorded it.
-	for deadline := time.Now().Add(5 * time.Second); got != want && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	eventually.NoError(t, 5*time.Second, "VK's answers", func() error {
 		mu.Lock()
-		got = fmt.Sprint(results)
-		mu.Unlock()
-	}
-	if got != want {
-		t.Errorf("VK answered %v, want %v", got, want)
-	}
+		defer mu.Unlock()
+		if got := fmt.Sprint(results); got != want {
+			return fmt.Errorf("VK answered %v, want %v", got, want)
+		}
+		return nil
+	})
 }

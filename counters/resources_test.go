@@ -203,15 +203,14 @@ func TestLostLeaseClosesHoldingConnections(t *testing.T) {
 		}()
 		other := dialClient(t, live)
 		var gotAt time.Time
-		for deadline := time.Now().Add(10 * lease); gotAt.IsZero(); {
-			switch _, err := other.Acquire(ctx(t), "lock", 1, 1); {
-			case err == nil:
-				gotAt = time.Now()
-			case !errors.Is(err, wire.StatusNotAvailable) || time.Now().After(deadline):
+		eventually.True(t, 10*lease, "the lock granted on the live server", func() bool {
+			_, err := other.Acquire(ctx(t), "lock", 1, 1)
+			if err != nil && !errors.Is(err, wire.StatusNotAvailable) {
 				t.Fatalf("acquire on the live server: %v", err)
 			}
-			time.Sleep(10 * time.Millisecond) // polling, not ordering
-		}
+			gotAt = time.Now()
+			return err == nil
+		})
 		var closedAt time.Time
 		select {
 		case closedAt = <-closed:

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -69,18 +70,15 @@ func redisDump(t testing.TB, r *resource.Redis) map[string]resource.Entry {
 // refused first.
 func acquireWhenFree(t testing.TB, h *resource.RedisHolder, name string, n, maximum uint32, within time.Duration) (at time.Time, refused bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	eventually.True(t, within, "acquire "+name, func() bool {
 		err := h.Acquire(bg(), []byte(name), n, maximum)
-		if err == nil {
-			return time.Now(), refused
-		}
-		if !errors.Is(err, resource.ErrNotAvailable) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, resource.ErrNotAvailable) {
 			t.Fatalf("acquire %s: %v (refused before: %v)", name, err, refused)
 		}
-		refused = true
-		time.Sleep(10 * time.Millisecond) // polling, not ordering
-	}
+		at, refused = time.Now(), refused || err != nil
+		return err == nil
+	})
+	return at, refused
 }
 
 // TestRedisRules: the protocol's rules for acquire, release, get and dump,
