@@ -76,6 +76,7 @@ var statuses = []struct {
 	{access.ErrCorrupt, wire.StatusInternalError},
 	{participant.ErrInvalidName, wire.StatusInvalid},
 	{participant.ErrNoMemory, wire.StatusOutOfMemory},
+	{participant.ErrTooManyKeys, wire.StatusOutOfMemory},
 	{participant.ErrInvalidKey, wire.StatusInvalid},
 	{participant.ErrInvalidTimeout, wire.StatusInvalid},
 	{window.ErrInvalidName, wire.StatusInvalid},

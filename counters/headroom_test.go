@@ -3,6 +3,7 @@ package counters_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -37,11 +38,11 @@ func fullGuard(t *testing.T) (redis.UniversalClient, *headroom.Guard) {
 	return rdb, g
 }
 
-// TestHeadroomRefusesNewNamesOnly runs every kind on a Redis the guard
-// finds full, through the port and HTTP: names that exist keep counting
-// exactly, new ones get Out of memory (HTTP 507 naming the limit), and
-// nothing of them is written.
-func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
+// TestHeadroomRefusesNewNamesAndGrowth runs every kind on a Redis the
+// guard finds full, through the port and HTTP: names that exist keep
+// counting exactly where they do not grow, new ones and growth get Out of
+// memory (HTTP 507 naming the limit), and nothing of them is written.
+func TestHeadroomRefusesNewNamesAndGrowth(t *testing.T) {
 	rdb, g := fullGuard(t)
 	prefix := redistest.Prefix(t)
 	cx := ctx(t)
@@ -52,6 +53,9 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	at := time.Now()
+	clock := func() time.Time { return at } // one second for the window hits
+	plainWindows = plainWindows.WithClock(clock)
 	plainUniques, err := unique.NewRedis(rdb, prefix)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +92,7 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	p.SetGuard(g)
 	w, _ := window.NewRedis(rdb, prefix)
 	w.SetGuard(g)
+	w = w.WithClock(clock)
 	u, _ := unique.NewRedis(rdb, prefix)
 	u.SetGuard(g)
 	res, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix, Guard: g, AssumeNoHolders: true})
@@ -124,11 +129,13 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	if !errors.Is(err, access.ErrNoMemory) || !strings.Contains(err.Error(), "COUNTERS_REDIS_HEADROOM") {
 		t.Errorf("add once new: %v", err)
 	}
-	active, isNew, err := c.Visit(cx, "old", "b", time.Minute)
-	must("visit old", int64(active), 2, err)
-	if !isNew {
-		t.Error("visit old: key b not new")
+	active, isNew, err := c.Visit(cx, "old", "a", time.Minute)
+	must("visit old", int64(active), 1, err)
+	if isNew {
+		t.Error("visit old: key a new")
 	}
+	_, _, err = c.Visit(cx, "old", "b", time.Minute)
+	oom("visit old, a new key", err)
 	_, _, err = c.Visit(cx, "new", "b", time.Minute)
 	oom("visit new", err)
 	n, err = c.WindowHit(cx, "old", time.Minute)
@@ -137,9 +144,14 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	oom("window hit old, another window", err)
 	_, err = c.WindowHit(cx, "new", time.Minute)
 	oom("window hit new", err)
-	if changed, err := c.UniqueAdd(cx, "old", []string{"b"}); err != nil || !changed {
+	if _, err := w.WithClock(func() time.Time { return at.Add(time.Second) }).Hit(cx, "old", time.Minute); !errors.Is(err, window.ErrNoMemory) {
+		t.Errorf("window hit old in a new second: %v, want out of memory", err)
+	}
+	if changed, err := c.UniqueAdd(cx, "old", []string{"a"}); err != nil || changed {
 		t.Errorf("unique add old: %v, %v", changed, err)
 	}
+	_, err = c.UniqueAdd(cx, "old", []string{"b"})
+	oom("unique add old, a new key", err)
 	_, err = c.UniqueAdd(cx, "new", []string{"b"})
 	oom("unique add new", err)
 	got, err := c.Acquire(cx, "old", 2, 3)
@@ -167,6 +179,9 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	if got := g.Refusals(); got != 12 {
 		t.Errorf("%d refusals counted, want 12", got)
 	}
+	if got := g.GrowthRefusals(); got != 3 {
+		t.Errorf("%d growth refusals counted, want 3", got)
+	}
 
 	// Nothing of the refused names was written: the keys are those of
 	// before (plus the token of AddOnce on the old name).
@@ -183,4 +198,122 @@ func TestHeadroomRefusesNewNamesOnly(t *testing.T) {
 	if _, err := plainAccess.Total(cx, "new"); !errors.Is(err, access.ErrNotFound) {
 		t.Errorf("total of new: %v", err)
 	}
+}
+
+// TestScriptsRefusedWholeUnderMaxmemory runs every counter script that may
+// grow Redis on a real server past its maxmemory (noeviction), with no
+// guard, on names whose first change would otherwise be a deletion (keys
+// that expired): Redis refuses each whole (OOM), and nothing of the names
+// changes. Deletions alone (a participant Leave) still run.
+func TestScriptsRefusedWholeUnderMaxmemory(t *testing.T) {
+	rdb := redistest.OwnServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").Client
+	prefix := redistest.Prefix(t)
+	cx := ctx(t)
+	t0 := time.Now()
+	at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
+
+	a := redisAccess(t, rdb, prefix)
+	p := redisParticipants(t, rdb, prefix)
+	w, err := window.NewRedis(rdb, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := unique.NewRedis(rdb, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := resource.NewRedis(cx, rdb, resource.RedisOptions{Prefix: prefix, AssumeNoHolders: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	// The names, each with what a later call would delete first: a
+	// participant key and a window second that expire within 2 s.
+	if _, err := a.Add(cx, "old", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddOnce(cx, "old", 1, "t0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.WithClock(at(0)).VisitMany(cx, "old", []string{"a", "b"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WithClock(at(0)).Hit(cx, "old", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Add(cx, "old", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.NewHolder(nil).Acquire(cx, []byte("old"), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	// Past maxmemory: values of 256 KiB until Redis refuses one.
+	for i := 0; ; i++ {
+		err := rdb.Set(cx, fmt.Sprintf("%sfill:%d", prefix, i), strings.Repeat("x", 256<<10), time.Hour).Err()
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "OOM") {
+				t.Fatal(err)
+			}
+			break
+		}
+		if i > 100 {
+			t.Fatal("4 MiB of maxmemory took 25 MiB of values")
+		}
+	}
+	before := dumpKeys(t, rdb, prefix)
+
+	oom := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "OOM command not allowed") {
+			t.Errorf("%s: %v, want Redis's OOM", what, err)
+		}
+	}
+	_, err = a.Add(cx, "old", 1)
+	oom("access add", err)
+	_, err = a.AddOnce(cx, "old", 1, "t1")
+	oom("access add once", err)
+	// 10 s later "a" and "b" expired: the script would drop them first.
+	_, _, err = p.WithClock(at(10*time.Second)).VisitMany(cx, "old", []string{"c"}, time.Second)
+	oom("participant visit", err)
+	_, err = w.WithClock(at(10*time.Second)).Hit(cx, "old", time.Second)
+	oom("window hit", err)
+	_, err = u.Add(cx, "old", []string{"b", "c", "d"})
+	oom("unique add", err)
+	err = res.NewHolder(nil).Acquire(cx, []byte("old"), 1, 3)
+	if !errors.Is(err, resource.ErrStore) || !strings.Contains(err.Error(), "OOM") {
+		t.Errorf("resource acquire: %v, want Redis's OOM", err)
+	}
+	after := dumpKeys(t, rdb, prefix)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed under maxmemory", k)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("%s written under maxmemory", k)
+		}
+	}
+	// A deletion still runs.
+	if n, removed, err := p.Leave(cx, "old", "a"); err != nil || !removed || n != 1 {
+		t.Errorf("participant leave under maxmemory: %d, %v, %v", n, removed, err)
+	}
+}
+
+// dumpKeys returns the DUMP of every key under prefix but the fillers'.
+func dumpKeys(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]string {
+	t.Helper()
+	m := make(map[string]string)
+	for _, k := range redistest.Keys(t, rdb, prefix) {
+		if strings.HasPrefix(k, prefix+"fill:") {
+			continue
+		}
+		v, err := rdb.Dump(context.Background(), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[k] = v
+	}
+	return m
 }

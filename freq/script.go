@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // The scripts are count.lua (the functions of the list-and-total layout,
@@ -26,7 +28,7 @@ var (
 // The scripts are run with EVALSHA, falling back to EVAL when Redis's
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
-	windowScript = redis.NewScript(countLib + windowMain)
+	windowScript = redis.NewScript(headroom.Lua() + countLib + windowMain)
 	textScript   = NewScript(textMain)
 	layoutScript = redis.NewScript(layoutLua)
 )

@@ -1,6 +1,6 @@
--- window.lua (run after count.lua) counts one occurrence of a text in a
--- sliding window of whole seconds and answers how many earlier occurrences
--- are still inside it.
+-- window.lua (run after headroom.lua and count.lua) counts one occurrence
+-- of a text in a sliding window of whole seconds and answers how many
+-- earlier occurrences are still inside it.
 --
 -- KEYS[1]  list of the seconds the text occurred in, oldest first, run-length
 --          encoded: "sec" is one occurrence, "sec:n" is n occurrences
@@ -12,17 +12,46 @@
 -- ARGV[2]  TTL of KEYS[1] and KEYS[2] in seconds (the window plus a margin)
 -- ARGV[3]  TTL of KEYS[3] in milliseconds
 -- ARGV[4]  the unix second to count at, or "" to read the clock with TIME
--- ARGV[5]  optional: "1" to count only a text that has keys (Windows'
---          HitExisting), answering nil and changing nothing for a new one
+-- ARGV[5]  optional: the headroom percent (Windows' HitChecked) to check the
+--          server's used_memory with before the counter is created or its
+--          list grows (see headroom.lua); "" or "0": no check
 --
 -- Reply: {previous, duplicate, time}, all integers: the occurrences inside the
 -- window before this one, 1 when the message was already counted (and nothing
--- changed) else 0, and the unix second the occurrence was recorded at.
+-- changed) else 0, and the unix second the occurrence was recorded at. Refused
+-- past the headroom, changing nothing: nil for a counter that has no keys,
+-- headroom_growth for a hit that would add an entry (a new second) while
+-- none leaves the window.
 local previous, time = seen(KEYS[3])
 if previous then
   return {previous, 1, time}
 end
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
-  return false
+local at = ARGV[4]
+local pct = ARGV[5] or ''
+if pct ~= '' and pct ~= '0' then
+  if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
+    if headroom_full(pct) then return false end
+  else
+    -- One clock reading for the check and the count.
+    local now = clock(at)
+    at = string.format('%d', now)
+    local tail = parse(redis.call('LINDEX', KEYS[1], -1) or '')
+    local grows = not (tail and tail >= now)
+    if grows then
+      local head = parse(redis.call('LINDEX', KEYS[1], 0) or '')
+      grows = not (head and head <= now - tonumber(ARGV[1]))
+    end
+    if grows and headroom_full(pct) then return headroom_growth end
+  end
 end
-return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], '')
+-- count's first write may be a deletion (what left the window), after which
+-- Redis lets every write through under maxmemory. A first write that changes
+-- nothing but that Redis refuses under maxmemory makes it refuse the hit
+-- whole: INCRBY 0 of the total, or SET of a total of 0 (count then sets it).
+local total = redis.call('GET', KEYS[2])
+if not total then
+  redis.call('SET', KEYS[2], 0, 'EX', ARGV[2])
+elseif string.match(total, '^%d+$') then
+  redis.call('INCRBY', KEYS[2], 0)
+end
+return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), at, '')

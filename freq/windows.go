@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 //go:embed peek.lua
@@ -73,7 +75,7 @@ func (w *Windows) Load(ctx context.Context) error {
 // clock and returns how many earlier hits are inside the window. window is
 // whole seconds, at least one second.
 func (w *Windows) Hit(ctx context.Context, name string, window time.Duration) (int64, error) {
-	return w.hit(ctx, name, window, "", false)
+	return w.hit(ctx, name, window, "", 0)
 }
 
 // HitAt is Hit with an explicit clock, at truncated to the second; as for
@@ -84,17 +86,26 @@ func (w *Windows) HitAt(ctx context.Context, name string, window time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	return w.hit(ctx, name, window, u, false)
+	return w.hit(ctx, name, window, u, 0)
 }
 
-// ErrNewCounter is the error of HitExisting on a counter that has no keys.
+// ErrNewCounter is the error of HitChecked on a counter that has no keys,
+// refused past the headroom.
 var ErrNewCounter = errors.New("freq: new counter refused")
 
-// HitExisting is Hit (or HitAt, when at is not the zero time) on a counter
-// that has keys only: for one that has none (never hit, or its keys
-// expired) it creates nothing and answers ErrNewCounter. The check and the
-// hit are one script run.
-func (w *Windows) HitExisting(ctx context.Context, name string, window time.Duration, at time.Time) (int64, error) {
+// ErrGrowth is the error of HitChecked on a counter that has keys, refused
+// past the headroom because the hit would add an entry to its list (a new
+// second) while none leaves the window.
+var ErrGrowth = errors.New("freq: counter growth refused")
+
+// HitChecked is Hit (or HitAt, when at is not the zero time) that checks
+// the server's used_memory against the headroom percent pct (see
+// headroom.Guard.Check; 0: no check) before it creates the counter or
+// grows it: past the limit it creates nothing and answers ErrNewCounter
+// for a counter that has no keys, and ErrGrowth for a hit in a new second
+// while no entry leaves the window; a hit in the second of the newest
+// entry still counts. The check and the hit are one script run.
+func (w *Windows) HitChecked(ctx context.Context, name string, window time.Duration, at time.Time, pct int) (int64, error) {
 	u := ""
 	if !at.IsZero() {
 		var err error
@@ -102,7 +113,7 @@ func (w *Windows) HitExisting(ctx context.Context, name string, window time.Dura
 			return 0, err
 		}
 	}
-	return w.hit(ctx, name, window, u, true)
+	return w.hit(ctx, name, window, u, pct)
 }
 
 // Count returns how many hits on the counter (name, window) are inside the
@@ -120,19 +131,21 @@ func (w *Windows) CountAt(ctx context.Context, name string, window time.Duration
 	return w.count(ctx, name, window, u)
 }
 
-func (w *Windows) hit(ctx context.Context, name string, window time.Duration, at string, existing bool) (int64, error) {
+func (w *Windows) hit(ctx context.Context, name string, window time.Duration, at string, pct int) (int64, error) {
 	keys, secs, ttl, err := w.keys(name, window)
 	if err != nil {
 		return 0, err
 	}
-	// No dedupe key: ARGV[3], its TTL, is unused. go-redis sends a bool
-	// as "1" or "0".
-	v, err := windowScript.Run(ctx, w.rdb, keys, secs, ttl, "0", at, existing).Result()
+	// No dedupe key: ARGV[3], its TTL, is unused.
+	v, err := windowScript.Run(ctx, w.rdb, keys, secs, ttl, "0", at, pct).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, ErrNewCounter
 	}
 	if err != nil {
 		return 0, fmt.Errorf("freq: window hit: %w", err)
+	}
+	if v == headroom.GrowthReply {
+		return 0, ErrGrowth
 	}
 	res, err := parseReply(v)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // An OnceAdder is a Store whose Add can end with an unknown outcome (a
@@ -27,13 +29,15 @@ const OnceFor = time.Hour
 
 // addOnceScript adds ARGV[1] to KEYS[1] unless the token key KEYS[2]
 // exists, then creates the token key for ARGV[2] milliseconds. It answers
-// the counter's total, or nil (changing nothing) when ARGV[3] is "1" and
-// KEYS[1] does not exist: a new name refused.
-var addOnceScript = redis.NewScript(`
+// the counter's total, or nil (changing nothing) when KEYS[1] does not
+// exist and the server is past its limit for the headroom percent ARGV[3]
+// (see headroom.Lua): a new name refused. Its first write is the INCRBY,
+// which Redis refuses under maxmemory.
+var addOnceScript = redis.NewScript(headroom.Lua() + `
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return tonumber(redis.call('GET', KEYS[1]) or '0')
 end
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[1]) == 0 and headroom_full(ARGV[3]) then
   return false
 end
 local total = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -51,14 +55,22 @@ func (r *Redis) AddOnce(ctx context.Context, name string, n int64, token string)
 	if token == "" {
 		return 0, fmt.Errorf("access: AddOnce with an empty token")
 	}
-	full := r.guard.Full()
-	if !full { // as in Add
-		if err := r.index(ctx, name); err != nil {
-			return 0, err
-		}
+	indexed := r.indexed.has(name)
+	grow := int64(len(name)+len(token)) + 128 // the token key
+	if !indexed {
+		grow += newNameBytes(name)
 	}
-	// go-redis sends a bool as "1" or "0".
-	total, err := addOnceScript.Run(ctx, r.rdb, []string{r.key(name), r.key(name) + ":once:" + token}, n, OnceFor.Milliseconds(), full).Int64()
+	pct := r.guard.Check(grow)
+	var err error
+	if pct > 0 && !indexed { // as in Add
+		err = r.indexChecked(ctx, name, pct)
+	} else {
+		err = r.index(ctx, name)
+	}
+	if err != nil {
+		return 0, err
+	}
+	total, err := addOnceScript.Run(ctx, r.rdb, []string{r.key(name), r.key(name) + ":once:" + token}, n, OnceFor.Milliseconds(), pct).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, r.guard.Refused(ErrNoMemory)
 	}

@@ -55,18 +55,29 @@ func (r *Redis) key(name string) string {
 }
 
 // Add adds n (n >= 1) to the counter name with one INCRBY and returns its
-// new total. While the guard finds Redis full, it is one script that adds
-// to an existing counter only, and a new name gets ErrNoMemory.
+// new total. Near the guard's limit (headroom.Guard.Check), a name not
+// known to be indexed is indexed by a script that refuses a new entry past
+// the limit, and the hit is one script that creates the counter only
+// while Redis is not past it: a new name then gets ErrNoMemory. A hit on
+// a counter that exists never grows Redis (an integer in place).
 func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	if err := checkAdd(name, n); err != nil {
 		return 0, err
 	}
+	indexed := r.indexed.has(name)
+	var grow int64
+	if !indexed {
+		grow = newNameBytes(name)
+	}
 	var total int64
 	var err error
-	if r.guard.Full() {
-		// No index write: a counter that exists was indexed before its
-		// first INCRBY, and a new one is not created.
-		total, err = headroom.IfExists(ctx, r.rdb, "INCRBY", r.key(name), n).Int64()
+	if pct := r.guard.Check(grow); pct > 0 {
+		if !indexed {
+			if err := r.indexChecked(ctx, name, pct); err != nil {
+				return 0, err
+			}
+		}
+		total, err = headroom.IfRoom(ctx, r.rdb, pct, "INCRBY", r.key(name), n).Int64()
 		if errors.Is(err, redis.Nil) {
 			return 0, r.guard.Refused(ErrNoMemory)
 		}
@@ -85,6 +96,10 @@ func (r *Redis) Add(ctx context.Context, name string, n int64) (int64, error) {
 	}
 	return total, nil
 }
+
+// newNameBytes bounds what a new counter name takes in Redis: its key and
+// value, and its entry in the name index.
+func newNameBytes(name string) int64 { return 2*int64(len(name)) + 256 }
 
 // isOverflow reports whether err is the error Redis (and miniredis) answer
 // an INCRBY whose result would pass math.MaxInt64 with. A value that is

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
 // The Redis store's name index: one sorted set, base + "a:index", holding
@@ -56,6 +58,29 @@ func (r *Redis) index(ctx context.Context, name string) error {
 		return nil
 	}
 	if err := r.rdb.ZAddNX(ctx, r.indexKey(), redis.Z{Member: name}).Err(); err != nil {
+		return fmt.Errorf("access: redis index: %w", err)
+	}
+	r.indexed.add(name)
+	return nil
+}
+
+// indexCheckedScript adds ARGV[2] to the index KEYS[1] as index does,
+// unless it is not there and the server is past its limit for the
+// headroom percent ARGV[1]: then it answers nil and changes nothing.
+var indexCheckedScript = redis.NewScript(headroom.Lua() + `
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) and headroom_full(ARGV[1]) then return false end
+return redis.call('ZADD', KEYS[1], 'NX', 0, ARGV[2])
+`)
+
+// indexChecked is index near the guard's limit, with the headroom percent
+// pct: a name not in the index is refused with ErrNoMemory while the
+// server is past its limit.
+func (r *Redis) indexChecked(ctx context.Context, name string, pct int) error {
+	err := indexCheckedScript.Run(ctx, r.rdb, []string{r.indexKey()}, pct, name).Err()
+	if errors.Is(err, redis.Nil) {
+		return r.guard.Refused(ErrNoMemory)
+	}
+	if err != nil {
 		return fmt.Errorf("access: redis index: %w", err)
 	}
 	r.indexed.add(name)

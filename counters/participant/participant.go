@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/internal/names"
@@ -84,6 +85,9 @@ var (
 	// the store's cap (names or bytes in memory, or the headroom a shared
 	// Redis keeps for the bot); names that exist keep working.
 	ErrNoMemory = errors.New("participant: out of memory for new counter names")
+	// ErrTooManyKeys is returned by a Visit that would leave a name with
+	// more keys than the store's cap (KeyCap); it changes nothing.
+	ErrTooManyKeys = errors.New("participant: too many keys in one name")
 	// ErrInvalidKey is returned for an empty key, one longer than
 	// MaxKeyLen, (File store) one containing a comma or a line break, and
 	// for a VisitMany batch of no keys or more than MaxBatch.
@@ -98,6 +102,51 @@ var (
 	_ Store = (*Redis)(nil)
 	_ Store = (*File)(nil)
 )
+
+// DefaultMaxKeys is the default cap on the keys of one name: 100,000 keys
+// of 255 bytes take about 43 MB in Redis (430 bytes a key, measured by
+// TestVisitRedisCostPerKey) and 37 MB in the memory store (the estimate
+// of docs/COUNTERS.md's caps).
+const DefaultMaxKeys = 100_000
+
+// A KeyCap caps the keys one name holds in a store (Redis.SetMaxKeys,
+// Memory.SetMaxKeys, File.SetMaxKeys) and counts the visits it refused.
+// A nil *KeyCap caps nothing. It is safe for concurrent use.
+type KeyCap struct {
+	// Max is the most keys a name may hold after a visit, at least 1.
+	Max int
+	// Setting names the setting of Max in refusals, e.g.
+	// "COUNTERS_PARTICIPANT_MAX_KEYS".
+	Setting string
+
+	refusals atomic.Uint64
+}
+
+// Refusals is the number of visits the cap refused.
+func (c *KeyCap) Refusals() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.refusals.Load()
+}
+
+// max is the cap as a script argument: 0 for none.
+func (c *KeyCap) max() int {
+	if c == nil {
+		return 0
+	}
+	return c.Max
+}
+
+// over reports whether n keys pass the cap.
+func (c *KeyCap) over(n int) bool { return c != nil && n > c.Max }
+
+// refused counts a visit refused because name would hold n keys, and
+// returns ErrTooManyKeys saying so.
+func (c *KeyCap) refused(name string, n int) error {
+	c.refusals.Add(1)
+	return fmt.Errorf("%w: %q would hold %d keys, past the cap of %d (%s)", ErrTooManyKeys, name, n, c.Max, c.Setting)
+}
 
 // IPKey returns the BBS's user key for an IP address:
 // hexdec(substr(md5(ip), 0, 8)), the first 32 bits of the MD5 of the

@@ -16,7 +16,7 @@ import (
 var (
 	//go:embed visit.lua
 	visitLua    string
-	visitScript = redis.NewScript(visitLua)
+	visitScript = redis.NewScript(headroom.Lua() + visitLua)
 
 	//go:embed leave.lua
 	leaveLua    string
@@ -42,13 +42,18 @@ var (
 // key for a name starting with "}", so names alike up to a "}" share a
 // slot.)
 //
-// With a Guard (SetGuard), a visit that would create a new name is
-// refused with ErrNoMemory while the guard finds Redis full.
+// With a Guard (SetGuard), a visit that would create a new name, or make
+// a name's set larger (new keys beyond the expired ones it drops), is
+// refused with ErrNoMemory while Redis is past the guard's limit; visits
+// of keys the set holds keep counting. With a cap (SetMaxKeys), a visit
+// that would leave a name with more keys than the cap is refused with
+// ErrTooManyKeys. Either refusal changes nothing.
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
 	clock  func() time.Time // nil: the server's TIME
 	guard  *headroom.Guard  // nil: new names always created
+	cap    *KeyCap          // nil: no cap on keys per name
 }
 
 // keyPart follows the service's base prefix in every key of this store.
@@ -67,6 +72,10 @@ func NewRedis(rdb redis.UniversalClient, base string) (*Redis, error) {
 // SetGuard makes the store refuse new names while g finds Redis full.
 // Call it before the store is used.
 func (r *Redis) SetGuard(g *headroom.Guard) { r.guard = g }
+
+// SetMaxKeys caps the keys each name holds with c (nil: no cap). Call it
+// before the store is used.
+func (r *Redis) SetMaxKeys(c *KeyCap) { r.cap = c }
 
 // WithClock returns a copy of the store that reads the time from clock
 // instead of the server's TIME, for tests and replays that need a given
@@ -96,8 +105,8 @@ func (r *Redis) VisitMany(ctx context.Context, name string, keys []string, timeo
 	if err != nil {
 		return 0, 0, err
 	}
-	args := make([]any, 0, 3+len(keys))
-	args = append(args, secs, r.now(), r.guard.Full()) // go-redis sends a bool as "1" or "0"
+	args := make([]any, 0, 4+len(keys))
+	args = append(args, secs, r.now(), r.guard.Check(visitBytes(name, keys)), r.cap.max())
 	for i := range keys {
 		args = append(args, &keys[i]) // by pointer: a string in an interface costs an allocation
 	}
@@ -108,11 +117,30 @@ func (r *Redis) VisitMany(ctx context.Context, name string, keys []string, timeo
 	if err != nil {
 		return 0, 0, fmt.Errorf("participant: redis visit: %w", err)
 	}
+	if v == headroom.GrowthReply {
+		return 0, 0, r.guard.RefusedGrowth(ErrNoMemory)
+	}
+	if a, ok := v.([]any); ok && len(a) == 2 && a[0] == "KEYCAP" {
+		n, _ := a[1].(int64)
+		return 0, 0, r.cap.refused(name, int(n))
+	}
 	n, added, err := pair(v, len(keys))
 	if err != nil {
 		return 0, 0, fmt.Errorf("participant: redis visit: %w", err)
 	}
 	return n, added, nil
+}
+
+// visitBytes bounds what a visit of keys may add to a name's set in
+// Redis: each key as a new member (a sorted set's member takes its bytes
+// twice, in its dict and its skip list, plus about 100 bytes of entries),
+// and the set itself.
+func visitBytes(name string, keys []string) int64 {
+	n := int64(len(name)) + 128
+	for _, k := range keys {
+		n += 2*int64(len(k)) + 100
+	}
+	return n
 }
 
 // Leave forgets key under name; see Store.

@@ -1,17 +1,27 @@
 -- Visit: record keys as seen now, drop expired keys, count what is left.
+-- Runs after headroom.lua (headroom_full, headroom_growth).
 --
 -- KEYS[1]    the name's sorted set: member = key, score = last seen (Unix s)
 -- ARGV[1]    timeout, whole seconds (>= 1)
 -- ARGV[2]    now, Unix seconds; empty to use the server's TIME
--- ARGV[3]    "1" to refuse a new name: a set that does not exist
--- ARGV[4..]  the keys, at least one; a key may repeat
+-- ARGV[3]    the headroom percent to check the server's used_memory with
+--            before the set is created or grows (see headroom.lua); "0":
+--            no check
+-- ARGV[4]    the most keys the set may hold after the visit; "0": no cap
+-- ARGV[5..]  the keys, at least one; a key may repeat
 --
 -- Reply: {active, added}: the set's size after the visit, and how many
 -- distinct keys were not active before it (a key is active while
--- last_seen + timeout >= now); nil, changing nothing, for a new name
--- refused.
+-- last_seen + timeout >= now). Refused, changing nothing: nil for a new
+-- name past the headroom, headroom_growth for a visit that would make the
+-- set larger past it, {"KEYCAP", size} for one that would take it past the
+-- cap on keys (size: the keys it would hold).
+--
+-- The first write is the ZADD, which Redis refuses under maxmemory, so
+-- that a visit is refused whole then; the expired keys go after it.
 local set = KEYS[1]
-if ARGV[3] == '1' and redis.call('EXISTS', set) == 0 then
+local exists = redis.call('EXISTS', set) == 1
+if not exists and headroom_full(ARGV[3]) then
   return false
 end
 local timeout = tonumber(ARGV[1])
@@ -20,17 +30,24 @@ if not now then
   now = tonumber(redis.call('TIME')[1])
 end
 local score = string.format('%d', now)
+local cutoff = now - timeout -- a key last seen before it has expired
 
 -- Newness is read before anything changes, once per distinct key.
 local added = 0
+local fresh = 0   -- keys not in the set: each takes a member
+local revived = 0 -- keys in the set but expired: the ZADD keeps them
 local seen_keys = {}
 local zadd = {} -- score, member, score, member, ...
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local key = ARGV[i]
   if not seen_keys[key] then
     seen_keys[key] = true
     local seen = redis.call('ZSCORE', set, key)
-    if not (seen and tonumber(seen) + timeout >= now) then
+    if not seen then
+      fresh = fresh + 1
+      added = added + 1
+    elseif tonumber(seen) < cutoff then
+      revived = revived + 1
       added = added + 1
     end
     zadd[#zadd + 1] = score
@@ -38,13 +55,29 @@ for i = 4, #ARGV do
   end
 end
 
-redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', now - timeout))
+local max_keys = tonumber(ARGV[4])
+if fresh > 0 and (max_keys > 0 or ARGV[3] ~= '0') then
+  local size = 0
+  if exists then
+    local expired = redis.call('ZCOUNT', set, '-inf', '(' .. string.format('%d', cutoff))
+    size = redis.call('ZCARD', set) - (expired - revived)
+  end
+  local after = size + fresh
+  if max_keys > 0 and after > max_keys then
+    return {'KEYCAP', after}
+  end
+  if exists and after > redis.call('ZCARD', set) and headroom_full(ARGV[3]) then
+    return headroom_growth
+  end
+end
+
 -- unpack is limited by Lua's C stack (8000 values in Redis): 1000
 -- members (2000 values) per ZADD stays well under it.
 local chunk = 2000
 for i = 1, #zadd, chunk do
   redis.call('ZADD', set, unpack(zadd, i, math.min(i + chunk - 1, #zadd)))
 end
+redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', cutoff))
 -- Every entry left expires within timeout + 1 seconds of this write.
 redis.call('EXPIRE', set, timeout + 1)
 return {redis.call('ZCARD', set), added}

@@ -1,7 +1,9 @@
 -- acquire.lua: Acquire for one holder.
 -- KEYS[3] (B): the birth of the store's data in this slot (see birth.lua).
 -- ARGV: holder, resources, maximum, interval s, lease ms, name, backdate
--- ms (see birth.lua), and "1" to refuse a new counter.
+-- ms (see birth.lua), and the headroom percent to check the server's
+-- used_memory with before a new counter is created (see headroom.lua; "0":
+-- no check).
 -- Reply: {status, created, before}: status 1 acquired, 0 not available,
 -- -1 the holder's earlier holding of this counter had expired (its lease
 -- was lost; nothing acquired), -2 not available because the store's data
@@ -11,6 +13,10 @@
 -- held of it before the call (0 when its holding had expired, whichever
 -- script dropped it), so that the instance can tell when Redis holds less
 -- for the holder than it believes.
+--
+-- The first write is one that Redis refuses under maxmemory (an HSET:
+-- the new counter's, or of the 'u' the counter holds), never one of
+-- purge's deletions, so that an acquire is refused whole then.
 local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 if born(KEYS[3], tonumber(ARGV[7])) > now_ms - lease then
@@ -19,15 +25,19 @@ if born(KEYS[3], tonumber(ARGV[7])) > now_ms - lease then
 end
 local created = 0
 if redis.call('EXISTS', K) == 0 then
-  if ARGV[8] == '1' then
+  if headroom_full(ARGV[8]) then
     return {-3, 0, 0}
   end
-  redis.call('DEL', L)
   redis.call('HSET', K, 'n', name, 'c', 0, 'm', 0, 'u', now)
+  redis.call('DEL', L)
   created = 1
-elseif purge(I, holder) then
-  expire(I)
-  return {-1, 0, 0}
+else
+  -- 'u' written again as it is: the first write, refused under maxmemory.
+  redis.call('HSET', K, 'u', redis.call('HGET', K, 'u') or '0')
+  if purge(I, holder) then
+    expire(I)
+    return {-1, 0, 0}
+  end
 end
 local before = num('h:' .. holder)
 local c, m, u = num('c'), num('m'), num('u')

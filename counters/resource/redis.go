@@ -33,7 +33,7 @@ var (
 	//go:embed peek.lua
 	peekLua string
 
-	acquireScript = redis.NewScript(commonLua + acquireLua)
+	acquireScript = redis.NewScript(headroom.Lua() + commonLua + acquireLua)
 	releaseScript = redis.NewScript(commonLua + releaseLua)
 	dropScript    = redis.NewScript(commonLua + dropLua)
 	renewScript   = redis.NewScript(commonLua + renewLua)

@@ -62,7 +62,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 			res[i].Err = errLost
 		case op.Kind == OpAcquire:
 			batch = append(batch, sent{i, acquireScript, r.acquireKeys(op.Name),
-				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate(), r.guard.Full()}})
+				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate(), r.guard.Check(int64(len(op.Name))*2 + 256)}})
 		case op.Kind == OpRelease:
 			batch = append(batch, sent{i, releaseScript, r.keys(op.Name), []any{h.id, op.Resources, r.interval}})
 		default:

@@ -27,9 +27,12 @@ import (
 // pipeline) and merges the registers itself with Redis's estimator, so the
 // answer is the one PFCOUNT would give. It is safe for concurrent use.
 //
-// With a Guard (SetGuard), an Add to a new name is refused with
-// ErrNoMemory while the guard finds Redis full: the add is then one
-// script that adds to an existing HyperLogLog only.
+// With a Guard (SetGuard), while Redis is past the guard's limit an Add
+// to a new name, or one that would make a sparse HyperLogLog longer
+// (including its turning dense), is refused with ErrNoMemory; adds that
+// change no register, and adds to a dense one, keep counting. Near the
+// limit an add is one script that checks, in the same step, the server's
+// used_memory.
 type Redis struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -73,10 +76,16 @@ func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, erro
 	}
 	var n int64
 	var err error
-	if r.guard.Full() {
-		n, err = headroom.IfExists(ctx, r.rdb, "PFADD", r.key(name), args...).Int64()
-		if errors.Is(err, redis.Nil) {
+	if pct := r.guard.Check(addBytes(name, keys)); pct > 0 {
+		var v any
+		v, err = addCheckedScript.Run(ctx, r.rdb, []string{r.key(name)}, append([]any{pct}, args...)...).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
 			return false, r.guard.Refused(ErrNoMemory)
+		case v == headroom.GrowthReply:
+			return false, r.guard.RefusedGrowth(ErrNoMemory)
+		case err == nil:
+			n, _ = v.(int64)
 		}
 	} else {
 		n, err = r.rdb.PFAdd(ctx, r.key(name), args...).Result()
@@ -85,6 +94,37 @@ func (r *Redis) Add(ctx context.Context, name string, keys []string) (bool, erro
 		return false, fmt.Errorf("unique: redis add: %w", err)
 	}
 	return n == 1, nil
+}
+
+// addCheckedScript is the PFADD of ARGV[2..] to KEYS[1] past half the
+// guard's limit, checking the server's used_memory against the headroom
+// percent ARGV[1] (see headroom.Lua): a new sketch is refused (nil) past
+// the limit, and so is an add that makes a sparse sketch longer
+// (headroom_growth: it is put back as it was). A dense sketch has its
+// full size: adds to it always count. Its first write is the PFADD, which
+// Redis refuses under maxmemory.
+var addCheckedScript = redis.NewScript(headroom.Lua() + `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if headroom_full(ARGV[1]) then return false end
+  return redis.call('PFADD', KEYS[1], unpack(ARGV, 2))
+end
+if redis.call('GETRANGE', KEYS[1], 4, 4) == '\0' or not headroom_full(ARGV[1]) then
+  return redis.call('PFADD', KEYS[1], unpack(ARGV, 2))
+end
+local before = redis.call('GET', KEYS[1])
+local changed = redis.call('PFADD', KEYS[1], unpack(ARGV, 2))
+if redis.call('STRLEN', KEYS[1]) > #before then
+  redis.call('SET', KEYS[1], before, 'KEEPTTL')
+  return headroom_growth
+end
+return changed
+`)
+
+// addBytes bounds what an add may add to Redis: a new sketch (the name,
+// and a sparse sketch of up to the keys' registers), or its turning dense
+// (hll.Registers bytes).
+func addBytes(name string, keys []string) int64 {
+	return int64(len(name)) + hll.Registers + 8*int64(len(keys)) + 128
 }
 
 // Count estimates the union of names; see Store. An estimate of 0 means

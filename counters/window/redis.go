@@ -27,8 +27,10 @@ import (
 // and the client of the Redis connection must not retry it (see
 // internal/redisconn). It is safe for concurrent use.
 //
-// With a Guard (SetGuard), a hit on a counter that has no keys is refused
-// with ErrNoMemory while the guard finds Redis full.
+// With a Guard (SetGuard), while Redis is past the guard's limit a hit on
+// a counter that has no keys, or one in a new second that adds an entry
+// to the counter's list while none leaves its window, is refused with
+// ErrNoMemory; hits in the second of the newest entry keep counting.
 type Redis struct {
 	w     *freq.Windows
 	clock func() time.Time
@@ -67,25 +69,23 @@ func (r *Redis) Hit(ctx context.Context, name string, window time.Duration) (int
 	if _, err := check(name, window); err != nil {
 		return 0, err
 	}
-	var n int64
-	var err error
+	var at time.Time // zero: Redis's clock
+	if r.clock != nil {
+		at = r.clock()
+	}
+	n, err := r.w.HitChecked(ctx, name, window, at, r.guard.Check(hitBytes(name)))
 	switch {
-	case r.guard.Full():
-		var at time.Time // zero: Redis's clock
-		if r.clock != nil {
-			at = r.clock()
-		}
-		n, err = r.w.HitExisting(ctx, name, window, at)
-		if errors.Is(err, freq.ErrNewCounter) {
-			return 0, r.guard.Refused(ErrNoMemory)
-		}
-	case r.clock == nil:
-		n, err = r.w.Hit(ctx, name, window)
-	default:
-		n, err = r.w.HitAt(ctx, name, window, r.clock())
+	case errors.Is(err, freq.ErrNewCounter):
+		return 0, r.guard.Refused(ErrNoMemory)
+	case errors.Is(err, freq.ErrGrowth):
+		return 0, r.guard.RefusedGrowth(ErrNoMemory)
 	}
 	return n, wrap(err)
 }
+
+// hitBytes bounds what a hit may add to Redis: a new counter's two keys
+// (the name twice, with their expiry), or an entry of its list.
+func hitBytes(name string) int64 { return 2*int64(len(name)) + 256 }
 
 // Count reads a counter; see Store.
 func (r *Redis) Count(ctx context.Context, name string, window time.Duration) (int64, error) {

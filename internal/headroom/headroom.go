@@ -1,23 +1,30 @@
 // Package headroom keeps the counter stores from filling a Redis that
-// they share with the bot: a Guard reads the server's used_memory and
-// maxmemory (INFO memory) now and then, and once used_memory passes
-// maxmemory less the headroom kept for the bot, the stores create no new
-// counter names (existing names keep counting) until it falls back.
+// they share with the bot: once used_memory passes maxmemory less the
+// headroom kept for the bot, the stores neither create counter names nor
+// grow the names that exist (a new participant key, a new second of a
+// window, a unique sketch taking more bytes), until it falls back; what
+// exists keeps counting where it does not grow.
 //
-// The reading is cheap by construction: a Guard reads INFO at most once
-// per Options.Every (once per Every/10 while used_memory is past half the
-// limit, where a fast client could pass the limit between two readings),
-// only when a store asks (so an idle service sends no command), and in the
-// background (no request waits for it). New names created between two
-// readings are not held back, so the headroom must hold what counter
-// clients can write in Every/10. A Redis without
-// maxmemory gives the Guard nothing to compare with: it then refuses
-// nothing.
+// Two parts share the work. A Guard reads the server's used_memory and
+// maxmemory (INFO memory) now and then: at most once per Options.Every
+// (once per Every/10 while used_memory is past half the limit), only when
+// a store asks (so an idle service sends no command), and in the
+// background (no request waits for it). While that reading, plus the
+// growth the stores declared since (Check's grow), is under half the
+// limit, the stores write as they would without a guard. Past it, Check
+// hands each store's script the headroom, and the script (which starts
+// with Lua, headroom_full) reads the server's own used_memory with INFO
+// memory before it creates or grows anything, in the same atomic step as
+// the write: so no sequence of requests takes used_memory past the limit
+// by more than one request's growth, however fast they come. A Redis
+// without maxmemory gives the Guard nothing to compare with: it then
+// refuses nothing.
 package headroom
 
 import (
 	"bufio"
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,7 +63,9 @@ type Guard struct {
 	next    atomic.Int64 // Unix nanoseconds before which no reading starts
 	state   atomic.Pointer[Reading]
 	refused atomic.Uint64
+	grown   atomic.Uint64 // growth refusals
 	readErr atomic.Uint64
+	pending atomic.Int64 // growth declared to Check since the last reading began
 	mu      sync.Mutex // serializes readings (the background one and Read)
 }
 
@@ -96,13 +105,42 @@ type Reading struct {
 // Full reports whether used_memory is past the limit.
 func (r *Reading) Full() bool { return r != nil && r.Limit > 0 && r.Used > r.Limit }
 
-// Full reports whether new names must be refused now, from the last
-// reading; it starts a new reading in the background when that one is
-// older than Every. Before the first reading it refuses nothing.
+// Full reports whether the last reading is past the limit; it starts a
+// new reading in the background when that one is older than Every. Before
+// the first reading it is false.
 func (g *Guard) Full() bool {
 	if g == nil {
 		return false
 	}
+	g.maybeRead()
+	return g.state.Load().Full()
+}
+
+// Check returns the headroom percent a store passes to its script, whose
+// headroom_full (Lua) then compares the server's own used_memory with the
+// limit before the script creates or grows anything; or 0 (the script
+// reads nothing) while the last reading plus the growth declared since is
+// under half the limit, or the server has no maxmemory. grow is the most
+// bytes the caller's write may add to Redis; it is declared (until the
+// next reading) whatever Check returns. Check starts a new reading in the
+// background when the last one is older than Every. Before the first
+// reading it returns 0.
+func (g *Guard) Check(grow int64) int {
+	if g == nil {
+		return 0
+	}
+	g.maybeRead()
+	p := g.pending.Add(grow)
+	r := g.state.Load()
+	if r == nil || r.Limit == 0 || r.Used+p <= r.Limit/2 {
+		return 0
+	}
+	return g.opts.Percent
+}
+
+// maybeRead starts a reading in the background if none is under way and
+// the last one is older than its period.
+func (g *Guard) maybeRead() {
 	if g.now().UnixNano() >= g.next.Load() && g.reading.CompareAndSwap(false, true) {
 		go func() {
 			defer g.reading.Store(false)
@@ -111,8 +149,28 @@ func (g *Guard) Full() bool {
 			g.Read(ctx) // an error keeps the last reading; the stores' own calls fail meanwhile
 		}()
 	}
-	return g.state.Load().Full()
 }
+
+//go:embed headroom.lua
+var lua string
+
+// Lua is the Lua a store's script starts with when it takes Check's
+// percent: headroom_full(pct), whether the server's used_memory is past
+// its limit (maxmemory less pct percent; false for pct 0 or without
+// maxmemory), and headroom_growth, the reply GrowthReply of a script that
+// refused to grow a name that exists (a script refusing a new name answers
+// nil).
+//
+// Under maxmemory itself, Redis refuses a script's first write if that
+// command may take memory, and lets every later write through: a script
+// that may grow Redis makes its first write one that may take memory
+// (ZADD, RPUSH, INCRBY, PFADD, HSET, SET…), never a deletion, so that
+// Redis refuses it whole.
+func Lua() string { return lua }
+
+// GrowthReply is the status reply of a script that refused to grow a name
+// that exists, as go-redis gives it.
+const GrowthReply = "HEADROOM"
 
 // Refused counts a new name refused by a store and returns the store's
 // error kindErr (its ErrNoMemory) wrapped with the limit that was passed.
@@ -127,6 +185,31 @@ func (g *Guard) Refused(kindErr error) error {
 	}
 	return fmt.Errorf("%w: Redis %s uses %s of maxmemory %s, past the %s where %d%% is kept for the bot (%s)",
 		kindErr, r.Node, mib(r.Used), mib(r.Max), mib(r.Limit), g.opts.Percent, g.opts.Setting)
+}
+
+// RefusedGrowth counts a write that would have grown a name that exists,
+// refused by a store's script, and returns the store's error kindErr (its
+// ErrNoMemory) wrapped with the limit that was passed.
+func (g *Guard) RefusedGrowth(kindErr error) error {
+	if g == nil {
+		return kindErr
+	}
+	g.grown.Add(1)
+	err := fmt.Errorf("%w: a counter that exists may not grow", kindErr)
+	if r := g.state.Load(); r != nil {
+		err = fmt.Errorf("%w: Redis %s is past maxmemory %s less the %d%% kept for the bot (%s)",
+			err, r.Node, mib(r.Max), g.opts.Percent, g.opts.Setting)
+	}
+	return err
+}
+
+// GrowthRefusals is the number of writes refused because they would have
+// grown a name that exists.
+func (g *Guard) GrowthRefusals() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.grown.Load()
 }
 
 // Refusals is the number of new names refused so far.
@@ -160,6 +243,9 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 	defer g.mu.Unlock()
 	start := g.now()
 	g.next.Store(start.Add(g.opts.Every).UnixNano())
+	// The growth declared until now is in this reading (or still on its
+	// way to Redis: the next reading has it).
+	declared := g.pending.Load()
 	var worst *Reading
 	var mu sync.Mutex
 	read := func(ctx context.Context, c *redis.Client) error {
@@ -193,6 +279,7 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 		return nil, err
 	}
 	g.state.Store(worst)
+	g.pending.Add(-declared)
 	if worst.Limit > 0 && worst.Used > worst.Limit/2 {
 		g.next.Store(start.Add(g.opts.Every / 10).UnixNano())
 	}
@@ -245,17 +332,20 @@ func parse(info string, percent int) (*Reading, error) {
 // mib formats a byte count in MiB.
 func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB" }
 
-// ifExistsScript runs the command ARGV[1] on KEYS[1] with the rest of ARGV
-// if KEYS[1] exists; it answers nil (and changes nothing) if not.
-var ifExistsScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))
+// checkedScript runs the command ARGV[2] on KEYS[1] with the rest of ARGV
+// if KEYS[1] exists, or if it does not and the server is not past its
+// limit for the headroom percent ARGV[1]; it answers nil (and changes
+// nothing) if not.
+var checkedScript = redis.NewScript(lua + `
+if redis.call('EXISTS', KEYS[1]) == 0 and headroom_full(ARGV[1]) then return false end
+return redis.call(ARGV[2], KEYS[1], unpack(ARGV, 3))
 `)
 
-// IfExists runs the command cmd on key with args in one script, only if
-// key exists: the write a store makes while the Guard finds Redis full,
-// so that a counter that exists keeps counting and no new one is created.
-// Its error is redis.Nil (and nothing changes) if key does not exist.
-func IfExists(ctx context.Context, rdb redis.Scripter, cmd, key string, args ...any) *redis.Cmd {
-	return ifExistsScript.Run(ctx, rdb, []string{key}, append([]any{cmd}, args...)...)
+// IfRoom runs the command cmd on key with args in one script: at once if
+// key exists, else only if the server is not past its limit for the
+// headroom percent pct (Check's): the write of a store whose command
+// grows Redis only when it creates key (an access counter's INCRBY). Its
+// error is redis.Nil (and nothing changes) when a new key is refused.
+func IfRoom(ctx context.Context, rdb redis.Scripter, pct int, cmd, key string, args ...any) *redis.Cmd {
+	return checkedScript.Run(ctx, rdb, []string{key}, append([]any{pct, cmd}, args...)...)
 }
