@@ -66,7 +66,7 @@ type Guard struct {
 	grown   atomic.Uint64 // growth refusals
 	readErr atomic.Uint64
 	pending atomic.Int64 // growth declared to Check since the last reading began
-	mu      sync.Mutex // serializes readings (the background one and Read)
+	mu      sync.Mutex   // serializes readings (the background one and Read)
 }
 
 // New returns a Guard on rdb, or an error if opts is invalid. It sends
