@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/counters/unique"
 	"github.com/vkcounter/vkcounter/counters/window"
@@ -316,4 +317,80 @@ func dumpKeys(t *testing.T, rdb redis.UniversalClient, prefix string) map[string
 		m[k] = v
 	}
 	return m
+}
+
+// TestHeadroomLetsWhatDoesNotGrow checks, past the headroom, the writes
+// to names that exist that take no more room than they free: a
+// participant visit of a new key while as many expired keys are dropped,
+// a window hit in a new second while an older second leaves the window,
+// and a unique add to a dense sketch; and that one more key, one more
+// second or a sparse sketch's growth is refused.
+func TestHeadroomLetsWhatDoesNotGrow(t *testing.T) {
+	rdb, g := fullGuard(t)
+	prefix := redistest.Prefix(t)
+	cx := ctx(t)
+	t0 := time.Now()
+	at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
+
+	plainP := redisParticipants(t, rdb, prefix)
+	p := redisParticipants(t, rdb, prefix)
+	p.SetGuard(g)
+	if _, _, err := plainP.WithClock(at(0)).VisitMany(cx, "room", []string{"a", "b"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// 20 s later a and b expired: two new keys fit, three do not.
+	if _, _, err := p.WithClock(at(20*time.Second)).VisitMany(cx, "room", []string{"c", "d", "e"}, 10*time.Second); !errors.Is(err, participant.ErrNoMemory) {
+		t.Errorf("three new keys for two expired: %v, want ErrNoMemory", err)
+	}
+	if n, added, err := p.WithClock(at(20*time.Second)).VisitMany(cx, "room", []string{"c", "d"}, 10*time.Second); err != nil || n != 2 || added != 2 {
+		t.Errorf("two new keys for two expired: %d, %d, %v", n, added, err)
+	}
+
+	plainW, _ := window.NewRedis(rdb, prefix)
+	w, _ := window.NewRedis(rdb, prefix)
+	w.SetGuard(g)
+	if _, err := plainW.WithClock(at(0)).Hit(cx, "w", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WithClock(at(5*time.Second)).Hit(cx, "w", 10*time.Second); !errors.Is(err, window.ErrNoMemory) {
+		t.Errorf("a hit in a new second while none leaves: %v, want ErrNoMemory", err)
+	}
+	if n, err := w.WithClock(at(0)).Hit(cx, "w", 10*time.Second); err != nil || n != 1 {
+		t.Errorf("a hit in the newest second: %d, %v", n, err)
+	}
+	if n, err := w.WithClock(at(15*time.Second)).Hit(cx, "w", 10*time.Second); err != nil || n != 0 {
+		t.Errorf("a hit in a new second while the oldest leaves: %d, %v", n, err)
+	}
+
+	plainU, _ := unique.NewRedis(rdb, prefix)
+	u, _ := unique.NewRedis(rdb, prefix)
+	u.SetGuard(g)
+	keys := make([]string, 1000)
+	for i := range 5 { // 5000 keys: dense
+		for j := range keys {
+			keys[j] = fmt.Sprint(i*1000 + j)
+		}
+		if _, err := plainU.Add(cx, "dense", keys); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := u.Add(cx, "dense", []string{"x", "y", "z"}); err != nil {
+		t.Errorf("an add to a dense sketch: %v", err)
+	}
+	if _, err := plainU.Add(cx, "sparse", []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := rdb.Get(cx, prefix+"u:{sparse}").Result()
+	if _, err := u.Add(cx, "sparse", []string{"b", "c", "d"}); !errors.Is(err, unique.ErrNoMemory) {
+		t.Errorf("an add growing a sparse sketch: %v, want ErrNoMemory", err)
+	}
+	if after, _ := rdb.Get(cx, prefix+"u:{sparse}").Result(); after != before {
+		t.Error("the refused add changed the sparse sketch")
+	}
+	if changed, err := u.Add(cx, "sparse", []string{"a"}); err != nil || changed {
+		t.Errorf("an add of a key the sparse sketch has: %v, %v", changed, err)
+	}
+	if got := g.GrowthRefusals(); got != 3 {
+		t.Errorf("%d growth refusals, want 3", got)
+	}
 }

@@ -53,9 +53,12 @@ type StoreOptions struct {
 	// Memory caps each kind's store kept in this process (zero fields:
 	// the defaults).
 	Memory memcap.Limits
-	// Guard, if not nil, makes the Redis stores refuse new names while
-	// the counters' Redis is short of headroom (see internal/headroom).
+	// Guard, if not nil, makes the Redis stores refuse new names and
+	// growth while the counters' Redis is short of headroom (see
+	// internal/headroom).
 	Guard *headroom.Guard
+	// MaxKeys, if not nil, caps the keys of each participant name.
+	MaxKeys *participant.KeyCap
 }
 
 // The four kinds of counters OpenStores opens a store for.
@@ -89,16 +92,21 @@ func MemoryKinds(kind string, embedded bool) []string {
 
 // OpenStores returns the stores of o.Kind, served by the counter port and
 // the HTTP API, and the bot's activity counters: the same counters, but
-// never refused by o.Guard (the bot's few names are not what it protects
-// the bot from). A bad kind, or a store that cannot be opened, is an error
-// naming the setting.
+// never refused by o.Guard or o.MaxKeys (the bot's few names are not what
+// they protect the bot from). A bad kind, or a store that cannot be
+// opened, is an error naming the setting.
 func OpenStores(o StoreOptions) (Stores, Activity, error) {
 	s, err := openStores(o)
-	if err != nil || o.Kind != StoreRedis || o.Guard == nil {
+	if err != nil || o.Guard == nil && o.MaxKeys == nil {
+		return s, s.Activity(), err
+	}
+	if o.Kind != StoreRedis {
+		// One store in this process: the bot's visits share its names,
+		// and the cap applies to them too.
 		return s, s.Activity(), err
 	}
 	unguarded := o
-	unguarded.Guard = nil
+	unguarded.Guard, unguarded.MaxKeys = nil, nil
 	bots, err := openStores(unguarded)
 	bots.Timeout = s.Timeout
 	return s, bots.Activity(), err
@@ -116,6 +124,9 @@ func openStores(o StoreOptions) (Stores, error) {
 		s, err = fileStores(o)
 	default:
 		err = fmt.Errorf("COUNTERS_STORE %q: unknown", o.Kind)
+	}
+	if err == nil && o.MaxKeys != nil {
+		s.Participants.(interface{ SetMaxKeys(*participant.KeyCap) }).SetMaxKeys(o.MaxKeys)
 	}
 	s.Timeout = o.Timeout
 	return s, err

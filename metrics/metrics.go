@@ -196,6 +196,20 @@ func (m *Metrics) ObserveRedisRefusals(causes []string, refused func(cause strin
 	}
 }
 
+// ObserveGrowthRefusals registers the readers of the writes refused
+// because they would grow a counter name that exists, read at each scrape:
+// headroom those refused past COUNTERS_REDIS_HEADROOM
+// (headroom.Guard.GrowthRefusals), keyCap the participant visits refused
+// by COUNTERS_PARTICIPANT_MAX_KEYS (participant.KeyCap.Refusals); one
+// series per reason, from the first scrape. Call it once.
+func (m *Metrics) ObserveGrowthRefusals(headroom, keyCap func() uint64) {
+	for reason, f := range map[string]func() uint64{"headroom": headroom, "key_cap": keyCap} {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "counters_growth_refused_total",
+			Help:        "Writes refused because they would grow a counter name that exists (a new participant key, window second or unique register), by reason: headroom (the counters' Redis past maxmemory less COUNTERS_REDIS_HEADROOM) or key_cap (COUNTERS_PARTICIPANT_MAX_KEYS).",
+			ConstLabels: prometheus.Labels{"reason": reason}}, func() float64 { return float64(f()) }))
+	}
+}
+
 // ObservePollers registers the long-poll pollers' totals, summed over the
 // communities and read at each scrape from total (longpoll.Group.Total).
 // Call it once.

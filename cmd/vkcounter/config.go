@@ -19,6 +19,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/access"
 	"github.com/vkcounter/vkcounter/counters/memcap"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -73,6 +74,7 @@ type Config struct {
 	CountersRedisURL      string
 	CountersRedisCluster  string
 	CountersRedisHeadroom int
+	CountersMaxKeys       int
 	CountersDir           string
 	CountersFileLevels    int
 	CountersTimeout       time.Duration
@@ -156,7 +158,8 @@ func settings(c *Config) []setting {
 		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
 		{"COUNTERS_REDIS_CLUSTER", "", "comma-separated Redis Cluster seed addresses for the counters alone, instead of COUNTERS_REDIS_URL", str(&c.CountersRedisCluster)},
-		{"COUNTERS_REDIS_HEADROOM", "20", "percent of the counters' Redis maxmemory kept free (for the bot, when they share it): past maxmemory less this, the counter stores create no new names (port: Out of memory, HTTP 507; existing names keep counting); 0 disables; nothing is refused when Redis has no maxmemory", num(&c.CountersRedisHeadroom)},
+		{"COUNTERS_REDIS_HEADROOM", "20", "percent of the counters' Redis maxmemory kept free (for the bot, when they share it): past maxmemory less this, the counter stores neither create names nor grow them (new participant keys, window seconds, unique registers; port: Out of memory, HTTP 507; existing data keeps counting where it does not grow); 0 disables; nothing is refused when Redis has no maxmemory", num(&c.CountersRedisHeadroom)},
+		{"COUNTERS_PARTICIPANT_MAX_KEYS", strconv.Itoa(participant.DefaultMaxKeys), "most keys one participant counter name holds, in every store (the default: about 44 MB of Redis, 37 MB in memory, with 255-byte keys); a visit that would pass it is refused (port 0x82, HTTP 507) and changes nothing", num(&c.CountersMaxKeys)},
 		{"COUNTERS_DIR", "", "directory of the file store: count/ holds the access counters (count0.dat…), bbs.cnt the participants; only with COUNTERS_STORE=file", str(&c.CountersDir)},
 		{"COUNTERS_FILE_LEVELS", strconv.Itoa(access.DefaultLevels), "count files per access counter in the file store (the BBS's COUNTLEVEL, 1 to " + strconv.Itoa(access.MaxLevels) + ")", num(&c.CountersFileLevels)},
 		{"COUNTERS_HTTP_TOKEN", "", "when set, the /counters/ HTTP API requires Authorization: Bearer <token>; when empty, it answers loopback clients only", str(&c.CountersHTTPToken)},
@@ -450,6 +453,9 @@ func (c *Config) validateCounters() error {
 	}
 	if c.CountersRedisHeadroom < 0 || c.CountersRedisHeadroom > 99 {
 		errs = append(errs, fmt.Errorf("COUNTERS_REDIS_HEADROOM %d: must be 0 (off) to 99 percent", c.CountersRedisHeadroom))
+	}
+	if c.CountersMaxKeys < 1 {
+		errs = append(errs, fmt.Errorf("COUNTERS_PARTICIPANT_MAX_KEYS %d: must be positive", c.CountersMaxKeys))
 	}
 	if c.CountersFileLevels < 1 || c.CountersFileLevels > access.MaxLevels {
 		errs = append(errs, fmt.Errorf("COUNTERS_FILE_LEVELS %d: must be 1 to %d", c.CountersFileLevels, access.MaxLevels))

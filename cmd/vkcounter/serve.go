@@ -17,6 +17,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/memcap"
+	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
@@ -40,6 +41,7 @@ type Main struct {
 	// filling it (nil: COUNTERS_REDIS_HEADROOM=0, or the embedded Redis).
 	cntRdb redis.UniversalClient
 	guard  *headroom.Guard
+	keyCap *participant.KeyCap // COUNTERS_PARTICIPANT_MAX_KEYS
 	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
 	// the counters' Redis, with a larger pool.
 	resRdb    redis.UniversalClient
@@ -104,9 +106,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting script: %w", err)
 	}
+	m.keyCap = &participant.KeyCap{Max: m.cfg.CountersMaxKeys, Setting: "COUNTERS_PARTICIPANT_MAX_KEYS"}
 	if m.stores, m.activity, err = counters.OpenStores(counters.StoreOptions{Kind: m.cfg.CountersStore, Redis: m.cntRdb,
 		Prefix: m.cfg.KeyPrefix, Embedded: m.countersEmbedded(), Guard: m.guard, Dir: m.cfg.CountersDir, FileLevels: m.cfg.CountersFileLevels,
-		Timeout: m.cfg.CountersTimeout, Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes}}); err != nil {
+		Timeout: m.cfg.CountersTimeout, Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes},
+		MaxKeys: m.keyCap}); err != nil {
 		return err
 	}
 	m.setMemoryLimit()
@@ -131,6 +135,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
 	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
+	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err

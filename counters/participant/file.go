@@ -52,7 +52,12 @@ type File struct {
 	// locks takes each name's lock, held across its file I/O on purpose:
 	// that I/O is the critical section.
 	locks filestore.Locker
+	cap   *KeyCap // nil: no cap on keys per name
 }
+
+// SetMaxKeys caps the keys each name holds with c (nil: no cap). Call it
+// before the store is used.
+func (f *File) SetMaxKeys(c *KeyCap) { f.cap = c }
 
 // NewFile returns a store whose DefaultName set is the file at path,
 // reading the time from clock (time.Now when nil). It creates path's
@@ -86,11 +91,24 @@ func (f *File) VisitMany(ctx context.Context, name string, keys []string, timeou
 		return 0, 0, err
 	}
 	var n, added int
+	var refused error
 	err = f.update(ctx, name, func(es []entry) ([]entry, bool) {
 		now := f.clock().Unix()
 		found := make(map[string]bool, len(keys)) // of keys: whether a line holds it
 		for _, key := range keys {
 			found[key] = false
+		}
+		if f.cap != nil {
+			after := len(found) // every key visited, and the other keys active
+			for _, e := range es {
+				if _, visited := found[e.key]; !visited && active(e.seen, secs, now) {
+					after++
+				}
+			}
+			if f.cap.over(after) {
+				refused = f.cap.refused(name, after)
+				return es, false
+			}
 		}
 		added = 0
 		out := es[:0]
@@ -117,6 +135,9 @@ func (f *File) VisitMany(ctx context.Context, name string, keys []string, timeou
 		n = len(out)
 		return out, true
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return 0, 0, err
 	}

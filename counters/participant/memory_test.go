@@ -138,3 +138,55 @@ func TestMemoryDropsExpiredNamesForRoom(t *testing.T) {
 		t.Fatalf("after the last Leave the store holds %d names of %d bytes; want none", names, bytes)
 	}
 }
+
+// TestMemoryActiveHoldsNoStoreLock stops an Active of a name with 100,000
+// expired keys while it holds that name's set, and meanwhile runs every
+// call on another name: they all return, so Active holds no lock of the
+// whole store while it works (a store-wide lock would leave them waiting
+// for ever: the test would time out). Then the stopped Active answers 0.
+func TestMemoryActiveHoldsNoStoreLock(t *testing.T) {
+	ctx := context.Background()
+	c := newClock(1000)
+	m := participant.NewMemory(c.Now, participant.MemoryLimits{MaxBytes: 1 << 30})
+	keys := make([]string, participant.MaxBatch)
+	for i := 0; i < 100_000; i += len(keys) {
+		for j := range keys {
+			keys[j] = fmt.Sprint(i + j)
+		}
+		if _, _, err := m.VisitMany(ctx, "stale", keys, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Set(1100)
+	inside, release := make(chan struct{}), make(chan struct{})
+	participant.SetTestHookActive(func(name string) {
+		if name == "stale" {
+			close(inside)
+			<-release
+		}
+	})
+	defer participant.SetTestHookActive(nil)
+	done := make(chan error, 1)
+	go func() {
+		n, err := m.Active(ctx, "stale", time.Second)
+		if err == nil && n != 0 {
+			err = fmt.Errorf("Active of the stale name = %d, want 0", n)
+		}
+		done <- err
+	}()
+	<-inside
+	participant.SetTestHookActive(func(string) {}) // the Active stopped inside keeps waiting
+	if _, isNew, err := participant.Visit(ctx, m, "other", "a", time.Minute); err != nil || !isNew {
+		t.Fatalf("Visit of another name while Active works: %v, %v", isNew, err)
+	}
+	if n, err := m.Active(ctx, "other", time.Minute); err != nil || n != 1 {
+		t.Fatalf("Active of another name while Active works: %d, %v", n, err)
+	}
+	if n, removed, err := m.Leave(ctx, "other", "a"); err != nil || !removed || n != 0 {
+		t.Fatalf("Leave of another name while Active works: %d, %v, %v", n, removed, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -104,7 +104,7 @@ var (
 )
 
 // DefaultMaxKeys is the default cap on the keys of one name: 100,000 keys
-// of 255 bytes take about 43 MB in Redis (430 bytes a key, measured by
+// of 255 bytes take about 44 MB in Redis (440 bytes a key, measured by
 // TestVisitRedisCostPerKey) and 37 MB in the memory store (the estimate
 // of docs/COUNTERS.md's caps).
 const DefaultMaxKeys = 100_000

@@ -488,3 +488,37 @@ func newRedis(tb testing.TB, rdb redis.UniversalClient, prefix string) *particip
 	}
 	return s
 }
+
+// TestKeyCap checks the cap on keys per name in every store: a visit that
+// would leave a name with more keys is refused with ErrTooManyKeys and
+// changes nothing, visits of the keys held go on, and expired keys make
+// room (a visit that drops as many as it adds passes).
+func TestKeyCap(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open opener) {
+		c := newClock(bbsNow)
+		s := open(t, c.Now)
+		kc := &participant.KeyCap{Max: 3, Setting: "COUNTERS_PARTICIPANT_MAX_KEYS"}
+		s.(interface{ SetMaxKeys(*participant.KeyCap) }).SetMaxKeys(kc)
+		refused := func(keys ...string) {
+			t.Helper()
+			_, _, err := s.VisitMany(context.Background(), users, keys, fiveMins)
+			if !errors.Is(err, participant.ErrTooManyKeys) || !strings.Contains(err.Error(), "COUNTERS_PARTICIPANT_MAX_KEYS") {
+				t.Fatalf("visit of %q past the cap: %v, want ErrTooManyKeys naming the setting", keys, err)
+			}
+		}
+		refused("a", "b", "c", "d") // a new name past the cap
+		wantActive(t, s, users, fiveMins, 0)
+		visit(t, s, users, "a", fiveMins, 1, true)
+		c.Set(bbsNow + 10)
+		visitMany(t, s, users, []string{"b", "c", "b"}, fiveMins, 3, 2)
+		refused("d")
+		refused("a", "d")
+		wantActive(t, s, users, fiveMins, 3)
+		visit(t, s, users, "a", fiveMins, 3, false) // held: no growth
+		c.Set(bbsNow + 10 + 301) // b and c expired, a (seen at +10) too
+		visitMany(t, s, users, []string{"d", "e", "f"}, fiveMins, 3, 3)
+		if got := kc.Refusals(); got != 3 {
+			t.Errorf("%d refusals counted, want 3", got)
+		}
+	})
+}

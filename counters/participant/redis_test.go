@@ -2,7 +2,10 @@ package participant_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +150,42 @@ func TestRedisForeignKey(t *testing.T) {
 func TestRedisNil(t *testing.T) {
 	if _, err := participant.NewRedis(nil, "p:"); err == nil {
 		t.Fatal("NewRedis(nil) succeeded")
+	}
+}
+
+// TestVisitRedisCostPerKey measures what a participant key of MaxKeyLen
+// bytes takes in Redis (used_memory, on a server of the test's own), the
+// figure DefaultMaxKeys is sized from: about 440 bytes.
+func TestVisitRedisCostPerKey(t *testing.T) {
+	rdb := redistest.OwnServer(t).Client
+	ctx := context.Background()
+	s := newRedis(t, rdb, redistest.Prefix(t))
+	used := func() int64 {
+		info, err := rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, _ := strings.Cut(info, "\nused_memory:")
+		n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const keys = 20_000
+	before := used()
+	batch := make([]string, 1000)
+	for i := 0; i < keys; i += len(batch) {
+		for j := range batch {
+			batch[j] = fmt.Sprintf("%0*d", participant.MaxKeyLen, i+j)
+		}
+		if _, _, err := s.VisitMany(ctx, "cost", batch, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := (used() - before) / keys
+	t.Logf("%d bytes of used_memory per key of %d bytes", per, participant.MaxKeyLen)
+	if per < 350 || per > 520 {
+		t.Errorf("%d bytes per key: DefaultMaxKeys's figure (about 440) is out of date", per)
 	}
 }
