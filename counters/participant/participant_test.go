@@ -515,7 +515,7 @@ func TestKeyCap(t *testing.T) {
 		refused("a", "d")
 		wantActive(t, s, users, fiveMins, 3)
 		visit(t, s, users, "a", fiveMins, 3, false) // held: no growth
-		c.Set(bbsNow + 10 + 301) // b and c expired, a (seen at +10) too
+		c.Set(bbsNow + 10 + 301)                    // b and c expired, a (seen at +10) too
 		visitMany(t, s, users, []string{"d", "e", "f"}, fiveMins, 3, 3)
 		if got := kc.Refusals(); got != 3 {
 			t.Errorf("%d refusals counted, want 3", got)
