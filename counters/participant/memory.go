@@ -98,8 +98,10 @@ func (m *Memory) VisitMany(ctx context.Context, name string, keys []string, time
 		defer s.mu.Unlock()
 	}
 	cut := max(s.cut, now-secs)
-	if after := s.sizeAfter(keys, cut); m.cap.over(after) {
-		return 0, 0, m.cap.refused(name, after)
+	if m.cap != nil {
+		if after := s.sizeAfter(keys, cut); m.cap.over(after) {
+			return 0, 0, m.cap.refused(name, after)
+		}
 	}
 	if fresh {
 		cost := s.bytes() + s.growth(keys)
