@@ -202,12 +202,12 @@ func TestHeadroomRefusesNewNamesAndGrowth(t *testing.T) {
 }
 
 // TestScriptsRefusedWholeUnderMaxmemory runs every counter script that may
-// grow Redis on a real server past its maxmemory (noeviction), with no
+// grow Redis on a real server past its maxmemory (noeviction: redistest.PastMaxmemory), with no
 // guard, on names whose first change would otherwise be a deletion (keys
 // that expired): Redis refuses each whole (OOM), and nothing of the names
 // changes. Deletions alone (a participant Leave) still run.
 func TestScriptsRefusedWholeUnderMaxmemory(t *testing.T) {
-	rdb := redistest.OwnServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction").Client
+	rdb := redistest.OwnServer(t).Client
 	prefix := redistest.Prefix(t)
 	cx := ctx(t)
 	t0 := time.Now()
@@ -249,19 +249,7 @@ func TestScriptsRefusedWholeUnderMaxmemory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Past maxmemory: values of 256 KiB until Redis refuses one.
-	for i := 0; ; i++ {
-		err := rdb.Set(cx, fmt.Sprintf("%sfill:%d", prefix, i), strings.Repeat("x", 256<<10), time.Hour).Err()
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "OOM") {
-				t.Fatal(err)
-			}
-			break
-		}
-		if i > 100 {
-			t.Fatal("4 MiB of maxmemory took 25 MiB of values")
-		}
-	}
+	redistest.PastMaxmemory(t, rdb)
 	before := dumpKeys(t, rdb, prefix)
 
 	oom := func(what string, err error) {
@@ -302,14 +290,11 @@ func TestScriptsRefusedWholeUnderMaxmemory(t *testing.T) {
 	}
 }
 
-// dumpKeys returns the DUMP of every key under prefix but the fillers'.
+// dumpKeys returns the DUMP of every key under prefix.
 func dumpKeys(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]string {
 	t.Helper()
 	m := make(map[string]string)
 	for _, k := range redistest.Keys(t, rdb, prefix) {
-		if strings.HasPrefix(k, prefix+"fill:") {
-			continue
-		}
 		v, err := rdb.Dump(context.Background(), k).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
 
@@ -61,6 +62,8 @@ type Metrics struct {
 	// counterOK holds counterRequests' series with status ok, by known
 	// opcode, looked up once: nearly every request takes this path.
 	counterOK [256]prometheus.Counter
+
+	oom *headroom.OOMWatch // nil until ObserveRedisOOM
 }
 
 // New returns a Metrics with Go runtime and process collectors and every
@@ -299,7 +302,28 @@ func (m *Metrics) scriptCall(start time.Time, err error) {
 	m.scriptDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		m.scriptErrors.Inc()
+		if m.oom != nil {
+			m.oom.Observe(err)
+		}
 	}
+}
+
+// ObserveRedisOOM makes the counting script's errors go to w as well
+// (headroom.OOMWatch: the ones where Redis refused it past its maxmemory),
+// and registers its readers, read at each scrape: the refusals so far, and
+// full, whether the bot's Redis refuses writes now (the readiness check's
+// finding). Call it once, before the bot counts.
+func (m *Metrics) ObserveRedisOOM(w *headroom.OOMWatch, full func() bool) {
+	m.oom = w
+	m.counterFunc("script_oom_errors_total", "Counting script calls Redis refused because it was past its maxmemory (OOM; also in script_errors_total).",
+		func() float64 { return float64(w.Total()) })
+	m.gaugeFunc("redis_oom", "1 while the bot's Redis refuses writes past its maxmemory (the counting script failed with OOM lately, or used_memory is past maxmemory: /readyz answers 503), else 0.",
+		func() float64 {
+			if full() {
+				return 1
+			}
+			return 0
+		})
 }
 
 // VKCall records one VK API call; it fits bot.VKOptions.OnCall.

@@ -78,7 +78,8 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 // readiness returns every reason the service cannot take traffic (none:
 // it is ready) and Redis's answer to a PING within a second (nil: it
 // answers). On a cluster, each slot range that cannot be reached is named
-// (redisconn.CheckSlots). A VK outage does not make the service unready: the outbox
+// (redisconn.CheckSlots). A Redis that answers but refuses writes
+// (writable) is a reason too. A VK outage does not make the service unready: the outbox
 // keeps the replies until VK is back, and the webhook goes on counting.
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -88,6 +89,11 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 	}
 	if err := redisconn.CheckSlots(ctx, m.rdb); err != nil {
 		reasons = append(reasons, fmt.Errorf("redis cluster: %w", err))
+	}
+	if redisErr == nil {
+		if err := m.writable(ctx); err != nil {
+			reasons = append(reasons, fmt.Errorf("redis: %w", err))
+		}
 	}
 	if err := m.bot.Ready(); err != nil {
 		reasons = append(reasons, fmt.Errorf("vk: %w", err))
@@ -100,7 +106,7 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 
 // ready returns why the service cannot take traffic (every reason of
 // readiness, one per line), or nil: Redis does not answer within a
-// second, or VK refuses a token.
+// second or refuses writes, or VK refuses a token.
 func (m *Main) ready(ctx context.Context) error {
 	reasons, _ := m.readiness(ctx)
 	return errors.Join(reasons...)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,10 @@ type Main struct {
 	cntRdb redis.UniversalClient
 	guard  *headroom.Guard
 	keyCap *participant.KeyCap // COUNTERS_PARTICIPANT_MAX_KEYS
+	// oom sees the counting script refused past maxmemory; memFull is the
+	// last readiness check's finding of used_memory past it (writable.go).
+	oom     headroom.OOMWatch
+	memFull atomic.Bool
 	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
 	// the counters' Redis, with a larger pool.
 	resRdb    redis.UniversalClient
@@ -136,6 +141,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
+	m.metrics.ObserveRedisOOM(&m.oom, m.redisOOM)
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err

@@ -246,34 +246,7 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 	// The growth declared until now is in this reading (or still on its
 	// way to Redis: the next reading has it).
 	declared := g.pending.Load()
-	var worst *Reading
-	var mu sync.Mutex
-	read := func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "memory").Result()
-		var r *Reading
-		if err == nil {
-			r, err = parse(info, g.opts.Percent)
-		}
-		if err != nil {
-			return fmt.Errorf("headroom: INFO memory of %s: %w", c.Options().Addr, err)
-		}
-		r.Node, r.At = c.Options().Addr, g.now()
-		mu.Lock()
-		defer mu.Unlock()
-		if worst == nil || r.fuller(worst) {
-			worst = r
-		}
-		return nil
-	}
-	var err error
-	switch c := g.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
-	case *redis.Client:
-		err = read(ctx, c)
-	default:
-		err = fmt.Errorf("headroom: unsupported Redis client %T", g.rdb)
-	}
+	worst, err := read(ctx, g.rdb, g.opts.Percent, g.now)
 	if err != nil {
 		g.readErr.Add(1)
 		return nil, err
@@ -282,6 +255,49 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 	g.pending.Add(-declared)
 	if worst.Limit > 0 && worst.Used > worst.Limit/2 {
 		g.next.Store(start.Add(g.opts.Every / 10).UnixNano())
+	}
+	return worst, nil
+}
+
+// ReadMemory reads used_memory and maxmemory of rdb now (of every master
+// of a cluster, keeping the fullest), with the limit of the headroom
+// percent (0: Limit is Max). A Reading past its Max is a Redis that
+// refuses writes (with noeviction).
+func ReadMemory(ctx context.Context, rdb redis.UniversalClient, percent int) (*Reading, error) {
+	return read(ctx, rdb, percent, time.Now)
+}
+
+func read(ctx context.Context, rdb redis.UniversalClient, percent int, now func() time.Time) (*Reading, error) {
+	var worst *Reading
+	var mu sync.Mutex
+	read := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "memory").Result()
+		var r *Reading
+		if err == nil {
+			r, err = parse(info, percent)
+		}
+		if err != nil {
+			return fmt.Errorf("headroom: INFO memory of %s: %w", c.Options().Addr, err)
+		}
+		r.Node, r.At = c.Options().Addr, now()
+		mu.Lock()
+		defer mu.Unlock()
+		if worst == nil || r.fuller(worst) {
+			worst = r
+		}
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		err = fmt.Errorf("headroom: unsupported Redis client %T", rdb)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return worst, nil
 }

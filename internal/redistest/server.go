@@ -1,12 +1,17 @@
 package redistest
 
 import (
+	"context"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
@@ -104,4 +109,33 @@ func awaitListening(addr string, listening bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// PastMaxmemory sets the maxmemory of a server of the test's own
+// (OwnServer, StartServer) to half its used_memory, with noeviction, so
+// that Redis refuses every write that may take memory (OOM), as a Redis
+// that filled up does; it returns a function that lifts the limit again.
+func PastMaxmemory(t testing.TB, c redis.UniversalClient) (lift func()) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v, _ := strings.Cut(info, "\nused_memory:")
+	used, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
+	if err != nil {
+		t.Fatalf("used_memory in %q: %v", info, err)
+	}
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", strconv.FormatInt(used/2, 10)}} {
+		if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		t.Helper()
+		if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
