@@ -213,6 +213,23 @@ func (m *Metrics) ObserveGrowthRefusals(headroom, keyCap func() uint64) {
 	}
 }
 
+// ObserveResourceBirth registers the readers of the resource store's
+// birth rule (RESOURCE_STORE=redis), read at each scrape: until, when
+// acquires are granted again and whether they are refused now
+// (resource.Redis.RefusedUntil), and refusals, the acquires it refused
+// (resource.Redis.YoungRefusals). Call it once.
+func (m *Metrics) ObserveResourceBirth(until func() (time.Time, bool), refusals func() uint64) {
+	m.gaugeFunc("resource_acquires_refused_until_timestamp_seconds", "Unix time until which resource acquires are refused because the store's data in Redis is younger than RESOURCE_LEASE (a first start, or Redis lost its data); 0 while they are not refused.",
+		func() float64 {
+			if t, ok := until(); ok {
+				return float64(t.UnixMilli()) / 1000
+			}
+			return 0
+		})
+	m.counterFunc("resource_young_refusals_total", "Resource acquires refused because the store's data in Redis was younger than RESOURCE_LEASE.",
+		func() float64 { return float64(refusals()) })
+}
+
 // ObservePollers registers the long-poll pollers' totals, summed over the
 // communities and read at each scrape from total (longpoll.Group.Total).
 // Call it once.

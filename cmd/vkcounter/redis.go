@@ -45,6 +45,7 @@ func (m *Main) openResources(ctx context.Context) error {
 		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)
 	}
 	m.resources = r
+	m.metrics.ObserveResourceBirth(r.RefusedUntil, r.YoungRefusals)
 	if m.cfg.ResourceLease > time.Minute {
 		m.log.Warn().Stringer("lease", m.cfg.ResourceLease).
 			Msg("RESOURCE_LEASE over a minute: the resources held through an instance that dies stay unavailable that long")

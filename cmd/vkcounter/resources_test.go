@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -107,5 +110,40 @@ func TestResourceMaxMemory(t *testing.T) {
 	}
 	if _, err := b.Acquire(ctx, long('b'), 1, 1); err != nil {
 		t.Fatalf("after the first was released: %v", err)
+	}
+}
+
+// TestBirthRuleVisible: a new resource store in Redis refuses acquires for
+// one lease; /stats says until when and why, and so does
+// vkcounter_resource_acquires_refused_until_timestamp_seconds.
+func TestBirthRuleVisible(t *testing.T) {
+	const lease = time.Minute
+	a := startApp(t, nil, map[string]string{"RESOURCE_STORE": "redis", "RESOURCE_LEASE": lease.String(), "COUNTER_ADDR": "127.0.0.1:0"})
+	c := dialCounters(t.Context(), t, a.CounterAddr())
+	if _, err := c.Acquire(t.Context(), "jobs", 1, 4); !errors.Is(err, wire.StatusNotAvailable) {
+		t.Fatalf("acquire in a new store: %v, want 0x21", err)
+	}
+	resp, err := http.Get(a.adminURL("/stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Resources struct {
+			RefusedUntil  time.Time `json:"acquires_refused_until"`
+			Why           string    `json:"refused_because"`
+			YoungRefusals int       `json:"young_refusals"`
+		} `json:"resources"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	r := doc.Resources
+	if now := time.Now(); !r.RefusedUntil.After(now) || r.RefusedUntil.After(now.Add(lease)) || !strings.Contains(r.Why, "younger than one lease") || r.YoungRefusals != 1 {
+		t.Errorf("/stats resources %+v: want refused until within a lease from now, why, 1 refusal", r)
+	}
+	want := fmt.Sprintf("vkcounter_resource_acquires_refused_until_timestamp_seconds %g\n", float64(r.RefusedUntil.UnixMilli())/1000)
+	if m := a.scrapeMetrics(t); !strings.Contains(m, want) || !strings.Contains(m, "vkcounter_resource_young_refusals_total 1\n") {
+		t.Errorf("no %q and 1 young refusal in /metrics", want)
 	}
 }

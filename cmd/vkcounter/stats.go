@@ -8,6 +8,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
@@ -27,6 +28,18 @@ type statsDocument struct {
 	RedisMemory   *memorySection            `json:"redis_memory,omitempty"`
 	VK            vkSection                 `json:"vk"`
 	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
+	Resources     *resourcesSection         `json:"resources,omitempty"` // RESOURCE_STORE=redis
+}
+
+// resourcesSection says whether the resource store in Redis refuses
+// acquires by its birth rule, until when and why.
+type resourcesSection struct {
+	// RefusedUntil is when acquires are granted again; empty while they
+	// are not refused.
+	RefusedUntil string `json:"acquires_refused_until,omitempty"`
+	Why          string `json:"refused_because,omitempty"`
+	// YoungRefusals counts the acquires refused by the birth rule.
+	YoungRefusals uint64 `json:"young_refusals"`
 }
 
 // serviceSection says which build runs, since when, and how.
@@ -84,6 +97,12 @@ func (m *Main) statsDoc() statsDocument {
 	}
 	if m.pollers != nil {
 		doc.Longpoll = m.pollers.Stats()
+	}
+	if m.resources != nil {
+		doc.Resources = &resourcesSection{YoungRefusals: m.resources.YoungRefusals()}
+		if until, ok := m.resources.RefusedUntil(); ok {
+			doc.Resources.RefusedUntil, doc.Resources.Why = until.UTC().Format(time.RFC3339Nano), resource.YoungReason
+		}
 	}
 	return doc
 }

@@ -7,7 +7,8 @@
 -- Reply: {status, created, before}: status 1 acquired, 0 not available,
 -- -1 the holder's earlier holding of this counter had expired (its lease
 -- was lost; nothing acquired), -2 not available because the store's data
--- in this slot is younger than one lease (Redis lost it: see birth.lua),
+-- in this slot is younger than one lease (Redis lost it: see birth.lua;
+-- a fourth element then says in how many ms acquires are granted again),
 -- -3 a new counter refused (nothing changed);
 -- created 1 when this call created the counter; before what the holder
 -- held of it before the call (0 when its holding had expired, whichever
@@ -19,9 +20,10 @@
 -- purge's deletions, so that an acquire is refused whole then.
 local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-if born(KEYS[3], tonumber(ARGV[7])) > now_ms - lease then
+local birth = born(KEYS[3], tonumber(ARGV[7]))
+if birth > now_ms - lease then
   -- Checked before anything else, so that a refusal writes no counter.
-  return {-2, 0, num('h:' .. holder)}
+  return {-2, 0, num('h:' .. holder), birth + lease - now_ms}
 end
 local created = 0
 if redis.call('EXISTS', K) == 0 then

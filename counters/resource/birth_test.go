@@ -54,6 +54,9 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 	if !strings.Contains(log.String(), "younger than one lease") {
 		t.Fatalf("the refusal was not logged: %s", log)
 	}
+	if until, ok := r.RefusedUntil(); !ok || until.After(time.Now().Add(lease)) || r.YoungRefusals() != 1 {
+		t.Fatalf("RefusedUntil = %v, %v, %d refusals; want within a lease from now, 1", until, ok, r.YoungRefusals())
+	}
 	tg.Mini.SetTime(start.Add(lease - time.Millisecond))
 	wantErr(t, "acquire just before a lease", h.Acquire(bg(), name, 1, 4), resource.ErrNotAvailable)
 	tg.Mini.SetTime(start.Add(lease))

@@ -132,7 +132,11 @@ type Redis struct {
 	// youngUntil is the Unix millisecond until which refusals for a young
 	// store are not logged again.
 	youngUntil atomic.Int64
-	guard      *headroom.Guard // nil: new counters always created
+	// youngEnd is the Unix millisecond until which acquires were found
+	// refused for a young store (0: never); youngRefusals counts them.
+	youngEnd      atomic.Int64
+	youngRefusals atomic.Uint64
+	guard         *headroom.Guard // nil: new counters always created
 
 	holders atomic.Uint64
 	created atomic.Uint64
@@ -221,6 +225,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		case err != nil:
 			r.log.Warn().Err(err).Msg("resource store: births not all written; the first acquire of each slot writes its own")
 		case age < r.lease:
+			r.youngFor(r.lease - age)
 			r.log.Info().Stringer("age", age).Stringer("lease", r.lease).
 				Msg("resource store born less than a lease ago (a first start, or Redis lost its data): acquires are refused until a lease after its birth")
 		}

@@ -151,7 +151,7 @@ func isAnswer(err error) bool {
 func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	r := h.r
 	v, err := cmd.Int64Slice()
-	if err != nil || len(v) != 3 {
+	if err != nil || len(v) != 3 && !(len(v) == 4 && v[0] == -2) {
 		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
 	}
 	if v[1] == 1 {
@@ -170,7 +170,7 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	case 0:
 		return ErrNotAvailable
 	case -2:
-		r.refusedYoung()
+		r.refusedYoung(time.Duration(v[3]) * time.Millisecond)
 		return ErrNotAvailable
 	case -3:
 		return r.guard.Refused(ErrNoMemory)
@@ -237,14 +237,48 @@ func (h *RedisHolder) released(op Op, cmd *redis.Cmd) error {
 	return nil
 }
 
-// refusedYoung logs, at most once a lease, that acquires are refused
-// because the store's data is younger than one lease.
-func (r *Redis) refusedYoung() {
+// refusedYoung counts an acquire refused because the store's data in its
+// slot is younger than one lease, for left more, and logs it at most once
+// a lease.
+func (r *Redis) refusedYoung(left time.Duration) {
+	r.youngRefusals.Add(1)
+	r.youngFor(left)
 	now := time.Now()
 	until := r.youngUntil.Load()
 	if now.UnixMilli() < until || !r.youngUntil.CompareAndSwap(until, now.Add(r.lease).UnixMilli()) {
 		return
 	}
-	r.log.Warn().Stringer("lease", r.lease).
-		Msg("resource acquires refused: the store's data in Redis is younger than one lease (a first start, or Redis lost its data: a restart without persistence, a failover, a flush)")
+	r.log.Warn().Stringer("lease", r.lease).Time("until", r.refusedUntil()).
+		Msg("resource acquires refused: " + YoungReason)
 }
+
+// YoungReason says why acquires are refused until RefusedUntil.
+const YoungReason = "the store's data in Redis is younger than one lease (a first start, or Redis lost its data: a restart without persistence, a failover, a flush)"
+
+// youngFor records that acquires are refused for left more (in some
+// slot), keeping the latest such time.
+func (r *Redis) youngFor(left time.Duration) {
+	at := time.Now().Add(left).UnixMilli()
+	for {
+		old := r.youngEnd.Load()
+		if at <= old || r.youngEnd.CompareAndSwap(old, at) {
+			return
+		}
+	}
+}
+
+// refusedUntil is the latest time until which acquires were found refused.
+func (r *Redis) refusedUntil() time.Time { return time.UnixMilli(r.youngEnd.Load()) }
+
+// RefusedUntil returns until when acquires are refused because the
+// store's data is younger than one lease (YoungReason), as the last
+// refusal (or the start) found it, and whether that time is still to
+// come. In a cluster it is the latest of the slots found young.
+func (r *Redis) RefusedUntil() (time.Time, bool) {
+	until := r.refusedUntil()
+	return until, r.youngEnd.Load() != 0 && time.Now().Before(until)
+}
+
+// YoungRefusals is the number of acquires refused because the store's
+// data was younger than one lease.
+func (r *Redis) YoungRefusals() uint64 { return r.youngRefusals.Load() }
