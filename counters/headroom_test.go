@@ -273,6 +273,23 @@ func TestScriptsRefusedWholeUnderMaxmemory(t *testing.T) {
 	if !errors.Is(err, resource.ErrStore) || !strings.Contains(err.Error(), "OOM") {
 		t.Errorf("resource acquire: %v, want Redis's OOM", err)
 	}
+	// The scripts of the stores near their guard's limit: on names that
+	// exist, what they would write is Redis's to refuse.
+	g, err := headroom.New(rdb, headroom.Options{Percent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Read(cx); err != nil || g.Check(0) != 1 {
+		t.Fatalf("a guard past its limit: %v, check %d", err, g.Check(0))
+	}
+	ga := redisAccess(t, rdb, prefix)
+	ga.SetGuard(g)
+	_, err = ga.Add(cx, "old", 1) // the checked script, whose first write is INCRBY
+	oom("access add near the limit", err)
+	gu, _ := unique.NewRedis(rdb, prefix)
+	gu.SetGuard(g)
+	_, err = gu.Add(cx, "old", []string{"b", "c", "d"}) // the checked script, whose first write is PFADD
+	oom("unique add near the limit", err)
 	after := dumpKeys(t, rdb, prefix)
 	for k, v := range before {
 		if after[k] != v {
