@@ -15,9 +15,10 @@
 -- script dropped it), so that the instance can tell when Redis holds less
 -- for the holder than it believes.
 --
--- The first write is one that Redis refuses under maxmemory (an HSET:
--- the new counter's, or of the 'u' the counter holds), never one of
--- purge's deletions, so that an acquire is refused whole then.
+-- The first write is one that Redis refuses under maxmemory, so that an
+-- acquire is refused whole then: the new counter's HSET (before the DEL
+-- of a stale lease set), purge's release (an HSET before its HDEL), or
+-- the acquire's own HSET; a refusal by the maximum writes only expiries.
 local holder, res, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local I, lease, name = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local birth = born(KEYS[3], tonumber(ARGV[7]))
@@ -33,13 +34,9 @@ if redis.call('EXISTS', K) == 0 then
   redis.call('HSET', K, 'n', name, 'c', 0, 'm', 0, 'u', now)
   redis.call('DEL', L)
   created = 1
-else
-  -- 'u' written again as it is: the first write, refused under maxmemory.
-  redis.call('HSET', K, 'u', redis.call('HGET', K, 'u') or '0')
-  if purge(I, holder) then
-    expire(I)
-    return {-1, 0, 0}
-  end
+elseif purge(I, holder) then
+  expire(I)
+  return {-1, 0, 0}
 end
 local before = num('h:' .. holder)
 local c, m, u = num('c'), num('m'), num('u')
