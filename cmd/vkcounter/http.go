@@ -79,7 +79,8 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 // it is ready) and Redis's answer to a PING within a second (nil: it
 // answers). On a cluster, each slot range that cannot be reached is named
 // (redisconn.CheckSlots). A Redis that answers but refuses writes
-// (writable) is a reason too. A VK outage does not make the service unready: the outbox
+// (writable, from the last readMemory) is a reason too. A VK outage does
+// not make the service unready: the outbox
 // keeps the replies until VK is back, and the webhook goes on counting.
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -91,7 +92,7 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 		reasons = append(reasons, fmt.Errorf("redis cluster: %w", err))
 	}
 	if redisErr == nil {
-		if err := m.writable(ctx); err != nil {
+		if err := m.writable(); err != nil {
 			reasons = append(reasons, fmt.Errorf("redis: %w", err))
 		}
 	}
@@ -105,9 +106,13 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 }
 
 // ready returns why the service cannot take traffic (every reason of
-// readiness, one per line), or nil: Redis does not answer within a
-// second or refuses writes, or VK refuses a token.
+// readiness, one per line, after reading Redis's memory now), or nil:
+// Redis does not answer within a second or refuses writes, or VK refuses
+// a token.
 func (m *Main) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // one second for both
+	defer cancel()
+	m.readMemory(ctx)
 	reasons, _ := m.readiness(ctx)
 	return errors.Join(reasons...)
 }

@@ -57,6 +57,9 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	if _, err := cl.Add(ctx, "keep", 10); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cl.WindowHit(ctx, "keep", time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +188,13 @@ func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
 	if n, err := cl.Hit(ctx, "keep"); err != nil || n != 11 {
 		t.Errorf("hit keep after the flood: %d, %v; want 11", n, err)
 	}
-	if n, err := cl.WindowHit(ctx, "keep", time.Hour); err != nil || n != 1 {
-		t.Errorf("window hit keep after the flood: %d, %v; want 1", n, err)
+	// A window hit in a new second grows its counter: refused, unless an
+	// older second leaves the window as it enters (keep1s's, a second).
+	if _, err := cl.WindowHit(ctx, "keep", time.Hour); !errors.Is(err, wire.StatusOutOfMemory) {
+		t.Errorf("window hit keep in a new second after the flood: %v; want Out of memory", err)
+	}
+	if n, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil || n != 0 {
+		t.Errorf("window hit keep1s after the flood: %d, %v; want 0", n, err)
 	}
 	if _, err := cl.Hit(ctx, "fresh"); !errors.Is(err, wire.StatusOutOfMemory) {
 		t.Errorf("hit fresh after the flood: %v, want Out of memory", err)

@@ -43,10 +43,10 @@ type Main struct {
 	cntRdb redis.UniversalClient
 	guard  *headroom.Guard
 	keyCap *participant.KeyCap // COUNTERS_PARTICIPANT_MAX_KEYS
-	// oom sees the counting script refused past maxmemory; memFull is the
-	// last readiness check's finding of used_memory past it (writable.go).
+	// oom sees the counting script refused past maxmemory; memRead is the
+	// last readiness check's reading of the bot's Redis (writable.go).
 	oom     headroom.OOMWatch
-	memFull atomic.Bool
+	memRead atomic.Pointer[headroom.Reading]
 	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
 	// the counters' Redis, with a larger pool.
 	resRdb    redis.UniversalClient
