@@ -80,8 +80,8 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 // answers). On a cluster, each slot range that cannot be reached is named
 // (redisconn.CheckSlots). A Redis that answers but refuses writes
 // (writable, from the last readMemory) is a reason too. A VK outage does
-// not make the service unready: the outbox
-// keeps the replies until VK is back, and the webhook goes on counting.
+// not make the service unready: the outbox keeps the replies until VK is
+// back, and the webhook goes on counting.
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
