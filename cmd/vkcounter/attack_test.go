@@ -158,11 +158,7 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 		}
 	}
 
-	info, err := tg.Client.Info(t.Context(), "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peak := infoInt(t, info, "used_memory_peak")
+	peak := redistest.InfoMemory(t, tg.Client, "used_memory_peak")
 	bound := int64(maxmemory - maxmemory*headroom/100/2)
 	t.Logf("%d webhooks; %d visits counted, %d refused; %d window hits and %d unique adds refused; used_memory_peak %.1f MiB, bound %.1f MiB",
 		posted, visited, refusedVisits, windowRefused, uniqueRefused, float64(peak)/(1<<20), float64(bound)/(1<<20))
@@ -176,18 +172,4 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 		strings.Contains(m, `vkcounter_counters_growth_refused_total{reason="headroom"} 0`+"\n") {
 		t.Errorf("growth refusals not in /metrics")
 	}
-}
-
-// infoInt reads the integer field name of an INFO answer.
-func infoInt(t *testing.T, info, name string) int64 {
-	t.Helper()
-	_, v, ok := strings.Cut(info, "\n"+name+":")
-	if !ok {
-		t.Fatalf("no %s in INFO", name)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

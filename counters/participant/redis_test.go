@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -160,18 +158,7 @@ func TestVisitRedisCostPerKey(t *testing.T) {
 	rdb := redistest.OwnServer(t).Client
 	ctx := context.Background()
 	s := newRedis(t, rdb, redistest.Prefix(t))
-	used := func() int64 {
-		info, err := rdb.Info(ctx, "memory").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, v, _ := strings.Cut(info, "\nused_memory:")
-		n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	used := func() int64 { return redistest.InfoMemory(t, rdb, "used_memory") }
 	const keys = 20_000
 	before := used()
 	batch := make([]string, 1000)

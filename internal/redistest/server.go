@@ -118,15 +118,7 @@ func awaitListening(addr string, listening bool) bool {
 func PastMaxmemory(t testing.TB, c redis.UniversalClient) (lift func()) {
 	t.Helper()
 	ctx := context.Background()
-	info, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, v, _ := strings.Cut(info, "\nused_memory:")
-	used, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
-	if err != nil {
-		t.Fatalf("used_memory in %q: %v", info, err)
-	}
+	used := InfoMemory(t, c, "used_memory")
 	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", strconv.FormatInt(used/2, 10)}} {
 		if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			t.Fatal(err)
@@ -138,4 +130,23 @@ func PastMaxmemory(t testing.TB, c redis.UniversalClient) (lift func()) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// InfoMemory returns the integer field (e.g. "used_memory",
+// "used_memory_peak") of the server's INFO memory.
+func InfoMemory(t testing.TB, c redis.UniversalClient, field string) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v, ok := strings.Cut(info, "\n"+field+":")
+	if !ok {
+		t.Fatalf("no %s in INFO memory", field)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(v, "\n", 2)[0]), 10, 64)
+	if err != nil {
+		t.Fatalf("%s in INFO memory: %v", field, err)
+	}
+	return n
 }
