@@ -210,3 +210,35 @@ type ownError string
 
 func (e ownError) Error() string { return string(e) }
 func (ownError) RedisError()     {}
+
+// TestCheckCountsDeclaredGrowth checks that Check hands the stores its
+// percent once the last reading plus the growth declared since passes
+// half the limit, before any new reading, and not before; the next
+// reading starts the count again.
+func TestCheckCountsDeclaredGrowth(t *testing.T) {
+	rdb := redistest.OwnServer(t, "--maxmemory", "64mb", "--maxmemory-policy", "noeviction").Client
+	g, err := headroom.New(rdb, headroom.Options{Percent: 20, Every: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := g.Read(context.Background())
+	if err != nil || r.Used > r.Limit/4 {
+		t.Fatalf("reading %+v, %v: want an empty server", r, err)
+	}
+	if pct := g.Check(0); pct != 0 {
+		t.Fatalf("Check on an empty server = %d, want 0", pct)
+	}
+	room := r.Limit/2 - r.Used // what may be declared before the scripts check
+	if pct := g.Check(room); pct != 0 {
+		t.Fatalf("Check at half the limit = %d, want 0", pct)
+	}
+	if pct := g.Check(1); pct != 20 {
+		t.Fatalf("Check past half the limit = %d, want 20", pct)
+	}
+	if _, err := g.Read(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pct := g.Check(0); pct != 0 {
+		t.Fatalf("Check after a new reading = %d, want 0", pct)
+	}
+}
