@@ -30,9 +30,9 @@ func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	m.wg.Add(1)
+	m.httpPart.serving.Add(1)
 	go func() {
-		defer m.wg.Done()
+		defer m.httpPart.serving.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error().Err(err).Str("server", env).Msg("HTTP server stopped")
 		}

@@ -114,7 +114,7 @@ func (m *Main) openCountersRedis(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)
 		}
-		m.cntRdb = c // closed by Close, even if the ping fails
+		m.cntRdb, m.ownRdb = c, true // closed by Close, even if the ping fails
 		if err := ping(ctx, c, "counters' redis (COUNTERS_REDIS_URL / COUNTERS_REDIS_CLUSTER)"); err != nil {
 			return err
 		}

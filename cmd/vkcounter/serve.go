@@ -5,80 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
-	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
-	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
-	"github.com/vkcounter/vkcounter/internal/embedredis"
-	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/history"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
 )
 
-// Main is the whole `vkcounter serve` process: Run opens everything and
-// starts serving, Close shuts it down gracefully. Tests run it on :0 ports.
+// Main is the whole `vkcounter serve` process: Run opens its parts (see
+// parts) and starts serving, Close shuts them down gracefully, in reverse
+// order. Tests run it on :0 ports.
 type Main struct {
-	cfg Config
-	log zerolog.Logger
+	cfg     Config
+	log     zerolog.Logger
+	metrics *metrics.Metrics
 
-	embedded *embedredis.Server // when no REDIS_URL / REDIS_CLUSTER
-	rdb      redis.UniversalClient
-	// cntRdb is the counters' Redis (COUNTERS_REDIS_URL or _CLUSTER), or
-	// rdb when they share the bot's; guard keeps the counter stores from
-	// filling it (nil: COUNTERS_REDIS_HEADROOM=0, or the embedded Redis).
-	cntRdb redis.UniversalClient
-	guard  *headroom.Guard
-	keyCap *participant.KeyCap // COUNTERS_PARTICIPANT_MAX_KEYS
-	// oom sees the counting script refused past maxmemory; memRead is the
-	// last readiness check's reading of the bot's Redis (writable.go).
-	oom     headroom.OOMWatch
-	memRead atomic.Pointer[headroom.Reading]
-	// resRdb is the resource store's own client (RESOURCE_STORE=redis):
-	// the counters' Redis, with a larger pool.
-	resRdb    redis.UniversalClient
-	resources *resource.Redis
-	store     *freq.Store
-	outbox    *outbox.Outbox
-	groups    []int // the communities served
-	bot       *bot.Bot
-	metrics   *metrics.Metrics
-	stores    counters.Stores   // access and participant counters (COUNTERS_STORE)
-	activity  counters.Activity // the bot's activity counters: stores, without the guard
+	redisPart
+	countersPart
+	botPart
+	httpPart
+	background background
 
-	httpLn     net.Listener // public: webhook, /counters/, /healthz
-	httpSrv    *http.Server
-	adminLn    net.Listener // private: /metrics, /stats, /readyz, /healthz
-	adminSrv   *http.Server
-	counterLn  net.Listener // nil when COUNTER_ADDR=off
-	counterSrv *counters.Server
-	pollers    *longpoll.Group    // VK_MODE=longpoll
-	wg         sync.WaitGroup     // serving goroutines
-	stopLimit  context.CancelFunc // ends the soft memory limit's following of the live heap
-
-	// With REQUIRE_VK_TOKEN: why the tokens cannot be relied on yet (see
-	// checkTokens); stopChecks ends the checking.
-	tokenMu    sync.Mutex
-	tokenErr   error
-	stopChecks context.CancelFunc
-
-	started     time.Time     // when Run began
-	dryRun      bool          // no community has a token
-	history     *history.Ring // messages and replies per minute, for the status page
-	stopHistory context.CancelFunc
+	started time.Time     // when Run began
+	dryRun  bool          // no community has a token
+	history *history.Ring // messages and replies per minute, for the status page
 
 	closeOnce sync.Once
 	closeErr  error
@@ -99,6 +59,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	m.started = time.Now()
+	m.botPart.log, m.botPart.left = m.log, m.leftInOutbox
 	if err := m.openRedis(ctx); err != nil {
 		return err
 	}
@@ -208,9 +169,9 @@ func (m *Main) serveCounters(ctx context.Context) error {
 		return fmt.Errorf("COUNTER_ADDR: %w", err)
 	}
 	m.counterSrv, m.counterLn = srv, ln
-	m.wg.Add(1)
+	m.countersPart.serving.Add(1)
 	go func() {
-		defer m.wg.Done()
+		defer m.countersPart.serving.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, counters.ErrServerClosed) {
 			m.log.Error().Err(err).Msg("counter server stopped")
 		}
@@ -293,9 +254,12 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 // connection.
 const maxPoll = 15 * time.Second
 
-// Close shuts down within SHUTDOWN_TIMEOUT: stop accepting webhooks, finish
-// in-flight requests, close counter connections (releasing their holdings),
-// drain the reply outbox, then close Redis.
+// Close shuts down within SHUTDOWN_TIMEOUT, closing the parts in reverse
+// order: the background workers stop; the HTTP servers stop accepting
+// webhooks and finish the requests in flight; the pollers stop and the
+// bot drains the reply outbox; the counter connections close (releasing
+// their holdings), then the counters' stores and Redis; the bot's Redis
+// last.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() { m.closeErr = m.close() })
 	return m.closeErr
@@ -304,65 +268,12 @@ func (m *Main) Close() error {
 func (m *Main) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
+	parts := m.parts()
 	var errs []error
-	if m.stopChecks != nil {
-		m.stopChecks()
-	}
-	if m.stopLimit != nil {
-		m.stopLimit()
-	}
-	if m.stopHistory != nil {
-		m.stopHistory()
-	}
-	for _, srv := range []struct {
-		s  *http.Server
-		ln net.Listener
-	}{{m.httpSrv, m.httpLn}, {m.adminSrv, m.adminLn}} {
-		if srv.s != nil {
-			if err := srv.s.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
-			}
-		} else if srv.ln != nil {
-			srv.ln.Close()
+	for i := len(parts) - 1; i >= 0; i-- {
+		if err := parts[i].close(ctx); err != nil {
+			errs = append(errs, err)
 		}
-	}
-	if m.counterSrv != nil {
-		// Closing the connections releases everything they hold.
-		if err := m.counterSrv.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("counter server: %w", err))
-		}
-	}
-	if m.resources != nil {
-		m.resources.Close()
-	}
-	if m.resRdb != nil {
-		m.resRdb.Close()
-	}
-	m.wg.Wait()
-	if m.pollers != nil {
-		// Within the shutdown deadline: a poller still waiting on a stalled
-		// Redis stops on its own a little later and hands the bot nothing
-		// more; should it not release its lease, the lease runs out.
-		if err := m.pollers.Close(ctx); err != nil {
-			m.log.Warn().Err(err).Msg("shutdown: a long-poll poller is still waiting on Redis")
-		}
-	}
-	if m.bot != nil {
-		if err := m.bot.Close(ctx); err != nil {
-			errs = append(errs, m.leftInOutbox(err))
-		}
-	}
-	if m.outbox != nil {
-		m.outbox.Close()
-	}
-	if m.cntRdb != nil && m.cntRdb != m.rdb {
-		m.cntRdb.Close()
-	}
-	if m.rdb != nil {
-		m.rdb.Close()
-	}
-	if m.embedded != nil {
-		m.embedded.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -79,11 +79,7 @@ func (m *Main) historyTotals() []int64 {
 func (m *Main) sampleHistory() {
 	m.history = history.New(seriesOpcodes + len(wire.Opcodes()))
 	m.history.Observe(time.Now(), m.historyTotals())
-	ctx, cancel := context.WithCancel(context.Background())
-	m.stopHistory = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.background.start(func(ctx context.Context) {
 		t := time.NewTicker(historyEvery)
 		defer t.Stop()
 		for {
@@ -94,7 +90,7 @@ func (m *Main) sampleHistory() {
 				m.history.Observe(now, m.historyTotals())
 			}
 		}
-	}()
+	})
 }
 
 // statusView is what the page shows.

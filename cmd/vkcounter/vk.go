@@ -93,11 +93,7 @@ func (m *Main) checkTokens(communities []Community) {
 		return
 	}
 	m.setTokenProblem(errors.New("the tokens are not checked yet"))
-	ctx, cancel := context.WithCancel(context.Background())
-	m.stopChecks = cancel
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.background.start(func(ctx context.Context) {
 		for _, c := range communities {
 			for i, tok := range c.Tokens() {
 				for {
@@ -124,7 +120,7 @@ func (m *Main) checkTokens(communities []Community) {
 		}
 		m.setTokenProblem(nil)
 		m.log.Info().Msg("VK accepts every token")
-	}()
+	})
 }
 
 func (m *Main) setTokenProblem(err error) {
