@@ -8,8 +8,9 @@
 //	s, err := freq.New(rdb, freq.Options{})
 //	if err != nil { … }
 //	if err := s.Load(ctx); err != nil { … }
-//	res, err := s.Count(ctx, text, dedupeKey)
-//	// res.Previous is 0 the first time a text is seen in 24 hours.
+//	previous, duplicate, err := s.Count(ctx, text, dedupeKey)
+//	// previous is 0 the first time a text is seen in 24 hours; duplicate
+//	// says dedupeKey was counted already (the same answer, nothing added).
 //
 // Each call is one Lua script run, atomic in Redis: it answers a retried
 // message from its dedupe state, reads the clock (Redis TIME, one clock for
