@@ -21,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/callback"
 )
 
@@ -162,8 +163,12 @@ type Options struct {
 	ActivityFlush time.Duration
 	// ActivityTimeout bounds the Activity calls of one flush (default 1s).
 	ActivityTimeout time.Duration
-	Logger          zerolog.Logger
+	// Tokens, if set, has VK asked about every token of a sender that can
+	// check it (TokenChecker): see Bot.Tokens and Bot.Ready.
+	Tokens *tokens.Options
+	Logger zerolog.Logger
 }
+
 
 func (o *Options) setDefaults() {
 	if o.MaxBatch <= 0 || o.MaxBatch > MaxBatch {
@@ -232,6 +237,7 @@ type Bot struct {
 	stats    counters
 	halted   sync.Map // *tokenWorker → error, while VK refuses that token
 	drops    dropLog  // the last replies dropped, and why
+	tokens   *tokens.Checker
 	activity activityBatch
 	outage   outage
 }
@@ -267,6 +273,19 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 	b.waitCtx, b.stopWaits = context.WithCancel(b.ctx)
 	if opts.Activity != nil {
 		b.activity.start(b)
+	}
+	if opts.Tokens != nil {
+		var ts []tokens.Token
+		for _, g := range groups {
+			for i, s := range g.Senders {
+				if c, ok := s.(TokenChecker); ok {
+					ts = append(ts, tokens.Token{Group: g.ID, Index: i, Check: c.CheckToken})
+				}
+			}
+		}
+		o := *opts.Tokens
+		o.Logger = opts.Logger
+		b.tokens = tokens.Start(ts, o)
 	}
 	for _, g := range groups {
 		for i, s := range g.Senders {
@@ -380,6 +399,7 @@ func (b *Bot) counted(m callback.Message, duplicate bool) {
 // still finish one already under way. A ctx without a deadline drains
 // until ctx ends, then hands back within handBackReserve.
 func (b *Bot) Close(ctx context.Context) error {
+	b.tokens.Close()
 	b.closeMu.Lock()
 	b.closing.Store(true)
 	b.closeMu.Unlock()
@@ -479,14 +499,35 @@ func (b *Bot) handBack(ctx context.Context) (handedBack int) {
 	return handedBack
 }
 
-// Ready reports an error while VK refuses one of the tokens.
+// Ready reports an error while a sender halted one of the tokens (VK
+// refused a send with it), and, with Options.Tokens.Required, while a
+// token is not yet accepted by VK's check (tokens.Checker.Problem).
 func (b *Bot) Ready() error {
 	var err error
 	b.halted.Range(func(_, v any) bool {
 		err = v.(error)
 		return false
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return b.tokens.Problem()
+}
+
+// Tokens returns the state of every token checked (Options.Tokens), a
+// token its sender halted showing Halted unless VK's check refused it.
+func (b *Bot) Tokens() []tokens.Status {
+	ts := b.tokens.Status()
+	b.halted.Range(func(k, v any) bool {
+		w := k.(*tokenWorker)
+		for i := range ts {
+			if s := &ts[i]; s.Group == w.group && s.Index == w.index && s.State < tokens.Halted {
+				s.State, s.Err = tokens.Halted, v.(error)
+			}
+		}
+		return true
+	})
+	return ts
 }
 
 // Stats is a snapshot of the bot's running totals.

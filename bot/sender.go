@@ -74,9 +74,6 @@ func NewVKSender(token string, opts VKOptions) *VKSender {
 	return &VKSender{vk: vk, onCall: opts.OnCall}
 }
 
-// CheckToken asks VK for the token's rights (groups.getTokenPermissions).
-func (s *VKSender) CheckToken(ctx context.Context) error { return vkapi.CheckToken(ctx, s.vk) }
-
 // Send makes one VK call: messages.send for one reply, execute with
 // messages.send sub-calls for several (up to 25).
 func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
@@ -106,6 +103,25 @@ func (s *VKSender) Send(ctx context.Context, replies []Reply) []error {
 	}
 	return errs
 }
+
+// CheckToken asks VK whether the token may send replies
+// (vkapi.CheckToken: groups.getTokenPermissions), one more call reported
+// to OnCall like every other; it fits tokens.Token.Check.
+func (s *VKSender) CheckToken(ctx context.Context) error {
+	start := time.Now()
+	err := vkapi.CheckToken(ctx, s.vk)
+	if s.onCall != nil {
+		result := callResult(err)
+		if _, coded := vkErrorCode(err); !coded && errors.Is(err, vkapi.ErrTokenRefused) {
+			result = "0" // VK answered: the token lacks the messages right
+		}
+		s.onCall(tokenCheckMethod, result, time.Since(start))
+	}
+	return err
+}
+
+// tokenCheckMethod is the VK method CheckToken calls.
+const tokenCheckMethod = "groups.getTokenPermissions"
 
 // sendParams are the messages.send parameters of r, in a single call and
 // inside execute alike (forward is a JSON string in both): exactly those

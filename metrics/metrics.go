@@ -10,6 +10,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/wire"
@@ -39,7 +41,20 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 // from the first scrape and rate() works from there.
 var (
 	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.Unknown, bot.Logged}
-	vkMethods    = []string{"messages.send", "execute"}
+	vkMethods    = []string{"messages.send", "execute", "groups.getTokenPermissions"}
+	scriptCauses = []string{causeOutboxFull, causeRedis}
+	// refusals are the counter port's statuses an alert reads, besides ok:
+	// a cap reached (0x82) and a store that failed (0x86).
+	refusals = []wire.Status{wire.StatusOutOfMemory, wire.StatusStoreFailure}
+	// httpCodes are the /counters/ API's codes the dashboard and alerts
+	// read: success, a cap reached, a store that failed.
+	httpCodes = []string{"200", "507", "503"}
+)
+
+// The causes of vkcounter_script_errors_total.
+const (
+	causeOutboxFull = "outbox_full"
+	causeRedis      = "redis"
 )
 
 // Metrics holds every collector. Its methods are safe for concurrent use.
@@ -49,7 +64,7 @@ type Metrics struct {
 	webhookRequests *prometheus.CounterVec
 	webhookDuration prometheus.Histogram
 	scriptDuration  prometheus.Histogram
-	scriptErrors    prometheus.Counter
+	scriptErrors    *prometheus.CounterVec
 	replies         *prometheus.CounterVec
 	replyAge        prometheus.Histogram
 	vkCalls         *prometheus.CounterVec
@@ -79,8 +94,8 @@ func New() *Metrics {
 		Help: "Time to answer a webhook request.", Buckets: latencyBuckets})
 	m.scriptDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "script_duration_seconds",
 		Help: "Time to count a message and store its reply: one script call (two calls on a Redis Cluster).", Buckets: latencyBuckets})
-	m.scriptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
-		Help: "Counting script calls that failed (the webhook answered 503)."})
+	m.scriptErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
+		Help: "Counting script calls that failed (the webhook answered 503), by cause: outbox_full (the community's outbox holds OUTBOX_MAX_LEN replies) or redis (Redis failed, refused or was slower than the webhook's deadline)."}, []string{"cause"})
 	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
 		Help: "Replies that left the outbox, by result (delivered, drop, unknown_error: dropped after VK kept answering an error code the bot does not know, dry_run: logged instead of sent)."}, []string{"result"})
 	m.replyAge = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "reply_age_seconds",
@@ -117,15 +132,25 @@ func (m *Metrics) initLabels() {
 	for _, c := range replyResults {
 		m.replies.WithLabelValues(c.String())
 	}
+	for _, c := range scriptCauses {
+		m.scriptErrors.WithLabelValues(c)
+	}
 	for _, method := range vkMethods {
-		m.vkCalls.WithLabelValues(method, "0")
+		for _, result := range bot.CallResults() {
+			m.vkCalls.WithLabelValues(method, result)
+		}
 		m.vkDuration.WithLabelValues(method)
 	}
 	for _, op := range wire.Opcodes() {
 		m.counterOK[op] = m.counterRequests.WithLabelValues(op.String(), wire.StatusOK.Label())
+		for _, st := range refusals {
+			m.counterRequests.WithLabelValues(op.String(), st.Label())
+		}
 	}
 	for _, r := range httpapi.Routes() {
-		m.httpRequests.WithLabelValues(r.Method, r.Pattern, "200")
+		for _, code := range httpCodes {
+			m.httpRequests.WithLabelValues(r.Method, r.Pattern, code)
+		}
 		m.httpDuration.WithLabelValues(r.Pattern)
 	}
 }
@@ -251,6 +276,63 @@ func (m *Metrics) ObservePollers(total func() (sum longpoll.Stats, polling int))
 		sum(func(_ longpoll.Stats, polling int) int64 { return int64(polling) }))
 }
 
+// Readiness is the service's state as /readyz and the readiness metrics
+// tell it.
+type Readiness struct {
+	// NotReady is why the service cannot take traffic (/readyz's 503), or
+	// nil.
+	NotReady error
+	// RedisDown is set when the bot's Redis did not answer a PING.
+	RedisDown bool
+	// Tokens is the state of every community token (bot.Bot.Tokens).
+	Tokens []tokens.Status
+}
+
+// ObserveReadiness registers vkcounter_ready, vkcounter_redis_up and
+// vkcounter_vk_token_state, read from read at each scrape (read may ask
+// Redis: it is called once per scrape). Call it once.
+func (m *Metrics) ObserveReadiness(read func() Readiness) {
+	m.registry.MustRegister(readinessCollector(read))
+}
+
+var (
+	readyDesc = prometheus.NewDesc(namespace+"_ready", "1 while /readyz answers 200 (Redis answers, VK accepts the tokens), else 0.", nil, nil)
+	redisDesc = prometheus.NewDesc(namespace+"_redis_up",
+		"1 while the bot's Redis answers a PING within a second (asked at each scrape), else 0; a full outbox is not Redis being down.", nil, nil)
+	tokenDesc = prometheus.NewDesc(namespace+"_vk_token_state",
+		"1 for the state each community token is in (ok, retrying: VK gave no definite answer yet, halted: the sender paused it after VK refused a send, refused: VK refuses it or it lacks the messages right), 0 for the others; token is its position in the community's list, from 0.",
+		[]string{"group", "token", "state"}, nil)
+)
+
+// readinessCollector is ObserveReadiness's collector: one read per
+// scrape gives all three metrics.
+type readinessCollector func() Readiness
+
+func (c readinessCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readyDesc
+	ch <- redisDesc
+	ch <- tokenDesc
+}
+
+func (c readinessCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c()
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, boolValue(r.NotReady == nil))
+	ch <- prometheus.MustNewConstMetric(redisDesc, prometheus.GaugeValue, boolValue(!r.RedisDown))
+	for _, t := range r.Tokens {
+		group, token := strconv.Itoa(t.Group), strconv.Itoa(t.Index)
+		for _, s := range tokens.States() {
+			ch <- prometheus.MustNewConstMetric(tokenDesc, prometheus.GaugeValue, boolValue(t.State == s), group, token, s.String())
+		}
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // CountersHTTP wraps the /counters/ HTTP API (its token check included),
 // counting requests by method, matched route and status code, and timing
 // them. The route is the pattern the API's mux matched (http.Request's
@@ -317,11 +399,15 @@ func (t timedRecorder) Record(ctx context.Context, identity, dedupe string, r bo
 // scriptCall records one record of a message that began at start.
 func (m *Metrics) scriptCall(start time.Time, err error) {
 	m.scriptDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		m.scriptErrors.Inc()
-		if m.oom != nil {
-			m.oom.Observe(err)
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, outbox.ErrFull):
+		m.scriptErrors.WithLabelValues(causeOutboxFull).Inc()
+	default:
+		m.scriptErrors.WithLabelValues(causeRedis).Inc()
+	}
+	if err != nil && m.oom != nil {
+		m.oom.Observe(err)
 	}
 }
 

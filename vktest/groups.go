@@ -42,10 +42,23 @@ type groupsAPI struct {
 	servers       map[int][]*CallbackServer
 	nextID        int
 	confirmations map[int]string
+	masks         map[string]int // SetTokenMask's, by token
 }
 
 // tokenMask is what groups.getTokenPermissions answers: messages and manage.
 const tokenMask = 4096 | 262144
+
+// SetTokenMask sets the permissions mask groups.getTokenPermissions
+// answers for token (by default messages and manage), as a community
+// admin changes a token's rights in VK's settings.
+func (s *Server) SetTokenMask(token string, mask int) {
+	s.groups.mu.Lock()
+	defer s.groups.mu.Unlock()
+	if s.groups.masks == nil {
+		s.groups.masks = map[string]int{}
+	}
+	s.groups.masks[token] = mask
+}
 
 // getByIDListedUntil is the last API version whose groups.getById answers a
 // bare list; later ones answer {"groups": [...], "profiles": [...]}.
@@ -123,15 +136,30 @@ func (g *groupsAPI) find(group, id int) *CallbackServer {
 
 // serveGroups answers the groups.* methods other than getLongPollServer;
 // ok is false for a method it does not know.
-func (s *Server) serveGroups(method string, form url.Values) (answer map[string]any, ok bool) {
+func (s *Server) serveGroups(method, token string, form url.Values) (answer map[string]any, ok bool) {
 	switch method {
 	case "groups.getById":
 		return s.getByID(form), true
 	case "groups.getTokenPermissions":
 		// Every token of the fake is a community token with the messages
-		// and manage rights (FailAlways makes VK refuse it instead).
-		return response(map[string]any{"mask": tokenMask, "permissions": []map[string]any{
-			{"name": "messages", "setting": 4096}, {"name": "manage", "setting": 262144}}}), true
+		// and manage rights, unless SetTokenMask says otherwise
+		// (FailAlways makes VK refuse it instead).
+		s.groups.mu.Lock()
+		mask, set := s.groups.masks[token]
+		s.groups.mu.Unlock()
+		if !set {
+			mask = tokenMask
+		}
+		perms := []map[string]any{}
+		for _, p := range []struct {
+			name string
+			bit  int
+		}{{"messages", 4096}, {"manage", 262144}} {
+			if mask&p.bit != 0 {
+				perms = append(perms, map[string]any{"name": p.name, "setting": p.bit})
+			}
+		}
+		return response(map[string]any{"mask": mask, "permissions": perms}), true
 	}
 	group, err := strconv.Atoi(form.Get("group_id"))
 	if err != nil || group <= 0 {

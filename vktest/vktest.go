@@ -443,7 +443,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "groups.getLongPollServer":
 		writeJSON(w, s.getLongPollServer(r.Form))
 	default:
-		if answer, ok := s.serveGroups(method, r.Form); ok {
+		if answer, ok := s.serveGroups(method, token, r.Form); ok {
 			writeJSON(w, answer)
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/metrics"
 )
 
 // serveHTTP listens on addr (the setting named env) and serves h there.
@@ -79,9 +80,11 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 // it is ready) and Redis's answer to a PING within a second (nil: it
 // answers). On a cluster, each slot range that cannot be reached is named
 // (redisconn.CheckSlots). A Redis that answers but refuses writes
-// (writable, from the last readMemory) is a reason too. A VK outage does
-// not make the service unready: the outbox keeps the replies until VK is
-// back, and the webhook goes on counting.
+// (writable, from the last readMemory) is a reason too, and so is VK
+// refusing a token (or, with REQUIRE_VK_TOKEN, not having accepted it yet:
+// bot.Bot.Ready). A VK outage does not make the service unready: the
+// outbox keeps the replies until VK is back, and the webhook goes on
+// counting.
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -99,9 +102,6 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 	if err := m.bot.Ready(); err != nil {
 		reasons = append(reasons, fmt.Errorf("vk: %w", err))
 	}
-	if err := m.tokenProblem(); err != nil {
-		reasons = append(reasons, fmt.Errorf("vk: %w", err))
-	}
 	return reasons, redisErr
 }
 
@@ -115,6 +115,14 @@ func (m *Main) ready(ctx context.Context) error {
 	m.readMemory(ctx)
 	reasons, _ := m.readiness(ctx)
 	return errors.Join(reasons...)
+}
+
+// health is readiness as the readiness metrics show it, with the state
+// of every token (bot.Bot.Tokens, which /stats shows too): one reading
+// per scrape.
+func (m *Main) health(ctx context.Context) metrics.Readiness {
+	reasons, redisErr := m.readiness(ctx)
+	return metrics.Readiness{NotReady: errors.Join(reasons...), RedisDown: redisErr != nil, Tokens: m.bot.Tokens()}
 }
 
 func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 )
 
@@ -104,4 +106,56 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 	if largest < 60 {
 		t.Errorf("largest finite latency bucket %gs: VK calls and reply ages run to tens of seconds", largest)
 	}
+}
+
+// TestFreshScrapeHasEveryAlertSeries: the first scrape of a service that
+// did nothing yet holds every label set an alert or a dashboard panel
+// reads, so that increase() and rate() see their first event: the counter
+// port's refusals (0x82 out_of_memory, store_unavailable), the API's 507
+// and 503, the outbox-full and Redis script errors, each VK error code the
+// sender classifies (token checks included), readiness, Redis and the
+// state of every token.
+func TestFreshScrapeHasEveryAlertSeries(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"})
+	fresh := a.scrapeMetrics(t)
+	want := []string{
+		`vkcounter_counterport_requests_total{opcode="acquire",status="out_of_memory"} 0`,
+		`vkcounter_counterport_requests_total{opcode="hit",status="out_of_memory"} 0`,
+		`vkcounter_counterport_requests_total{opcode="acquire",status="store_unavailable"} 0`,
+		`vkcounter_counters_http_requests_total{code="507",method="POST",route="/counters/access/{name}"} 0`,
+		`vkcounter_counters_http_requests_total{code="503",method="POST",route="/counters/access/{name}"} 0`,
+		`vkcounter_script_errors_total{cause="outbox_full"} 0`,
+		`vkcounter_script_errors_total{cause="redis"} 0`,
+		`vkcounter_webhook_requests_total{outcome="unavailable"} 0`,
+		`vkcounter_replies_total{result="drop"} 0`,
+		`vkcounter_vk_api_calls_total{code="transport",method="messages.send"} 0`,
+		`vkcounter_vk_api_calls_total{code="5",method="groups.getTokenPermissions"}`,
+		`vkcounter_ready `,
+		`vkcounter_redis_up 1`,
+		`vkcounter_outbox_length 0`,
+		`vkcounter_outbox_oldest_seconds 0`,
+	}
+	for _, code := range bot.CallResults() {
+		for _, method := range []string{"messages.send", "execute"} {
+			want = append(want, `vkcounter_vk_api_calls_total{code="`+code+`",method="`+method+`"} 0`)
+		}
+	}
+	for _, s := range tokens.States() {
+		want = append(want, `vkcounter_vk_token_state{group="`+strconv.Itoa(testGroup)+`",state="`+s.String()+`",token="0"}`)
+	}
+	for _, w := range want {
+		if !strings.Contains(fresh, w) {
+			t.Errorf("first scrape lacks %s", w)
+		}
+	}
+	eventually.NoError(t, 10*time.Second, "the token accepted in /metrics", func() error {
+		scrape := a.scrapeMetrics(t)
+		for _, w := range []string{`vkcounter_ready 1`, `vkcounter_vk_token_state{group="` + strconv.Itoa(testGroup) + `",state="ok",token="0"} 1`,
+			`vkcounter_vk_api_calls_total{code="0",method="groups.getTokenPermissions"} 1`} {
+			if !strings.Contains(scrape, w) {
+				return errors.New("no " + w + " once VK accepted the token")
+			}
+		}
+		return nil
+	})
 }

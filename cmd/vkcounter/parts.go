@@ -113,10 +113,6 @@ type botPart struct {
 	groups  []int // the communities served
 	bot     *bot.Bot
 	pollers *longpoll.Group // VK_MODE=longpoll
-	// With REQUIRE_VK_TOKEN: why the tokens cannot be relied on yet (see
-	// checkTokens).
-	tokenMu  sync.Mutex
-	tokenErr error
 	// left says what a shutdown that did not drain the outbox leaves
 	// behind (Main.leftInOutbox).
 	left func(error) error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
@@ -86,7 +87,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.dryRun = isDryRun(communities)
 	m.fetchConfirmations(ctx, communities)
-	m.checkTokens(communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Counter: m.store, Logger: m.log})
 	for _, c := range communities {
@@ -99,6 +99,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
+	m.metrics.ObserveReadiness(func() metrics.Readiness { return m.health(context.Background()) })
 	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
@@ -243,6 +244,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		Activity:        m.activity,
 		ActivityTimeout: m.cfg.CountersTimeout,
 		RecordTimeout:   m.cfg.RedisTimeout,
+		Tokens:          &tokens.Options{Required: m.cfg.RequireVKToken},
 		Logger:          m.log,
 	})
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -59,6 +61,9 @@ type countersSection struct {
 
 type vkSection struct {
 	ConsecutiveFailures int64 `json:"consecutive_failures"`
+	// Tokens is the state of every community token (bot.Bot.Tokens), as
+	// vkcounter_vk_token_state shows it.
+	Tokens []tokens.Status `json:"tokens"`
 }
 
 // memorySection is the last reading of the counters' Redis by its
@@ -89,7 +94,7 @@ func (m *Main) statsDoc() statsDocument {
 		Outbox:        m.outbox.Report(m.groups...),
 		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
 		CounterPort:   m.metrics.Traffic(),
-		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures()},
+		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures(), Tokens: m.tokenStates()},
 	}
 	if r := m.guard.Last(); r != nil {
 		doc.RedisMemory = &memorySection{Node: r.Node, UsedBytes: r.Used, MaxBytes: r.Max, LimitBytes: r.Limit,
@@ -111,4 +116,17 @@ func (m *Main) statsDoc() statsDocument {
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(m.statsDoc())
+}
+
+// tokenStates is bot.Bot.Tokens with VK's answers redacted: an answer may
+// quote the token.
+func (m *Main) tokenStates() []tokens.Status {
+	ts := m.bot.Tokens()
+	redact := m.redactor()
+	for i := range ts {
+		if ts[i].Err != nil {
+			ts[i].Err = errors.New(redact(ts[i].Err.Error()))
+		}
+	}
+	return ts
 }

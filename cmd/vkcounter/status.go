@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/history"
@@ -142,7 +143,7 @@ type rateRow struct {
 type tokenRow struct {
 	Community int
 	Tokens    int
-	State     string // ok, retrying, refused, halted, checking
+	State     string // ok, retrying, halted, refused (tokens.State), dry-run
 	Error     string
 }
 
@@ -281,26 +282,30 @@ func (m *Main) chart(title string, now time.Time, s int, live []int64) chart {
 	return c
 }
 
-// tokenRows are the communities' tokens and their state: refused while VK
-// refuses one (REQUIRE_VK_TOKEN's check, or a send), retrying while VK
-// does not answer, checking until REQUIRE_VK_TOKEN's check is done, else
-// ok. Tokens are never shown, only counted.
+// tokenRows are the communities' tokens and the state of the worst of
+// them (bot.Bot.Tokens, the source of /stats' and the metrics' token
+// states: refused, halted, retrying, ok) with the answer that set it;
+// retrying too while VK's calls go unanswered. Tokens are never shown,
+// only counted.
 func (m *Main) tokenRows(redact func(string) string) []tokenRow {
 	communities, _ := m.cfg.Communities()
-	halted, problem := m.bot.Ready(), m.tokenProblem()
+	states := m.bot.Tokens()
 	var rows []tokenRow
 	for _, c := range communities {
 		row := tokenRow{Community: c.GroupID, Tokens: len(c.Tokens()), State: "ok"}
+		worst := tokens.OK
+		for _, s := range states {
+			if s.Group == c.GroupID && s.State > worst {
+				worst, row.State, row.Error = s.State, s.State.String(), ""
+				if s.Err != nil {
+					row.Error = redact(s.Err.Error())
+				}
+			}
+		}
 		switch {
 		case row.Tokens == 0:
 			row.State = "dry-run"
-		case halted != nil:
-			row.State, row.Error = "halted", redact(halted.Error())
-		case problem != nil && strings.Contains(problem.Error(), "refuses"):
-			row.State, row.Error = "refused", redact(problem.Error())
-		case problem != nil:
-			row.State, row.Error = "checking", redact(problem.Error())
-		case m.bot.ConsecutiveVKFailures() > 0:
+		case worst == tokens.OK && m.bot.ConsecutiveVKFailures() > 0:
 			row.State = "retrying"
 			row.Error = strconv.FormatInt(m.bot.ConsecutiveVKFailures(), 10) + " calls in a row got no answer"
 		}

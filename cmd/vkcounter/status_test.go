@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/vkcounter/vkcounter/counters/client"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -170,13 +173,24 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 		"VK_CONFIRMATION":     "confirm-0123456789",
 		"COUNTERS_HTTP_TOKEN": "counters-token-0123456789",
 	}
+	// A VK that refuses the token with an answer quoting it: the page
+	// and /stats must not repeat it.
+	quoting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"error":{"error_code":5,"error_msg":"User authorization failed: invalid access_token (%s)."}}`, secrets["VK_TOKEN"])
+	}))
+	defer quoting.Close()
+	secrets["VK_API_URL"] = quoting.URL + "/method/"
 	a := startApp(t, tg, secrets)
-	// An error that quotes the token: the page must not repeat it.
-	a.setTokenProblem(fmt.Errorf("community 1, token 1 of 1: VK refuses the token %s", secrets["VK_TOKEN"]))
-	code, page := a.getPage(t)
-	if code != 200 {
-		t.Fatalf("page: %d", code)
-	}
+	delete(secrets, "VK_API_URL")
+	var code int
+	var page string
+	eventually.NoError(t, 10*time.Second, "VK's refusal on the page", func() error {
+		if code, page = a.getPage(t); code != 200 || !strings.Contains(page, "refused") {
+			return fmt.Errorf("page %d without the refused token", code)
+		}
+		return nil
+	})
 	resp, err := http.Get(a.adminURL("/stats"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +277,17 @@ func TestStatusPageRedisDown(t *testing.T) {
 // TestReadyzGivesEveryReason: /readyz says every reason, one per line.
 func TestReadyzGivesEveryReason(t *testing.T) {
 	mr := miniredis.RunT(t)
-	a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()}, env("SHUTDOWN_TIMEOUT", "100ms"))
-	a.setTokenProblem(fmt.Errorf("the tokens are not checked yet"))
+	// VK unreachable: the token cannot be checked (REQUIRE_VK_TOKEN).
+	a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()},
+		env("SHUTDOWN_TIMEOUT", "100ms", "REQUIRE_VK_TOKEN", "true", "VK_API_URL", "http://"+freePort(t)+"/method/"))
+	eventually.NoError(t, 10*time.Second, "the token asked about", func() error {
+		for _, s := range a.bot.Tokens() {
+			if s.Checks == 0 {
+				return errors.New("the token is not asked about yet")
+			}
+		}
+		return nil
+	})
 	mr.Close()
 	resp, err := http.Get(a.adminURL("/readyz"))
 	if err != nil {
@@ -273,7 +296,7 @@ func TestReadyzGivesEveryReason(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if resp.StatusCode != 503 || len(lines) != 2 || !strings.HasPrefix(lines[0], "not ready: redis: ") || lines[1] != "vk: the tokens are not checked yet" {
+	if resp.StatusCode != 503 || len(lines) != 2 || !strings.HasPrefix(lines[0], "not ready: redis: ") || !strings.HasPrefix(lines[1], "vk: cannot check the token of community ") {
 		t.Errorf("/readyz: %d %q", resp.StatusCode, b)
 	}
 }

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/SevereCloud/vksdk/v2/api"
 
@@ -79,60 +76,4 @@ func (m *Main) startPollers(communities []Community) error {
 	}
 	m.metrics.ObservePollers(m.pollers.Total)
 	return nil
-}
-
-// tokenRecheck is how often a token VK could not be asked about is asked
-// again (REQUIRE_VK_TOKEN).
-const tokenRecheck = 5 * time.Second
-
-// checkTokens, with REQUIRE_VK_TOKEN, asks VK about every community's
-// tokens until it has an answer for each: until then, or for good when VK
-// refuses one, tokenProblem says why the service is not ready.
-func (m *Main) checkTokens(communities []Community) {
-	if !m.cfg.RequireVKToken {
-		return
-	}
-	m.setTokenProblem(errors.New("the tokens are not checked yet"))
-	m.background.start(func(ctx context.Context) {
-		for _, c := range communities {
-			for i, tok := range c.Tokens() {
-				for {
-					err := vkapi.CheckToken(ctx, m.vkAPI(tok))
-					if err == nil {
-						break
-					}
-					if ctx.Err() != nil {
-						return
-					}
-					if errors.Is(err, vkapi.ErrTokenRefused) {
-						m.setTokenProblem(fmt.Errorf("community %d, token %d of %d: %w", c.GroupID, i+1, len(c.Tokens()), err))
-						m.log.Error().Err(err).Int("group_id", c.GroupID).Msg("VK refuses a token: /readyz fails until it is replaced (REQUIRE_VK_TOKEN)")
-						return
-					}
-					m.setTokenProblem(fmt.Errorf("cannot check the token of community %d yet: %w", c.GroupID, err))
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(tokenRecheck):
-					}
-				}
-			}
-		}
-		m.setTokenProblem(nil)
-		m.log.Info().Msg("VK accepts every token")
-	})
-}
-
-func (m *Main) setTokenProblem(err error) {
-	m.tokenMu.Lock()
-	defer m.tokenMu.Unlock()
-	m.tokenErr = err
-}
-
-// tokenProblem is why the tokens cannot be relied on (REQUIRE_VK_TOKEN),
-// or nil.
-func (m *Main) tokenProblem() error {
-	m.tokenMu.Lock()
-	defer m.tokenMu.Unlock()
-	return m.tokenErr
 }

@@ -13,19 +13,24 @@ import (
 const MessagesRight = 1 << 12
 
 // ErrTokenRefused is wrapped by CheckToken's error when VK answered and
-// the token cannot send replies: VK refused it, or it lacks the messages
-// right. Any other error (VK unreachable, overloaded) says nothing about
-// the token.
+// the token cannot send replies: VK refused it (error 5, authorization
+// failed), or it lacks the messages right. Any other error (VK
+// unreachable, overloaded, an unknown error) says nothing about the token.
 var ErrTokenRefused = errors.New("VK refuses the token")
 
+// errAuthFailed is VK's "User authorization failed": the token is invalid
+// or revoked.
+const errAuthFailed = 5
+
 // CheckToken asks VK whether the token is valid and has the messages right
-// (groups.getTokenPermissions).
+// (groups.getTokenPermissions). Only a definite refusal wraps
+// ErrTokenRefused; VK's own error, if any, is wrapped too.
 func CheckToken(ctx context.Context, vk *api.VK) error {
 	r, err := vk.GroupsGetTokenPermissions(api.Params{}.WithContext(ctx))
 	var apiErr *api.Error
 	switch {
-	case errors.As(err, &apiErr) && !transient(int(apiErr.Code)):
-		return fmt.Errorf("%w: groups.getTokenPermissions: %v", ErrTokenRefused, err)
+	case errors.As(err, &apiErr) && int(apiErr.Code) == errAuthFailed:
+		return fmt.Errorf("%w: groups.getTokenPermissions: %w", ErrTokenRefused, err)
 	case err != nil:
 		return fmt.Errorf("groups.getTokenPermissions: %w", err)
 	case r.Mask&MessagesRight == 0:
@@ -33,7 +38,3 @@ func CheckToken(ctx context.Context, vk *api.VK) error {
 	}
 	return nil
 }
-
-// transient reports whether a VK error code says nothing about the call
-// itself: too many requests (6), flood control (9), an internal error (10).
-func transient(code int) bool { return code == 6 || code == 9 || code == 10 }
