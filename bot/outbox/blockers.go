@@ -99,9 +99,11 @@ func (o *Outbox) AddHook(h redis.Hook) {
 }
 
 // Close closes the connections the outbox opened of its own (see Take),
-// which ends the waits under way; the client given to New stays open. A
+// which ends the waits under way, and ends the watch of the figures
+// Stats reports; the client given to New stays open. A
 // Take that waits fails after it.
 func (o *Outbox) Close() error {
+	o.stopWatch()
 	b := &o.blockers
 	b.mu.Lock()
 	b.closed = true

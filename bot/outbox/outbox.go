@@ -97,6 +97,7 @@ type Outbox struct {
 
 	mu          sync.Mutex
 	communities map[int]*community // guarded by mu; each has its own lock
+	watch       statsWatch         // watchStats
 }
 
 // A community is this instance's state of one community's outbox.
@@ -168,9 +169,10 @@ func (o *Outbox) seqKey(group int) string { return o.key(group) + ":rid" }
 
 // Init creates the streams and the consumer group of the communities,
 // removes the consumers of earlier processes that hold nothing and have
-// been idle longer than ClaimAfter, and takes a first reading for Stats;
-// it sends Redis the script Record runs for every message (SCRIPT LOAD),
-// so that the first need not send its source. It is idempotent.
+// been idle longer than ClaimAfter, takes a first reading for Stats and
+// starts the watch that keeps it fresh while entries wait (see Stats); it
+// sends Redis the script Record runs for every message (SCRIPT LOAD), so
+// that the first need not send its source. It is idempotent.
 func (o *Outbox) Init(ctx context.Context, groups ...int) error {
 	sc := addScript
 	if o.counts != nil {
@@ -192,6 +194,7 @@ func (o *Outbox) Init(ctx context.Context, groups ...int) error {
 		}
 		o.refreshStats(ctx, g)
 	}
+	o.startWatch()
 	return nil
 }
 

@@ -3,8 +3,10 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vkcounter/vkcounter/internal/age"
@@ -32,8 +34,10 @@ type Stats struct {
 // Stats returns the last reading of group's outbox: its length and the age
 // of its oldest entry. It makes no Redis call, so it answers at once
 // whether Redis is up or not. Done reads it afresh with every batch of
-// sent replies; Take reads it at most every StatsEvery while entries wait
-// (VK down, say), and not at all while the outbox stays empty and idle.
+// sent replies; Take, and a watch of its own (so that the figures move
+// while no sender reads: VK down, say), read it at most every StatsEvery
+// while entries wait, and not at all while the outbox stays empty and
+// idle.
 func (o *Outbox) Stats(group int) Stats {
 	c := o.community(group)
 	c.mu.Lock()
@@ -75,6 +79,70 @@ func (o *Outbox) noteTaken(ctx context.Context, c *community, group, n int) {
 	if due {
 		o.refreshStats(ctx, group)
 	}
+}
+
+// watchStats reads, every StatsEvery until Close, the outbox of each
+// community whose last reading held entries or that handed entries out
+// since, unless a reading is fresher than StatsEvery: the figures keep
+// telling the truth while no sender reads (a sender retrying VK reads
+// nothing new, and replies pile up behind it). An empty and idle outbox
+// costs no Redis call. Init starts it.
+func (o *Outbox) watchStats() {
+	defer o.watch.wg.Done()
+	tick := time.NewTicker(o.opts.StatsEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-o.watch.stop:
+			return
+		case <-tick.C:
+		}
+		o.mu.Lock()
+		groups := make(map[int]*community, len(o.communities))
+		maps.Copy(groups, o.communities)
+		o.mu.Unlock()
+		for g, c := range groups {
+			c.mu.Lock()
+			rd := &c.reading
+			due := !rd.reading && (rd.busy || rd.length > 0) && time.Since(rd.at) >= o.opts.StatsEvery
+			if due {
+				rd.reading = true
+			}
+			c.mu.Unlock()
+			if due {
+				ctx, cancel := context.WithTimeout(context.Background(), o.opts.StatsEvery)
+				o.refreshStats(ctx, g)
+				cancel()
+			}
+		}
+	}
+}
+
+// statsWatch is watchStats's state: started once, by Init; ended by Close.
+type statsWatch struct {
+	start, end sync.Once
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// startWatch starts watchStats, once.
+func (o *Outbox) startWatch() {
+	o.watch.start.Do(func() {
+		o.watch.stop = make(chan struct{})
+		o.watch.wg.Add(1)
+		go o.watchStats()
+	})
+}
+
+// stopWatch ends watchStats, if it was started, and waits for it.
+func (o *Outbox) stopWatch() {
+	o.watch.end.Do(func() {
+		o.watch.start.Do(func() {}) // never to start after Close
+		if o.watch.stop != nil {
+			close(o.watch.stop)
+		}
+	})
+	o.watch.wg.Wait()
 }
 
 // refreshStats reads group's length and oldest entry. A failure keeps the
