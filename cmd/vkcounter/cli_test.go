@@ -60,7 +60,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		{[]string{"-nope"}, "vkcounter serve: flag provided but not defined: -nope"},
 		{[]string{"serve", "-window", "abc"}, `vkcounter serve: invalid value "abc" for flag -window: want a Go duration such as 90s, 10m or 24h`},
 		{[]string{"serve", "extra"}, `vkcounter serve: unexpected argument "extra"`},
-		{[]string{"bogus"}, `vkcounter: unknown command "bogus" (serve, cnt, loadtest, setup, prefill, count, version)`},
+		{[]string{"bogus"}, `vkcounter: unknown command "bogus" (serve, cnt, loadtest, setup, prefill, count, healthcheck, version)`},
 		{[]string{"cnt"}, "vkcounter cnt: no command given"},
 		{[]string{"cnt", "-nope", "noop"}, "vkcounter cnt: flag provided but not defined: -nope"},
 		{[]string{"cnt", "-timeout", "5", "noop"}, `vkcounter cnt: invalid value "5" for flag -timeout: want a Go duration`},

@@ -706,11 +706,17 @@ func TestComposeFile(t *testing.T) {
 	}
 	var compose struct {
 		Services map[string]struct {
-			Image       string            `yaml:"image"`
-			Build       string            `yaml:"build"`
+			Image string `yaml:"image"`
+			Build struct {
+				Context string            `yaml:"context"`
+				Args    map[string]string `yaml:"args"`
+			} `yaml:"build"`
 			Command     []string          `yaml:"command"`
 			Environment map[string]string `yaml:"environment"`
 			Ports       []string          `yaml:"ports"`
+			Healthcheck struct {
+				Test []string `yaml:"test"`
+			} `yaml:"healthcheck"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(raw, &compose); err != nil {
@@ -721,8 +727,26 @@ func TestComposeFile(t *testing.T) {
 	if !strings.HasPrefix(r.Image, "redis:") || !strings.Contains(cmd, "--maxmemory-policy noeviction") || !strings.Contains(cmd, "--appendonly yes") {
 		t.Errorf("redis: image %q, command %q: want Redis with noeviction and AOF", r.Image, cmd)
 	}
-	if svc.Build != "." || svc.Environment["REDIS_URL"] != "redis://redis:6379/0" {
-		t.Errorf("vkcounter: build %q, REDIS_URL %q: want the Dockerfile's image on the redis service", svc.Build, svc.Environment["REDIS_URL"])
+	if svc.Build.Context != "." || svc.Environment["REDIS_URL"] != "redis://redis:6379/0" {
+		t.Errorf("vkcounter: build %q, REDIS_URL %q: want the Dockerfile's image on the redis service", svc.Build.Context, svc.Environment["REDIS_URL"])
+	}
+	// The image's version stamp, passed through.
+	if _, dockerfile := parseDockerfile(t); !strings.HasPrefix(svc.Build.Args["VERSION"], "${VERSION") || !strings.Contains(dockerfile, "ARG VERSION") {
+		t.Errorf("vkcounter: build args %v: want VERSION passed through to the Dockerfile's ARG VERSION", svc.Build.Args)
+	}
+	// The health check: the image has no shell and no HTTP client, so
+	// the binary itself asks /readyz (a command it has).
+	hc := svc.Healthcheck.Test
+	if len(hc) != 3 || hc[0] != "CMD" || hc[1] != "/usr/local/bin/vkcounter" || hc[2] != "healthcheck" ||
+		!slices.ContainsFunc(commands(), func(c command) bool { return c.name == hc[2] }) {
+		t.Errorf("vkcounter: healthcheck %q, want [CMD /usr/local/bin/vkcounter healthcheck]", hc)
+	}
+	// The README's laptop path (Bots Long Poll) sets these and nothing
+	// else: each must reach the service.
+	for _, name := range []string{"VK_MODE", "VK_GROUP_ID", "VK_TOKEN"} {
+		if !strings.HasPrefix(svc.Environment[name], "${"+name) {
+			t.Errorf("vkcounter: %s=%q, want it passed through from the environment (${%s:-…})", name, svc.Environment[name], name)
+		}
 	}
 	env := imageEnv(t)
 	def := defaults()

@@ -10,6 +10,7 @@
 //	vkcounter setup -url …      register the Callback server with VK
 //	vkcounter prefill …         store expired occurrences of texts
 //	vkcounter count TEXT…       how many times texts were seen (reads only)
+//	vkcounter healthcheck       ask the service's /readyz (exit 0 ready, 1 not)
 //	vkcounter version           print the build's version
 //
 // Every command exits 0 on success, 1 on a failure while running and 2 on
@@ -61,6 +62,7 @@ func commands() []command {
 			return runPrefill(ctx, args, getenv, os.Stdin, stdout, stderr)
 		}},
 		{"count", "print how many times texts were seen in the window, as the bot counts them (reads only)", runCount},
+		{"healthcheck", "ask the service's /readyz on ADMIN_ADDR: exit 0 ready, 1 not (the container's health check)", runHealthcheck},
 		{"version", "print the version and build of this binary", runVersion},
 	}
 }
