@@ -242,3 +242,110 @@ func TestDashboardAndAlertsQueryLiveSeries(t *testing.T) {
 		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
 }
+
+// TestDashboardImportAndUnits: Grafana's import asks for the data source
+// (__inputs), the data source variable starts on the one chosen, a row
+// shows readiness and the tokens, and no axis mixes units: every query
+// has the unit of what it measures (seconds for latencies and ages, per
+// second for rates, plain numbers otherwise), and queries of another unit
+// than the panel's sit on the right axis.
+func TestDashboardImportAndUnits(t *testing.T) {
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Inputs []struct {
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			PluginID string `json:"pluginId"`
+		} `json:"__inputs"`
+		Templating struct {
+			List []struct {
+				Type    string `json:"type"`
+				Current struct {
+					Value string `json:"value"`
+				} `json:"current"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Type        string `json:"type"`
+			Title       string `json:"title"`
+			FieldConfig struct {
+				Defaults struct {
+					Unit string `json:"unit"`
+				} `json:"defaults"`
+				Overrides []struct {
+					Matcher struct {
+						ID      string `json:"id"`
+						Options string `json:"options"`
+					} `json:"matcher"`
+					Properties []struct {
+						ID    string `json:"id"`
+						Value any    `json:"value"`
+					} `json:"properties"`
+				} `json:"overrides"`
+			} `json:"fieldConfig"`
+			Targets []struct {
+				RefID string `json:"refId"`
+				Expr  string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Inputs) != 1 || d.Inputs[0].Type != "datasource" || d.Inputs[0].PluginID != "prometheus" {
+		t.Errorf("__inputs %+v: want one Prometheus data source for the import to ask for", d.Inputs)
+	} else {
+		for _, v := range d.Templating.List {
+			if v.Type == "datasource" && v.Current.Value != "${"+d.Inputs[0].Name+"}" {
+				t.Errorf("data source variable starts on %q, want the imported ${%s}", v.Current.Value, d.Inputs[0].Name)
+			}
+		}
+	}
+	// kind is the unit family a query's values are in.
+	kind := func(expr string) string {
+		switch {
+		case strings.Contains(expr, "histogram_quantile"), !strings.Contains(expr, "rate(") && strings.Contains(expr, "_seconds"):
+			return "seconds"
+		case strings.Contains(expr, "rate("):
+			return "per second"
+		}
+		return "number"
+	}
+	unitKind := map[string]string{"s": "seconds", "reqps": "per second", "ops": "per second", "short": "number", "none": "number"}
+	rows := map[string]bool{}
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			rows[p.Title] = true
+			continue
+		}
+		axes := map[string]string{} // placement → unit
+		for _, tg := range p.Targets {
+			unit, axis := p.FieldConfig.Defaults.Unit, "left"
+			for _, o := range p.FieldConfig.Overrides {
+				if o.Matcher.ID == "byFrameRefID" && o.Matcher.Options == tg.RefID {
+					for _, prop := range o.Properties {
+						switch prop.ID {
+						case "unit":
+							unit, _ = prop.Value.(string)
+						case "custom.axisPlacement":
+							axis, _ = prop.Value.(string)
+						}
+					}
+				}
+			}
+			if got, want := unitKind[unit], kind(tg.Expr); got != want {
+				t.Errorf("panel %q query %s: unit %q, but it measures %s: %s", p.Title, tg.RefID, unit, want, tg.Expr)
+			}
+			if have, ok := axes[axis]; ok && have != unit {
+				t.Errorf("panel %q: the %s axis mixes %s and %s", p.Title, axis, have, unit)
+			}
+			axes[axis] = unit
+		}
+	}
+	if !rows["Readiness and tokens"] {
+		t.Errorf("no row \"Readiness and tokens\": rows %v", rows)
+	}
+}
