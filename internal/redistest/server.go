@@ -63,6 +63,15 @@ func OwnServer(t testing.TB, args ...string) *Target {
 // a crash.
 func RestartServer(t testing.TB, addr string, args ...string) {
 	t.Helper()
+	StopServer(t, addr)
+	startOn(t, addr, args...)
+}
+
+// StopServer stops the server StartServer started on addr at once
+// (SHUTDOWN NOSAVE, as a crash of a Redis without persistence) and waits
+// until its port is closed; StartServerAt starts it again.
+func StopServer(t testing.TB, addr string) {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +83,12 @@ func RestartServer(t testing.TB, addr string, args ...string) {
 	if !awaitListening(addr, false) {
 		t.Fatalf("redis-server on %s did not stop", addr)
 	}
+}
+
+// StartServerAt starts a new, empty redis-server on addr (one StopServer
+// stopped), as StartServer does.
+func StartServerAt(t testing.TB, addr string, args ...string) {
+	t.Helper()
 	startOn(t, addr, args...)
 }
 
