@@ -312,7 +312,9 @@ func (p *prom) query(t *testing.T, q string) []float64 {
 // or stdout, and the file EnvReport names.
 type reporter struct{ lines []string }
 
-func (r *reporter) add(format string, args ...any) { r.lines = append(r.lines, fmt.Sprintf(format, args...)) }
+func (r *reporter) add(format string, args ...any) {
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+}
 
 func (r *reporter) flush(t *testing.T) {
 	text := strings.Join(r.lines, "\n") + "\n"
