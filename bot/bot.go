@@ -169,7 +169,6 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-
 func (o *Options) setDefaults() {
 	if o.MaxBatch <= 0 || o.MaxBatch > MaxBatch {
 		o.MaxBatch = MaxBatch

@@ -217,7 +217,7 @@ func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
 				about(w.log.Debug(), r).Err(err).Msg("send failed; retrying")
 			case Halt:
 				b.halted.Store(w, err)
-				b.tokens.Recheck(w.group, w.index) // is it the token, or this send?
+				b.tokens.Recheck(w.group, w.index) // the token's state then shows VK's answer
 				pause = max(pause, b.opts.HaltPause)
 				about(w.log.Error(), r).Err(err).Stringer("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
 			}
