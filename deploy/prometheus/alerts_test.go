@@ -421,6 +421,9 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 	defer rep.flush(t)
 	instances := map[string]string{cb.admin: "callback", lp.admin: "longpoll"}
 
+	// settle is how long a fault goes on once its alerts fired: longer
+	// than the rules' shortened for:, so that a wrong alert would fire.
+	const settle = 5 * time.Second
 	// quiet waits until no alert is pending or firing.
 	quiet := func(after string) {
 		t.Helper()
@@ -432,8 +435,9 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 		}
 		t.Fatalf("alerts still active %s: %v", after, left)
 	}
-	// fault runs do, then waits until every alert of want fires; any other
-	// alert firing meanwhile is an error. heal ends the fault.
+	// fault runs do, then waits until every alert of want fires, and a
+	// few evaluations more; any other alert firing meanwhile is an error.
+	// heal ends the fault.
 	msg := 0
 	fault := func(name string, want []string, do, heal func()) {
 		t.Helper()
@@ -442,7 +446,11 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 		fired := map[string]time.Duration{}
 		wrong := map[string]bool{}
 		deadline := time.Now().Add(90 * time.Second)
-		for len(fired) < len(want) {
+		var settled time.Time // when every alert of want fired
+		for settled.IsZero() || time.Since(settled) < settle {
+			if settled.IsZero() && len(fired) == len(want) {
+				settled = time.Now()
+			}
 			if time.Now().After(deadline) {
 				t.Errorf("fault %q: after 90 s, fired %v, want %v", name, fired, want)
 				break
