@@ -117,12 +117,28 @@ func (m *Main) ready(ctx context.Context) error {
 	return errors.Join(reasons...)
 }
 
+// healthEvery is how long the readiness metrics reuse a reading that found
+// the service ready, while the bot stays ready: however often they are
+// scraped, they cost Redis at most one PING per healthEvery when all is
+// well (an idle service's Redis commands stay under 0.2/s). A reading that
+// found it not ready is taken afresh at each scrape.
+const healthEvery = 30 * time.Second
+
 // health is readiness as the readiness metrics show it, with the state
-// of every token (bot.Bot.Tokens, which /stats shows too): one reading
-// per scrape.
+// of every token (bot.Bot.Tokens, which /stats shows too).
 func (m *Main) health(ctx context.Context) metrics.Readiness {
+	r := metrics.Readiness{Tokens: m.bot.Tokens()}
+	m.healthMu.Lock()
+	defer m.healthMu.Unlock()
+	if time.Since(m.readyAt) < healthEvery && m.bot.Ready() == nil {
+		return r // ready, as last read
+	}
 	reasons, redisErr := m.readiness(ctx)
-	return metrics.Readiness{NotReady: errors.Join(reasons...), RedisDown: redisErr != nil, Tokens: m.bot.Tokens()}
+	r.NotReady, r.RedisDown = errors.Join(reasons...), redisErr != nil
+	if r.NotReady == nil {
+		m.readyAt = time.Now()
+	}
+	return r
 }
 
 func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {

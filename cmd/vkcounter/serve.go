@@ -41,6 +41,9 @@ type Main struct {
 	dryRun  bool          // no community has a token
 	history *history.Ring // messages and replies per minute, for the status page
 
+	healthMu sync.Mutex // guards readyAt
+	readyAt  time.Time  // when health last found the service ready (see healthEvery)
+
 	closeOnce sync.Once
 	closeErr  error
 }
