@@ -6,6 +6,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/internal/eventually"
 )
 
 // TestHealthcheck: `vkcounter healthcheck` exits 0 while the service is
@@ -20,7 +23,7 @@ func TestHealthcheck(t *testing.T) {
 		return code, stdout.String(), stderr.String()
 	}
 	_, port, _ := net.SplitHostPort(a.AdminAddr())
-	eventually(t, func() error {
+	eventually.NoError(t, 10*time.Second, "healthcheck ready", func() error {
 		if code, out, errs := check(map[string]string{"ADMIN_ADDR": ":" + port}); code != exitOK || out != "ready\n" {
 			return fmt.Errorf("exit %d: %q", code, out+errs)
 		}
@@ -32,7 +35,7 @@ func TestHealthcheck(t *testing.T) {
 
 	a.vk.FailAlways(5)
 	a.mustOK(t, event("hc", 1, 1, "x")) // its send meets the refusal
-	eventually(t, func() error {
+	eventually.NoError(t, 10*time.Second, "healthcheck not ready", func() error {
 		code, _, errs := check(map[string]string{"ADMIN_ADDR": a.AdminAddr()})
 		if code != exitFailure || !strings.Contains(errs, "503 not ready: vk: ") {
 			return fmt.Errorf("exit %d: %q", code, errs)

@@ -186,8 +186,8 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 	var code int
 	var page string
 	eventually.NoError(t, 10*time.Second, "VK's refusal on the page", func() error {
-		if code, page = a.getPage(t); code != 200 || !strings.Contains(page, "refused") {
-			return fmt.Errorf("page %d without the refused token", code)
+		if code, page = a.getPage(t); code != 200 || !strings.Contains(page, "invalid access_token ([secret])") {
+			return fmt.Errorf("page %d without VK's refusal of the token", code)
 		}
 		return nil
 	})
