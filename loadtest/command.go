@@ -29,7 +29,8 @@ var CallbackUsage = `Usage: vkcounter loadtest callback (-url URL | -spawn) [-lo
 
 Posts message_new events to a bot's webhook and checks the replies the bot
 sends to a fake VK API run by this command: one per event, to the right
-peer, with the random_id derived from the message, and for each text the
+peer, with a random_id the community has not used before (a repeat is
+reported as swallowed, as VK would swallow it), and for each text the
 numbers 0 … M-1 (in order when the text's events were not in flight
 together).
 
