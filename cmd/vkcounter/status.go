@@ -142,9 +142,10 @@ type rateRow struct {
 
 type tokenRow struct {
 	Community int
-	Tokens    int
+	Token     string // "1 of 2", or "none" in dry-run
 	State     string // ok, retrying, halted, refused (tokens.State), dry-run
 	Error     string
+	Checks    int64 // times VK was asked about the token
 }
 
 type dropRow struct {
@@ -216,7 +217,7 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 		}
 	}
 	v.HTTPRate = m.rate(now, seriesHTTP)
-	v.Tokens = m.tokenRows(redact)
+	v.Tokens = m.tokenRows(doc)
 	for _, d := range doc.LastDrops {
 		v.Drops = append(v.Drops, dropRow{At: d.At.UTC().Format("15:04:05"), GroupID: d.GroupID, PeerID: d.PeerID, Error: redact(d.Error)})
 	}
@@ -282,34 +283,36 @@ func (m *Main) chart(title string, now time.Time, s int, live []int64) chart {
 	return c
 }
 
-// tokenRows are the communities' tokens and the state of the worst of
-// them (bot.Bot.Tokens, the source of /stats' and the metrics' token
-// states: refused, halted, retrying, ok) with the answer that set it;
-// retrying too while VK's calls go unanswered. Tokens are never shown,
-// only counted.
-func (m *Main) tokenRows(redact func(string) string) []tokenRow {
+// tokenRows are the communities' tokens, one row each, as /stats gives
+// them (vk.tokens: bot.Bot.Tokens, redacted, the source of the metrics'
+// token states too): refused, halted, retrying or ok, with VK's last
+// answer that was not an acceptance and how many times VK was asked; an
+// ok token shows retrying while VK's calls go unanswered. A community
+// without a token is in dry-run. Tokens are never shown, only numbered.
+func (m *Main) tokenRows(doc statsDocument) []tokenRow {
 	communities, _ := m.cfg.Communities()
-	states := m.bot.Tokens()
+	failures := doc.VK.ConsecutiveFailures
 	var rows []tokenRow
 	for _, c := range communities {
-		row := tokenRow{Community: c.GroupID, Tokens: len(c.Tokens()), State: "ok"}
-		worst := tokens.OK
-		for _, s := range states {
-			if s.Group == c.GroupID && s.State > worst {
-				worst, row.State, row.Error = s.State, s.State.String(), ""
-				if s.Err != nil {
-					row.Error = redact(s.Err.Error())
-				}
+		n := len(c.Tokens())
+		if n == 0 {
+			rows = append(rows, tokenRow{Community: c.GroupID, Token: "none", State: "dry-run"})
+			continue
+		}
+		for _, st := range doc.VK.Tokens {
+			if st.Group != c.GroupID {
+				continue
 			}
+			row := tokenRow{Community: c.GroupID, Token: fmt.Sprintf("%d of %d", st.Index+1, n), State: st.State.String(), Checks: st.Checks}
+			if st.Err != nil {
+				row.Error = st.Err.Error()
+			}
+			if st.State == tokens.OK && failures > 0 {
+				row.State = "retrying"
+				row.Error = strconv.FormatInt(failures, 10) + " calls in a row got no answer"
+			}
+			rows = append(rows, row)
 		}
-		switch {
-		case row.Tokens == 0:
-			row.State = "dry-run"
-		case worst == tokens.OK && m.bot.ConsecutiveVKFailures() > 0:
-			row.State = "retrying"
-			row.Error = strconv.FormatInt(m.bot.ConsecutiveVKFailures(), 10) + " calls in a row got no answer"
-		}
-		rows = append(rows, row)
 	}
 	return rows
 }

@@ -205,7 +205,7 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"<code>VK_TOKEN</code></td><td><code>set</code>", "<code>REDIS_URL</code></td><td><code>set</code>",
-		"<code>VK_GROUPS</code></td><td><code>not set</code>", "refused", "[secret]"} {
+		"<code>VK_GROUPS</code></td><td><code>not set</code>", "<td>1 of 1</td><td><b>refused</b>", "[secret]"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
