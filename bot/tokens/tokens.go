@@ -104,6 +104,8 @@ type Status struct {
 	Err error
 	// Checks is how many times VK was asked about the token.
 	Checks int64
+	// CheckedAt is when VK last answered a check (zero before the first).
+	CheckedAt time.Time
 }
 
 // MarshalJSON writes the status as /stats shows it, Err as its text.
@@ -114,9 +116,13 @@ func (s Status) MarshalJSON() ([]byte, error) {
 		State  State  `json:"state"`
 		Error  string `json:"error,omitempty"`
 		Checks int64  `json:"checks"`
+		At     string `json:"checked_at,omitempty"`
 	}{Group: s.Group, Index: s.Index, State: s.State, Checks: s.Checks}
 	if s.Err != nil {
 		v.Error = s.Err.Error()
+	}
+	if !s.CheckedAt.IsZero() {
+		v.At = s.CheckedAt.UTC().Format(time.RFC3339)
 	}
 	return json.Marshal(v)
 }
@@ -231,6 +237,7 @@ func (c *Checker) set(i int, state State, err error) State {
 	prev := s.State
 	s.State, s.Err = state, err
 	s.Checks++
+	s.CheckedAt = time.Now()
 	return prev
 }
 

@@ -87,6 +87,9 @@ func TestTransientErrorThenReady(t *testing.T) {
 				if n := len(vk.checks()); n != 2 {
 					t.Errorf("VK asked %d times, want 2 (not again once accepted)", n)
 				}
+				if at, last := c.Status()[0].CheckedAt, vk.checks()[1]; !at.Equal(vk.start.Add(last)) {
+					t.Errorf("CheckedAt %v, want the last answer's time %v", at, vk.start.Add(last))
+				}
 			})
 		})
 	}

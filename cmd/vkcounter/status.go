@@ -145,7 +145,8 @@ type tokenRow struct {
 	Token     string // "1 of 2", or "none" in dry-run
 	State     string // ok, retrying, halted, refused (tokens.State), dry-run
 	Error     string
-	Checks    int64 // times VK was asked about the token
+	Checks    int64  // times VK was asked about the token
+	CheckedAt string // when VK last answered a check, UTC; "" before the first
 }
 
 type dropRow struct {
@@ -306,6 +307,9 @@ func (m *Main) tokenRows(doc statsDocument) []tokenRow {
 			row := tokenRow{Community: c.GroupID, Token: fmt.Sprintf("%d of %d", st.Index+1, n), State: st.State.String(), Checks: st.Checks}
 			if st.Err != nil {
 				row.Error = st.Err.Error()
+			}
+			if !st.CheckedAt.IsZero() {
+				row.CheckedAt = st.CheckedAt.UTC().Format("15:04:05")
 			}
 			if st.State == tokens.OK && failures > 0 {
 				row.State = "retrying"
