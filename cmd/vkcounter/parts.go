@@ -173,8 +173,7 @@ func (p *httpPart) close(ctx context.Context) error {
 }
 
 // background is the process's own workers: the soft memory limit following
-// the live heap, the check of the tokens (REQUIRE_VK_TOKEN), the status
-// page's history. They stop first.
+// the live heap and the status page's history. They stop first.
 type background struct {
 	stops []context.CancelFunc
 	wg    sync.WaitGroup
