@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Keys returns the keys s uses for identity: the text's key, the slot's
@@ -57,7 +59,7 @@ var ParseReply = parseReply
 // SlotTag is slotTag; Slot is slot.
 var (
 	SlotTag = slotTag
-	Slot    = func(tag string) int { return slot([]byte(tag)) }
+	Slot    = func(tag string) int { return redisconn.TagSlot([]byte(tag)) }
 )
 
 // Slots is the number of Redis Cluster hash slots.

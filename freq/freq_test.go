@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
@@ -314,14 +315,14 @@ func TestHotText(t *testing.T) {
 			}
 		}
 		for _, k := range keys {
-			if keySlot(k) != keySlot(keys[0]) {
-				t.Errorf("%s is in slot %d, %s in %d", k, keySlot(k), keys[0], keySlot(keys[0]))
+			if redisconn.Slot(k) != redisconn.Slot(keys[0]) {
+				t.Errorf("%s is in slot %d, %s in %d", k, redisconn.Slot(k), keys[0], redisconn.Slot(keys[0]))
 			}
 			// miniredis answers 163 for every key and a single server
 			// refuses CLUSTER KEYSLOT: only a cluster can confirm.
 			if tg.Kind == redistest.Cluster {
-				if got := tg.Client.ClusterKeySlot(ctx, k).Val(); got != int64(keySlot(k)) {
-					t.Errorf("CLUSTER KEYSLOT %s = %d, computed %d", k, got, keySlot(k))
+				if got := tg.Client.ClusterKeySlot(ctx, k).Val(); got != int64(redisconn.Slot(k)) {
+					t.Errorf("CLUSTER KEYSLOT %s = %d, computed %d", k, got, redisconn.Slot(k))
 				}
 			}
 		}
@@ -332,15 +333,15 @@ func TestKeySlot(t *testing.T) {
 	// Examples from the Redis Cluster specification.
 	for key, want := range map[string]int{
 		"123456789":             0x31C3,
-		"{user1000}.following":  keySlot("user1000"),
-		"foo{}{bar}":            keySlot("foo{}{bar}"),
-		"foo{{bar}}zap":         keySlot("{bar"),
-		"foo{bar}{zap}":         keySlot("bar"),
-		"{user1000}.followers":  keySlot("{user1000}.following"),
-		"no tag at all, really": keySlot("no tag at all, really"),
+		"{user1000}.following":  redisconn.Slot("user1000"),
+		"foo{}{bar}":            redisconn.Slot("foo{}{bar}"),
+		"foo{{bar}}zap":         redisconn.Slot("{bar"),
+		"foo{bar}{zap}":         redisconn.Slot("bar"),
+		"{user1000}.followers":  redisconn.Slot("{user1000}.following"),
+		"no tag at all, really": redisconn.Slot("no tag at all, really"),
 	} {
-		if got := keySlot(key); got != want {
-			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		if got := redisconn.Slot(key); got != want {
+			t.Errorf("redisconn.Slot(%q) = %d, want %d", key, got, want)
 		}
 	}
 }
@@ -659,7 +660,7 @@ func TestKeys(t *testing.T) {
 	defer c.Close()
 	sum := sha256.Sum256([]byte("hello"))
 	former := "{" + hex.EncodeToString(sum[:16]) + "}"
-	slot := keySlot(former)
+	slot := redisconn.Slot(former)
 	tag := "{" + freq.SlotTag(slot) + "}"
 	text := tag + string(sum[16:25])
 	for _, tc := range []struct {
@@ -675,8 +676,8 @@ func TestKeys(t *testing.T) {
 			t.Errorf("prefix %q event %q: got %q, want %q", tc.prefix, tc.event, got, tc.want)
 		}
 		for _, k := range got {
-			if keySlot(k) != slot {
-				t.Errorf("%q is in slot %d, want %d", k, keySlot(k), slot)
+			if redisconn.Slot(k) != slot {
+				t.Errorf("%q is in slot %d, want %d", k, redisconn.Slot(k), slot)
 			}
 		}
 	}
@@ -696,8 +697,8 @@ func TestKeys(t *testing.T) {
 func TestSlotTags(t *testing.T) {
 	for n := range freq.Slots {
 		tag := freq.SlotTag(n)
-		if len(tag) != 3 || strings.ContainsAny(tag, "{}") || keySlot(tag) != n || freq.Slot(tag) != n {
-			t.Fatalf("slot %d: tag %q hashes to %d", n, tag, keySlot(tag))
+		if len(tag) != 3 || strings.ContainsAny(tag, "{}") || redisconn.Slot(tag) != n || freq.Slot(tag) != n {
+			t.Fatalf("slot %d: tag %q hashes to %d", n, tag, redisconn.Slot(tag))
 		}
 	}
 }

@@ -157,25 +157,3 @@ func sumList(t testing.TB, list []string) int64 {
 	}
 	return total
 }
-
-// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
-// tag, or of the whole key without one, modulo 16384.
-func keySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}

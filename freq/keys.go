@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Key layout of a Store (see text.lua for what each key holds):
@@ -53,7 +55,7 @@ func (s *Store) keys(identity, dedupe string) *textKeys {
 	sum := sha256.Sum256(append((*bp)[:0], identity...))
 	var hexTag [32]byte
 	hex.Encode(hexTag[:], sum[:16])
-	tag := slotTag(slot(hexTag[:]))
+	tag := slotTag(redisconn.TagSlot(hexTag[:]))
 	n := 5
 	if dedupe != "" {
 		n = 6
@@ -113,34 +115,8 @@ func KeyPart(s string) string {
 	return "#" + hex.EncodeToString(sum[:])
 }
 
-// slot is the Redis Cluster hash slot of a hash tag: CRC16 (XMODEM) modulo
-// 16384.
-func slot(tag []byte) int {
-	var crc uint16
-	for _, b := range tag {
-		crc = crc<<8 ^ crcTable[byte(crc>>8)^b]
-	}
-	return int(crc) % slots
-}
-
 // slots is the number of Redis Cluster hash slots.
 const slots = 16384
-
-// crcTable is CRC16 (XMODEM, polynomial 0x1021) per byte.
-var crcTable = func() (t [256]uint16) {
-	for i := range t {
-		crc := uint16(i) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-		t[i] = crc
-	}
-	return t
-}()
 
 // tagAlphabet is what slot tags are made of: no brace, no separator.
 const tagAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -161,7 +137,7 @@ func slotTag(n int) string {
 			for _, y := range []byte(tagAlphabet) {
 				for _, z := range []byte(tagAlphabet) {
 					b = [3]byte{x, y, z}
-					if s := slot(b[:]); tags[s] == "" {
+					if s := redisconn.TagSlot(b[:]); tags[s] == "" {
 						tags[s] = string(b[:])
 						found++
 					}

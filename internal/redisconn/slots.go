@@ -122,8 +122,8 @@ var slotTags = sync.OnceValue(func() []string {
 })
 
 // Slot returns the hash slot of key, as Redis Cluster computes it: the
-// CRC16 (XMODEM) of the key's hash tag, or of the key without one, modulo
-// 16384. (go-redis keeps its own in an internal package.)
+// slot of the key's hash tag, or of the key without one. (go-redis keeps
+// its own in an internal package.)
 func Slot(key string) int {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
@@ -132,7 +132,25 @@ func Slot(key string) int {
 	}
 	var crc uint16
 	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[i]]
+	}
+	return int(crc) % slotCount
+}
+
+// TagSlot is the hash slot of a hash tag given as bytes (Slot of "{tag}"),
+// for callers that build keys on a hot path.
+func TagSlot(tag []byte) int {
+	var crc uint16
+	for _, b := range tag {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^b]
+	}
+	return int(crc) % slotCount
+}
+
+// crcTable is CRC16 (XMODEM, polynomial 0x1021) per byte.
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -140,6 +158,7 @@ func Slot(key string) int {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return int(crc) % slotCount
-}
+	return t
+}()
