@@ -35,15 +35,21 @@ Flags:
 
 `
 
+// withServeSettings is the help of a command that takes serve's settings:
+// its own text, then the settings table.
+func withServeSettings(w io.Writer, help string) func([]setting) {
+	return func(list []setting) {
+		fmt.Fprint(w, help)
+		fmt.Fprintln(w, "Settings (as for serve):")
+		printSettingsTable(w, list)
+	}
+}
+
 // runPrefill is `vkcounter prefill`, reading the texts from stdin.
 func runPrefill(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("prefill", flag.ContinueOnError)
 	n := fs.Int("expired", 1, "occurrences stored per text and community")
-	cfg, err := parseConfigFlags(fs, args, getenv, func(list []setting) {
-		fmt.Fprint(stdout, prefillHelp)
-		fmt.Fprintln(stdout, "Settings (as for serve):")
-		printSettingsTable(stdout, list)
-	})
+	cfg, err := parseConfigFlags(fs, args, getenv, withServeSettings(stdout, prefillHelp))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK

@@ -186,11 +186,7 @@ func runCount(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&q.Group, "group", 0, "only this community")
 	fs.Var((*listFlag)(&q.Attachments), "attachment", "an attachment of the message (repeat, in order)")
 	asJSON := fs.Bool("json", false, "print JSON, as GET /texts answers")
-	cfg, texts, err := parseConfigArgs(fs, args, getenv, func(list []setting) {
-		fmt.Fprint(stdout, countHelp)
-		fmt.Fprintln(stdout, "Settings (as for serve):")
-		printSettingsTable(stdout, list)
-	})
+	cfg, texts, err := parseConfigArgs(fs, args, getenv, withServeSettings(stdout, countHelp))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
