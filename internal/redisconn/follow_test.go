@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -174,15 +175,16 @@ func TestClusterFailoverFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventually.NoError(t, 2*time.Second, "the idle client's slot map refreshed", func() error {
 		n, err := idle.(*redis.ClusterClient).MasterForKey(ctx, key) // the slot map only: no call
-		if err == nil && n.Options().Addr == newMaster {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle client still sends %s to %v, not %s", key, n.Options().Addr, newMaster)
+		if addr := n.Options().Addr; addr != newMaster {
+			return fmt.Errorf("the idle client still sends %s to %v, not %s", key, addr, newMaster)
 		}
-	}
+		return nil
+	})
 	if err := redisconn.CheckSlots(ctx, c); err != nil {
 		t.Errorf("CheckSlots after the failover: %v", err)
 	}
