@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -226,17 +227,17 @@ scrape_configs:
 			t.Logf("prometheus's log:\n%s", log.String())
 		}
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(p.url + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+	eventually.NoError(t, 30*time.Second, "prometheus ready", func() error {
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready within 30 s:\n%s", log.String())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("/-/ready answered %d; log:\n%s", resp.StatusCode, log.String())
 		}
-	}
+		return nil
+	})
 	return p
 }
 
@@ -427,13 +428,12 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 	// quiet waits until no alert is pending or firing.
 	quiet := func(after string) {
 		t.Helper()
-		var left []alert
-		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-			if left = p.alerts(t); len(left) == 0 {
-				return
+		eventually.NoError(t, 90*time.Second, "no alert active "+after, func() error {
+			if left := p.alerts(t); len(left) > 0 {
+				return fmt.Errorf("still active: %v", left)
 			}
-		}
-		t.Fatalf("alerts still active %s: %v", after, left)
+			return nil
+		})
 	}
 	// fault runs do, then waits until every alert of want fires, and a
 	// few evaluations more; any other alert firing meanwhile is an error.
@@ -481,11 +481,9 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 
 	// Every target scraped, nothing active: then a healthy minute of
 	// traffic on every path, during which no alert may even be pending.
-	for deadline := time.Now().Add(60 * time.Second); len(p.query(t, `up{job="vkcounter"} == 1`)) < 2; time.Sleep(250 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("Prometheus does not scrape both services")
-		}
-	}
+	eventually.True(t, 60*time.Second, "Prometheus scraping both services", func() bool {
+		return len(p.query(t, `up{job="vkcounter"} == 1`)) >= 2
+	})
 	quiet("at start")
 	healthyStart := time.Now()
 	for i := 0; time.Since(healthyStart) < time.Minute; i++ {
