@@ -22,24 +22,36 @@ import (
 // Redis commands of the view apart from the traffic's.
 type viewKey struct{}
 
-// viewCommands counts the commands sent with a viewKey context.
+// viewCommands counts the commands sent with a viewKey context, apart
+// from those that set up a new connection: go-redis sends them (HELLO,
+// CLIENT SETINFO) through the hooks with the context of the call that
+// dialled, so whether a view pays them depends on the pool, not the view.
 type viewCommands struct{ n atomic.Int64 }
 
 func (c *viewCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *viewCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if ctx.Value(viewKey{}) != nil {
-			c.n.Add(1)
-		}
+		c.count(ctx, cmd)
 		return next(ctx, cmd)
 	}
 }
 func (c *viewCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if ctx.Value(viewKey{}) != nil {
-			c.n.Add(int64(len(cmds)))
-		}
+		c.count(ctx, cmds...)
 		return next(ctx, cmds)
+	}
+}
+
+func (c *viewCommands) count(ctx context.Context, cmds ...redis.Cmder) {
+	if ctx.Value(viewKey{}) == nil {
+		return
+	}
+	for _, cmd := range cmds {
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select", "readonly":
+		default:
+			c.n.Add(1)
+		}
 	}
 }
 
