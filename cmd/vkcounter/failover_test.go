@@ -103,6 +103,8 @@ func TestClusterMasterFailover(t *testing.T) {
 	posted := make([]int, 6)
 	stopPosting := make(chan struct{})
 	var wg sync.WaitGroup
+	stop := sync.OnceFunc(func() { close(stopPosting); wg.Wait() })
+	defer stop() // a failed wait below ends the senders before the test
 	for w := range posted {
 		wg.Add(1)
 		go func() {
@@ -142,15 +144,20 @@ func TestClusterMasterFailover(t *testing.T) {
 
 	oc.Kill(t, victim)
 	killed := time.Now()
-	code, body := get(t, a.adminURL("/readyz"))
-	if code != http.StatusServiceUnavailable || !regexp.MustCompile(`slots \d+-\d+ \(`+regexp.QuoteMeta(victim)+`\)`).MatchString(body) {
-		t.Errorf("/readyz with the master down: %d %q; want 503 naming its slots and %s", code, body, victim)
-	}
+	// The master stays down for the cluster's node timeout (2 s) at least;
+	// a readiness check that a loaded machine slows past its own second
+	// answers a timeout instead, so it is asked again meanwhile.
+	namesSlots := regexp.MustCompile(`slots \d+-\d+ \(` + regexp.QuoteMeta(victim) + `\)`)
+	eventually.NoError(t, 2*time.Second, "/readyz names the dead master's slots", func() error {
+		if code, body := get(t, a.adminURL("/readyz")); code != http.StatusServiceUnavailable || !namesSlots.MatchString(body) {
+			return fmt.Errorf("/readyz with the master down: %d %q; want 503 naming its slots and %s", code, body, victim)
+		}
+		return nil
+	})
 	promoted := oc.AwaitPromoted(t, time.Minute)
 	failover := promoted.Sub(killed)
 	time.Sleep(4 * time.Second) // traffic after the failover
-	close(stopPosting)
-	wg.Wait()
+	stop()
 
 	var first, last time.Time
 	n503 := 0
@@ -176,8 +183,11 @@ func TestClusterMasterFailover(t *testing.T) {
 	if n503 == 0 {
 		t.Error("no message was refused: the killed master held the outbox")
 	}
-	if window > failover+3*time.Second {
-		t.Errorf("non-200 answers for %v, from %v after the kill; want at most the failover (%v) + 3 s",
+	// On an idle machine the window is the failover + 0–1 s (bench/failover.sh,
+	// BENCHMARKS.md); the bound leaves room for a loaded one and still fails
+	// the 48 s of a service that waits for a periodic reload.
+	if window > failover+10*time.Second {
+		t.Errorf("non-200 answers for %v, from %v after the kill; want at most the failover (%v) + 10 s",
 			window, first.Sub(killed), failover)
 	}
 
@@ -186,7 +196,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	// is sent again with the same random_id, which VK delivers once: what
 	// the users see is VK's messages.
 	a.waitSends(t, total)
-	eventually.NoError(t, 5*time.Second, "the outbox emptied and every reply delivered", func() error {
+	eventually.NoError(t, 30*time.Second, "the outbox emptied and every reply delivered", func() error {
 		if l := a.outbox.Total(a.groups...).Length; l != 0 {
 			return fmt.Errorf("outbox holds %d entries after the failover", l)
 		}
@@ -216,7 +226,7 @@ func TestClusterMasterFailover(t *testing.T) {
 			t.Errorf("text %d: replies %v, want 0…%d once each", w, got, n-1)
 		}
 	}
-	eventually.NoError(t, 5*time.Second, "vk.messages", func() error {
+	eventually.NoError(t, 30*time.Second, "vk.messages", func() error {
 		got, err := a.stores.Access.Total(ctx, bot.MessagesCounter)
 		mu.Lock()
 		floor := int64(total - len(refused))
@@ -230,7 +240,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	})
 
 	// Readiness back, refusals counted.
-	eventually.NoError(t, 5*time.Second, "/readyz", func() error {
+	eventually.NoError(t, 30*time.Second, "/readyz", func() error {
 		if code, body := get(t, a.adminURL("/readyz")); code != http.StatusOK {
 			return fmt.Errorf("/readyz after the failover: %d %s", code, body)
 		}
