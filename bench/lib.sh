@@ -51,7 +51,9 @@ count_ceiling() {
   local tree=${1:-.} sha
   if [ -f "$tree/freq/text.lua" ]; then
     local t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
-    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/count.lua" "$tree/freq/text.lua" "$tree/freq/textcount.lua")")
+    local lib="$tree/internal/runlist/count.lua" # freq/count.lua in trees before it moved
+    [ -f "$lib" ] || lib="$tree/freq/count.lua"
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$lib" "$tree/freq/text.lua" "$tree/freq/textcount.lua")")
     rb -r 1000000000 EVALSHA "$sha" 6 "$t" 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
       "${o}l" "${o}n" "${o}e:__rand_int__" 86400 86460 3600 "" __rand_int__
   else # the layout before the compact one

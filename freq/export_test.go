@@ -5,7 +5,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/runlist"
 )
 
 // Keys returns the keys s uses for identity: the text's key, the slot's
@@ -30,11 +33,23 @@ func (s *Store) CountResult(ctx context.Context, identity, dedupe string) (Resul
 	return s.count(ctx, identity, dedupe, "")
 }
 
+// formerScript counts as the former layout's script did: runlist's
+// count.lua, answering a message's dedupe key first.
+//
+// KEYS: the list, the total and, optionally, the message's dedupe key;
+// ARGV: the window and the keys' TTL in seconds, the dedupe key's TTL in
+// milliseconds, the unix second to count at ("": Redis's clock).
+var formerScript = redis.NewScript(runlist.Lua() + `
+local previous, time = seen(KEYS[3])
+if previous then return {previous, 1, time} end
+return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], '')
+`)
+
 // CountFormer counts as the former layout did, at at (zero: Redis's
 // clock): its list, total and dedupe key (the one the count remembers its
-// answer in for the dedupe TTL), written by the former script, which
-// Windows still runs. It is how the upgrade tests make the keys a running
-// service of the former version leaves.
+// answer in for the dedupe TTL), written by formerScript. It is how the
+// upgrade tests make the keys a running service of the former version
+// leaves.
 func (s *Store) CountFormer(ctx context.Context, identity, dedupe string, at time.Time, ttl time.Duration) (Result, error) {
 	kk := s.keys(identity, dedupe)
 	k := kk.names[:kk.n]
@@ -46,7 +61,7 @@ func (s *Store) CountFormer(ctx context.Context, identity, dedupe string, at tim
 	if !at.IsZero() {
 		u = strconv.FormatInt(at.Unix(), 10)
 	}
-	v, err := windowScript.Run(ctx, s.rdb, keys, s.windowArg, s.keyTTLArg, strconv.FormatInt(ttl.Milliseconds(), 10), u).Result()
+	v, err := formerScript.Run(ctx, s.rdb, keys, s.windowArg, s.keyTTLArg, strconv.FormatInt(ttl.Milliseconds(), 10), u).Result()
 	if err != nil {
 		return result{}, err
 	}

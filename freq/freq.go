@@ -22,14 +22,12 @@
 // window. The messages' dedupe state lives in two hashes per cluster slot
 // that expire by turns. Keys
 // expire on their own once a text goes quiet, so no sweeper is needed; keys
-// of the former layout (a list, a total and a key per message) are read and
-// converted when their text is next counted. text.lua says what each key
+// of the former layout (internal/runlist's list and total, and a key per
+// message) are read and converted when their text is next counted. text.lua says what each key
 // holds.
 //
 // All keys of one identity share a Redis Cluster hash tag, so the script
 // touches a single slot and works on a single server, a Ring or a Cluster.
-//
-// Windows, named window counters, keep the list-and-total layout.
 package freq
 
 import (
@@ -44,6 +42,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/runlist"
 )
 
 // Defaults and limits.
@@ -69,10 +68,6 @@ const (
 	// vanishes while it can still be counted, even if the script runs a
 	// little later than the clock it read.
 	keyMargin = time.Minute
-	// maxUnix bounds explicit times (the end of year 9999): the script
-	// prints numbers with Lua's 14 significant digits, so larger ones would
-	// not survive a round trip through a list entry.
-	maxUnix = 253402300799
 )
 
 // ErrInvalid is wrapped by every error about bad options or arguments.
@@ -240,15 +235,26 @@ func (s *Store) countAt(ctx context.Context, identity, dedupe string, at time.Ti
 	return s.count(ctx, identity, dedupe, u)
 }
 
+// unixArg returns at as a script's time argument (runlist.TimeArg), or an
+// error wrapping ErrInvalid for a time outside 1970 to 9999.
+func unixArg(at time.Time) (string, error) {
+	u, ok := runlist.TimeArg(at)
+	if !ok {
+		return "", fmt.Errorf("%w: time %v is outside 1970 to 9999", ErrInvalid, at)
+	}
+	return u, nil
+}
+
 // NewScript returns a script that counts a text as Count does and does
-// more in the same atomic run: the counting functions (count.lua, text.lua)
+// more in the same atomic run: the counting functions (runlist's count.lua,
+// text.lua)
 // followed by main. main reads the count's keys and arguments with
 // text_args(), which returns them as c, and its own after them: KEYS from
 // c.nkeys + 1 and ARGV from 7. It counts with clock, find and add
 // (text.lua) and replies as Count's script does, {previous, duplicate,
 // time}, or with an error. Store.CountWith runs it.
 func NewScript(main string) *redisconn.Script {
-	return redisconn.NewScript(countLib + textLib + main)
+	return redisconn.NewScript(runlist.Lua() + textLib + main)
 }
 
 // CountWith runs sc, a script from NewScript, for identity and dedupe,

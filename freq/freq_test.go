@@ -462,8 +462,8 @@ func TestSelfHealing(t *testing.T) {
 
 // TestMalformedEntries: an entry of a former layout's list that does not
 // parse (only a foreign write makes one) is skipped when the list is
-// converted; freq.Windows, which keeps that layout, pops it when it
-// reaches an end of the list.
+// converted. (counters/window, which keeps that layout, pops it when it
+// reaches an end of the list: its TestRedisMalformedTail.)
 func TestMalformedEntries(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -483,30 +483,6 @@ func TestMalformedEntries(t *testing.T) {
 			t.Fatalf("%d keys of the former layout left", n)
 		}
 
-		// The read of freq.Windows.
-		prefix := redistest.Prefix(t)
-		t.Cleanup(func() {
-			for _, k := range redistest.Keys(t, tg.Client, prefix) {
-				tg.Client.Del(context.Background(), k)
-			}
-		})
-		w, err := freq.NewWindows(tg.Client, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		const window = 100 * time.Second
-		for _, n := range []int64{10, 20} {
-			if _, err := w.HitAt(ctx, "n", window, sec(n)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		mustDo(t, tg.Client.RPush(ctx, prefix+"{n}:100:l", "x:1"))
-		if n, err := w.CountAt(ctx, "n", window, sec(30)); err != nil || n != 2 {
-			t.Fatalf("Windows.CountAt with a malformed tail = %d, %v; want 2", n, err)
-		}
-		if n, err := w.HitAt(ctx, "n", window, sec(30)); err != nil || n != 2 {
-			t.Fatalf("Windows.HitAt after = %d, %v; want 2", n, err)
-		}
 	})
 }
 

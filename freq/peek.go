@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/runlist"
 )
 
 //go:embed textpeek.lua
 var textPeekMain string
 
 // seenScript reads a text's count without writing (textpeek.lua).
-var seenScript = redis.NewScript(countLib + textLib + textPeekMain)
+var seenScript = redis.NewScript(runlist.Lua() + textLib + textPeekMain)
 
 // Seen returns how many occurrences of identity are inside the window now,
 // by Redis's clock: the previous that the next Count of identity would

@@ -5,20 +5,14 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/vkcounter/vkcounter/internal/headroom"
 )
 
-// The scripts are count.lua (the functions of the list-and-total layout,
-// which Windows keeps and Store converts from), for a Store's scripts
-// text.lua (the functions of the compact layout), and a main part.
+// A Store's scripts are runlist's count.lua (the functions of the former
+// list-and-total layout, which they read and convert texts from), text.lua
+// (the functions of the compact layout), and a main part.
 var (
-	//go:embed count.lua
-	countLib string
 	//go:embed text.lua
 	textLib string
-	//go:embed window.lua
-	windowMain string
 	//go:embed textcount.lua
 	textMain string
 	//go:embed layout.lua
@@ -28,7 +22,6 @@ var (
 // The scripts are run with EVALSHA, falling back to EVAL when Redis's
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
-	windowScript = redis.NewScript(headroom.Lua() + countLib + windowMain)
 	textScript   = NewScript(textMain)
 	layoutScript = redis.NewScript(layoutLua)
 )

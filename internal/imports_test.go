@@ -35,6 +35,8 @@ var rules = []rule{
 		forbidden: func(d string) bool { return under(d, "freq/...") }},
 	{name: "metrics does not import freq", pkgs: "metrics", direct: true,
 		forbidden: func(d string) bool { return under(d, "freq/...") }},
+	{name: "counters links no freq: the window store's layout is internal/runlist's", pkgs: "counters/...",
+		forbidden: func(d string) bool { return under(d, "freq/...") }},
 	{name: "bot/outbox does not import bot", pkgs: "bot/outbox",
 		forbidden: func(d string) bool { return d == module+"bot" }},
 	{name: "loadtest reaches the program only through its public surfaces", pkgs: "loadtest",

@@ -331,9 +331,9 @@ func TestCorruptCountFilesAreAnInternalError(t *testing.T) {
 	equalBytes(t, "answers", got, want)
 }
 
-// TestWindowClockOutOfRangeIsInvalid: freq's own argument check (a
-// WithClock time it cannot pass to Redis) is Invalid arguments, not a
-// store failure to retry.
+// TestWindowClockOutOfRangeIsInvalid: the Redis window store's own time
+// check (a WithClock time it cannot pass to Redis) is Invalid arguments,
+// not a store failure to retry.
 func TestWindowClockOutOfRangeIsInvalid(t *testing.T) {
 	tg := redistest.Open(t, redistest.Mini)
 	r, err := window.NewRedis(tg.Client, redistest.Prefix(t))

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,17 +13,25 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
+// newRedis returns a Redis store on tg under a fresh test prefix, and the
+// prefix: the store's keys start with it followed by "w:".
+func newRedis(t *testing.T, tg *redistest.Target) (*window.Redis, string) {
+	t.Helper()
+	prefix := redistest.Prefix(t)
+	r, err := window.NewRedis(tg.Client, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, prefix
+}
+
 // TestRedisKeys pins the key layout: a run-length list and a total per
 // (name, window) under the name's hash tag, expiring a minute after the
 // window; and that without WithClock the store reads Redis's TIME.
 func TestRedisKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		prefix := redistest.Prefix(t)
-		s, err := window.NewRedis(tg.Client, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, prefix := newRedis(t, tg)
 		hit(t, s, "api:42", time.Hour, 0)
 		hit(t, s, "api:42", time.Hour, 1)
 		list, total := prefix+"w:{api:42}:3600:l", prefix+"w:{api:42}:3600:n"
@@ -55,11 +64,7 @@ func TestRedisKeys(t *testing.T) {
 func TestRedisNameKeys(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		prefix := redistest.Prefix(t)
-		s, err := window.NewRedis(tg.Client, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, prefix := newRedis(t, tg)
 		sum := sha256.Sum256([]byte("}x"))
 		digest := hex.EncodeToString(sum[:16])
 		sum = sha256.Sum256([]byte("}"))
@@ -104,11 +109,7 @@ func TestRedisNameKeys(t *testing.T) {
 func TestRedisLostTotal(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		prefix := redistest.Prefix(t)
-		r, err := window.NewRedis(tg.Client, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, prefix := newRedis(t, tg)
 		c := newClock(t0)
 		s := r.WithClock(c.Now)
 		for i := range 5 {
@@ -124,6 +125,33 @@ func TestRedisLostTotal(t *testing.T) {
 	})
 }
 
+// TestRedisMalformedTail: an entry of a counter's list that does not parse
+// (only a foreign write makes one) is popped when it reaches an end of the
+// list, rather than failing every call on the counter until it expires.
+func TestRedisMalformedTail(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		r, prefix := newRedis(t, tg)
+		c := newClock(t0 + 10)
+		s := r.WithClock(c.Now)
+		const w = 100 * time.Second
+		hit(t, s, "n", w, 0)
+		c.Set(t0 + 20)
+		hit(t, s, "n", w, 1)
+		list := prefix + "w:{n}:100:l"
+		if err := tg.Client.RPush(ctx, list, "x:1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		c.Set(t0 + 30)
+		count(t, s, "n", w, 2)
+		hit(t, s, "n", w, 2)
+		want := []string{strconv.Itoa(t0 + 10), strconv.Itoa(t0 + 20), strconv.Itoa(t0 + 30)}
+		if got, err := tg.Client.LRange(ctx, list, 0, -1).Result(); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("list = %q, %v; want %q", got, err, want)
+		}
+	})
+}
+
 // TestRedisNil: a nil client is an error.
 func TestRedisNil(t *testing.T) {
 	if _, err := window.NewRedis(nil, "p:"); err == nil {
@@ -136,11 +164,7 @@ func TestRedisNil(t *testing.T) {
 func TestRedisBounded(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		prefix := redistest.Prefix(t)
-		r, err := window.NewRedis(tg.Client, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, prefix := newRedis(t, tg)
 		c := newClock(t0)
 		s := r.WithClock(c.Now)
 		for sec := int64(0); sec < 150; sec++ {

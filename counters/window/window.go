@@ -12,8 +12,9 @@
 // its window, however many hits it takes.
 //
 // Two stores implement Store: Memory, in this process only, and Redis,
-// shared by every instance on the same Redis, built on package freq's
-// engine (the bot's message window).
+// shared by every instance on the same Redis, in the list-and-total layout
+// of internal/runlist (the layout of the bot's message window before its
+// compact one).
 package window
 
 import (

@@ -1,5 +1,5 @@
--- peek.lua (run after count.lua) reads how many occurrences of
--- a name are inside a sliding window of whole seconds, without recording
+-- peek.lua (run after runlist's count.lua) reads how many hits of a window
+-- counter are inside its sliding window of whole seconds, without recording
 -- one: the read of window.lua's keys.
 -- It drops the occurrences that left the window, as window.lua does, so it
 -- writes, but only what window.lua would drop on its next run: running it
