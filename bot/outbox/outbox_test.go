@@ -157,7 +157,9 @@ func TestStaleEntriesAreTakenOver(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		opts := outbox.Options{ClaimAfter: 200 * time.Millisecond}
+		// Long enough that alive's first Take reads reply 2 rather than
+		// taking reply 1 over, even on a loaded machine.
+		opts := outbox.Options{ClaimAfter: time.Second}
 		dead := newOutbox(t, tg, prefix, "dead", opts)
 		alive := newOutbox(t, tg, prefix, "alive", opts)
 		dead.Add(ctx, reply(1))
@@ -169,7 +171,7 @@ func TestStaleEntriesAreTakenOver(t *testing.T) {
 		if len(held) != 1 {
 			t.Fatal("alive consumer took nothing")
 		}
-		time.Sleep(300 * time.Millisecond) // both entries are now idle past ClaimAfter
+		time.Sleep(1100 * time.Millisecond) // both entries are now idle past ClaimAfter
 		got, err := alive.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take after ClaimAfter = %+v, %v; want only the dead consumer's reply", got, err)
@@ -583,9 +585,18 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 			}
 			taken += len(got)
 		}
-		live.Take(ctx, group, 25, 0) // its periodic takeover runs now, finding nothing idle yet
-		time.Sleep(300 * time.Millisecond)
+		// The live consumer's periodic takeover runs at its first Take: it
+		// finds nothing idle yet, or (on a machine slow enough that 200 ms
+		// passed since the dead one's Takes) a first batch, counted too.
 		seen := map[int]bool{}
+		first, err := live.Take(ctx, group, 25, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range first {
+			seen[r.PeerID] = true
+		}
+		time.Sleep(300 * time.Millisecond)
 		for range 4 {
 			got, err := live.Take(ctx, group, 25, 0)
 			if err != nil {

@@ -58,7 +58,9 @@ func TestDoneOutOfOrder(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		opts := outbox.Options{ClaimAfter: 100 * time.Millisecond}
+		// ClaimAfter is long enough that fast's first Take reads reply 2
+		// rather than taking reply 1 over, even on a loaded machine.
+		opts := outbox.Options{ClaimAfter: time.Second}
 		slow := newOutbox(t, tg, prefix, "slow", opts)
 		fast := newOutbox(t, tg, prefix, "fast", opts)
 		addReplies(t, slow, 1, 2)
@@ -79,7 +81,7 @@ func TestDoneOutOfOrder(t *testing.T) {
 		if st := fast.Stats(group); st.Length != 2 {
 			t.Errorf("Stats = %+v, want length 2", st)
 		}
-		time.Sleep(200 * time.Millisecond) // both past ClaimAfter: fast takes reply 1 over from slow
+		time.Sleep(1100 * time.Millisecond) // past ClaimAfter: fast takes reply 1 over from slow
 		got, err := fast.Take(ctx, group, 10, 0)
 		for err == nil && len(got) > 0 {
 			if slices.Contains(peers(got), 2) {
