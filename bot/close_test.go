@@ -136,6 +136,7 @@ func TestCloseEndsWaitingSendersAtOnce(t *testing.T) {
 // hands the reply back so that another instance can send it at once, and
 // no send begins after Close returned.
 func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
+	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
 		release := make(chan struct{})
@@ -234,6 +235,7 @@ func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
 // deadline. The replies stay in the outbox, and not as held by the closed
 // instance: another instance takes them at once, not after ClaimAfter.
 func TestCloseDeadlineHandsRepliesBack(t *testing.T) {
+	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		vk := vktest.NewServer()
 		defer vk.Close()

@@ -76,7 +76,7 @@ var _ redis.Hook = (*commandCounter)(nil)
 // Redis client, the commands a burst of messages costs each, and those of
 // one minute of idleness; either growing past the documented figure fails.
 func TestRedisCommandsPerMessageAndIdle(t *testing.T) {
-	t.Parallel() // waits on wall-clock time (Redis, a cluster, idleness): alongside the others
+	t.Parallel() // mostly waits (an idle minute): alongside the other waiting tests
 	if testing.Short() {
 		t.Skip("waits a minute of idleness")
 	}

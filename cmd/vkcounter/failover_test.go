@@ -37,7 +37,7 @@ import (
 // activity counter never overcounts; the resource counter's holding
 // survives (renewed on the new master) and no unit is held twice.
 func TestClusterMasterFailover(t *testing.T) {
-	t.Parallel() // waits on wall-clock time (Redis, a cluster, idleness): alongside the others
+	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	const lease = 16 * time.Second // over twice the failover: the holding must outlive it
 	counterAddr := freePort(t)
@@ -305,7 +305,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // arrive. The poller keeps its lease through the failover (one session),
 // and every event is counted and answered once, in order.
 func TestClusterMasterFailoverLongPoll(t *testing.T) {
-	t.Parallel() // waits on wall-clock time (Redis, a cluster, idleness): alongside the others
+	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	vk := newLongPollVK(t, 10)
 	a := startLongPoll(t, nil, vk, env("REDIS_CLUSTER", oc.Seeds()))

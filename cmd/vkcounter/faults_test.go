@@ -42,7 +42,7 @@ func repliesByPeer(sends []vktest.Send) map[int][]string {
 // once and added once to vk.messages, although Redis ran the first,
 // abandoned calls late.
 func TestRedisStall(t *testing.T) {
-	t.Parallel() // waits on wall-clock time (Redis, a cluster, idleness): alongside the others
+	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		proxy, url := viaProxy(t, tg)
 		a := startApp(t, tg, env("REDIS_URL", url, "WEBHOOK_TIMEOUT", "500ms"))
@@ -155,7 +155,7 @@ func TestLongEventIDAndLooseFields(t *testing.T) {
 // is logged at warn at once, and every reply goes out exactly once within
 // about two seconds of VK coming back.
 func TestVKOutage(t *testing.T) {
-	t.Parallel() // waits on wall-clock time (Redis, a cluster, idleness): alongside the others
+	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		var log syncbuf.Buffer
 		a := startAppLog(t, tg, nil, &log)

@@ -84,6 +84,7 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 // client's connection at its next renewal, and instance B is refused
 // until one lease after the loss: at no moment do both hold.
 func TestRedisLosesItsData(t *testing.T) {
+	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
 	for _, loss := range []string{"restart", "flushall"} {
 		t.Run(loss, func(t *testing.T) {
 			tg := redistest.OwnServer(t)

@@ -212,6 +212,7 @@ func TestRedisLeaseExpiry(t *testing.T) {
 // TestRedisRenewalKeepsHoldings: a live instance keeps its holdings over
 // many leases.
 func TestRedisRenewalKeepsHoldings(t *testing.T) {
+	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		// Renewal rounds were seen to stall 0.6–1 s on a machine at load
 		// 8; a 1 s lease would then be given up (¾ lease) while Redis is fine.
@@ -238,6 +239,7 @@ func TestRedisRenewalKeepsHoldings(t *testing.T) {
 // lease gives its holders up before the lease ends in Redis, so no two
 // holders ever hold the same unit.
 func TestRedisLostLease(t *testing.T) {
+	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = 2 * time.Second // as above: room for a stalled renewal round
 		prefix := redistest.Prefix(t)
