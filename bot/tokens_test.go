@@ -3,12 +3,14 @@ package bot_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/tokens"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -73,27 +75,17 @@ func TestBotTokens(t *testing.T) {
 	opts := fastOptions()
 	opts.Tokens = &tokens.Options{Required: true, Recheck: 20 * time.Millisecond}
 	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "good", "bad")
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ts := b.Tokens()
-		if len(ts) == 2 && ts[0].State == tokens.OK && ts[1].State == tokens.Refused {
-			break
+	eventually.NoError(t, 5*time.Second, "one token ok, one refused", func() error {
+		if ts := b.Tokens(); len(ts) != 2 || ts[0].State != tokens.OK || ts[1].State != tokens.Refused {
+			return fmt.Errorf("tokens %+v, want ok and refused", ts)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("tokens %+v, want ok and refused", ts)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := b.Ready(); err == nil || !errors.Is(err, vkapi.ErrTokenRefused) {
 		t.Errorf("Ready() = %v with a refused token", err)
 	}
 	vk.SetTokenMask("bad", 4096) // the right granted in VK's settings
-	for b.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not ready: %v", b.Ready())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.NoError(t, 5*time.Second, "ready once the right is granted", b.Ready)
 	if ts := b.Tokens(); ts[1].State != tokens.OK {
 		t.Errorf("token 2: %v once its right is granted", ts[1].State)
 	}

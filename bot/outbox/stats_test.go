@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -41,9 +43,7 @@ func TestStatsWhileNoSenderReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := calls.n.Load()
-		for range 20 { // 20 ticks of the watch
-			time.Sleep(every)
-		}
+		time.Sleep(20 * every) // 20 ticks of the watch
 		if n := calls.n.Load() - before; n != 0 {
 			t.Errorf("an empty, idle outbox: %d Redis calls in 20 × StatsEvery, want 0", n)
 		}
@@ -60,17 +60,18 @@ func TestStatsWhileNoSenderReads(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for st := o.Stats(group); st.Length != 6; st = o.Stats(group) {
-			if time.Now().After(deadline) {
-				t.Fatalf("Stats = %+v while the sender is stuck, want the 6 replies waiting", st)
+		eventually.NoError(t, 5*time.Second, "the watch sees the replies waiting", func() error {
+			if st := o.Stats(group); st.Length != 6 {
+				return fmt.Errorf("Stats = %+v while the sender is stuck, want the 6 replies waiting", st)
 			}
-			time.Sleep(every)
-		}
+			return nil
+		})
 		st := o.Stats(group)
-		time.Sleep(5 * every)
-		if st2 := o.Stats(group); st2.Oldest <= st.Oldest || st2.Age > time.Second {
-			t.Errorf("Stats %+v then %+v: the oldest reply's age must grow, the reading stay fresh", st, st2)
-		}
+		eventually.NoError(t, 5*time.Second, "the oldest reply's age grows", func() error {
+			if st2 := o.Stats(group); st2.Oldest <= st.Oldest || st2.Age > time.Second {
+				return fmt.Errorf("Stats %+v then %+v: the oldest reply's age must grow, the reading stay fresh", st, st2)
+			}
+			return nil
+		})
 	}, redistest.Mini, redistest.Real)
 }

@@ -59,16 +59,14 @@ func TestClusterMasterFailover(t *testing.T) {
 		}
 	}
 	holder := dialCounters(ctx, t, counterAddr)
-	for { // a new store grants nothing for its first lease
+	// A new store grants nothing for its first lease.
+	eventually.NoError(t, 2*lease, "all of "+resName+" acquired", func() error {
 		_, err := holder.Acquire(ctx, resName, 3, 3)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, wire.StatusNotAvailable) {
+		if err != nil && !errors.Is(err, wire.StatusNotAvailable) {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond) // polling, not ordering
-	}
+		return err
+	})
 	var grantedTwice atomic.Int64
 	stopOther := make(chan struct{})
 	otherDone := make(chan struct{})
