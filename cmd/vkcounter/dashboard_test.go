@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,12 +15,13 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/vkcounter/vkcounter/deploy/grafana"
 )
 
 // The monitoring files under deploy/.
 const (
-	rulesFile     = "../../deploy/prometheus/vkcounter-rules.yml"
-	dashboardFile = "../../deploy/grafana/vkcounter.json"
+	rulesFile = "../../deploy/prometheus/vkcounter-rules.yml"
 )
 
 // alertRules is the shape of a Prometheus rules file, every field known.
@@ -36,26 +36,6 @@ type alertRules struct {
 			Annotations map[string]string `yaml:"annotations"`
 		} `yaml:"rules"`
 	} `yaml:"groups"`
-}
-
-// dashboard is the part of a Grafana dashboard the test reads.
-type dashboard struct {
-	UID        string `json:"uid"`
-	Title      string `json:"title"`
-	Templating struct {
-		List []struct {
-			Name string `json:"name"`
-			Type string `json:"type"`
-		} `json:"list"`
-	} `json:"templating"`
-	Panels []struct {
-		Type       string          `json:"type"`
-		Title      string          `json:"title"`
-		Datasource json.RawMessage `json:"datasource"`
-		Targets    []struct {
-			Expr string `json:"expr"`
-		} `json:"targets"`
-	} `json:"panels"`
 }
 
 // promQueries returns every PromQL expression of the alert rules and the
@@ -98,21 +78,14 @@ func promQueries(t *testing.T) map[string]string {
 		}
 	}
 
-	raw, err = os.ReadFile(dashboardFile)
+	d, err := grafana.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d dashboard
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatalf("%s: %v", dashboardFile, err)
-	}
-	if d.UID == "" || d.Title == "" || !slices.ContainsFunc(d.Templating.List, func(v struct {
-		Name string `json:"name"`
-		Type string `json:"type"`
-	}) bool {
+	if d.UID == "" || d.Title == "" || !slices.ContainsFunc(d.Templating.List, func(v grafana.Variable) bool {
 		return v.Type == "datasource"
 	}) {
-		t.Errorf("%s: an importable dashboard has a uid, a title and a data source variable", dashboardFile)
+		t.Errorf("%s: an importable dashboard has a uid, a title and a data source variable", grafana.File)
 	}
 	for _, p := range d.Panels {
 		if p.Type == "row" {
@@ -250,49 +223,8 @@ func TestDashboardAndAlertsQueryLiveSeries(t *testing.T) {
 // second for rates, plain numbers otherwise), and queries of another unit
 // than the panel's sit on the right axis.
 func TestDashboardImportAndUnits(t *testing.T) {
-	raw, err := os.ReadFile(dashboardFile)
+	d, err := grafana.Read()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Inputs []struct {
-			Name     string `json:"name"`
-			Type     string `json:"type"`
-			PluginID string `json:"pluginId"`
-		} `json:"__inputs"`
-		Templating struct {
-			List []struct {
-				Type    string `json:"type"`
-				Current struct {
-					Value string `json:"value"`
-				} `json:"current"`
-			} `json:"list"`
-		} `json:"templating"`
-		Panels []struct {
-			Type        string `json:"type"`
-			Title       string `json:"title"`
-			FieldConfig struct {
-				Defaults struct {
-					Unit string `json:"unit"`
-				} `json:"defaults"`
-				Overrides []struct {
-					Matcher struct {
-						ID      string `json:"id"`
-						Options string `json:"options"`
-					} `json:"matcher"`
-					Properties []struct {
-						ID    string `json:"id"`
-						Value any    `json:"value"`
-					} `json:"properties"`
-				} `json:"overrides"`
-			} `json:"fieldConfig"`
-			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
 	if len(d.Inputs) != 1 || d.Inputs[0].Type != "datasource" || d.Inputs[0].PluginID != "prometheus" {

@@ -27,16 +27,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/deploy/grafana"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
 const (
-	rulesFile     = "vkcounter-rules.yml"
-	dashboardFile = "../grafana/vkcounter.json"
-	group         = 42
-	secret        = "s3cret"
+	rulesFile = "vkcounter-rules.yml"
+	group     = 42
+	secret    = "s3cret"
 	// EnvReport, when it names a file, makes the test append there each
 	// alert with the fault that fired it (CI prints it).
 	EnvReport = "VKCOUNTER_TEST_ALERTS"
@@ -336,20 +336,8 @@ func (r *reporter) flush(t *testing.T) {
 
 // dashboardQueries returns every query of the Grafana dashboard, by panel.
 func dashboardQueries(t *testing.T) map[string]string {
-	raw, err := os.ReadFile(dashboardFile)
+	d, err := grafana.Read()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				RefID string `json:"refId"`
-				Expr  string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
 	fill := strings.NewReplacer("$__rate_interval", "1m", "$instance", ".*")
