@@ -182,11 +182,10 @@ func TestClusterMasterFailover(t *testing.T) {
 	if n503 == 0 {
 		t.Error("no message was refused: the killed master held the outbox")
 	}
-	// On an idle machine the window is the failover + 0–1 s (bench/failover.sh,
-	// BENCHMARKS.md); the bound leaves room for a loaded one and still fails
-	// the 48 s of a service that waits for a periodic reload.
-	if window > failover+10*time.Second {
-		t.Errorf("non-200 answers for %v, from %v after the kill; want at most the failover (%v) + 10 s",
+	// Measured: the failover + 0.0–0.3 s, idle and at load 8–10 alike (a
+	// loaded machine slows the checks around it, not the slot map's reload).
+	if window > failover+3*time.Second {
+		t.Errorf("non-200 answers for %v, from %v after the kill; want at most the failover (%v) + 3 s",
 			window, first.Sub(killed), failover)
 	}
 
