@@ -63,7 +63,11 @@ func TestQuoteRefusalsCostOnlyTheQuote(t *testing.T) {
 		opts.RatePerToken = 5 // a backlog builds: the replies go in one execute
 		b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
 		vk.FailCalls("messages.send", 0) // the first reply alone, in a single send
-		vk.FailNext(0, 0, 921, 0, 969)
+		// Refusals by peer, not by call order: how the backlog is cut into
+		// sends depends on when each message is stored, and a code given
+		// by order could fall on the unquoted resend instead.
+		vk.FailPeer(chat+2, 921, 1)
+		vk.FailPeer(chat+4, 969, 1)
 		for i := range 5 {
 			if err := b.HandleMessage(context.Background(), quoted(i)); err != nil {
 				t.Fatal(err)
