@@ -6,6 +6,5 @@
 -- KEYS[1]  the marker: the unix second the layout began, without a TTL
 --
 -- Reply: the marker's second, an integer.
-if redis.replicate_commands then redis.replicate_commands() end
 redis.call('SET', KEYS[1], redis.call('TIME')[1], 'NX')
 return tonumber(redis.call('GET', KEYS[1])) or -1

@@ -26,11 +26,9 @@ local function queue_args(k, a)
   if q.field == '' then
     q.field = nil
   else
-    -- Redis's clock, for the once-hash's period. A script replicated as
-    -- itself may not write after TIME; one replicated by its effects may
-    -- (Redis 6.2 and later do, unless told otherwise: ask for it before
-    -- any write).
-    if redis.replicate_commands then redis.replicate_commands() end
+    -- Redis's clock, for the once-hash's period: writing after TIME needs
+    -- the script replicated by its effects, which every supported server
+    -- does (docs/OPERATIONS.md, compatibility).
     q.now = tonumber(redis.call('TIME')[1])
   end
   return q

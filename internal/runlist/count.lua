@@ -55,12 +55,8 @@ end
 -- clock returns the unix second at, or Redis's clock when at is "".
 local function clock(at)
   if at ~= '' then return tonumber(at) end
-  -- A script replicated as itself may not write after TIME; one replicated
-  -- by its effects may. The service needs Redis 6.2 or later (the outbox's
-  -- XAUTOCLAIM), which replicates effects unless
-  -- configured with lua-replicate-commands no (Redis 7 has only effects, and
-  -- replicate_commands does nothing): for that setting, ask for effects.
-  if redis.replicate_commands then redis.replicate_commands() end
+  -- Writing after TIME needs the script replicated by its effects, which
+  -- every supported server does (docs/OPERATIONS.md, compatibility).
   return tonumber(redis.call('TIME')[1])
 end
 
