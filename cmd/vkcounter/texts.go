@@ -159,11 +159,13 @@ number its next reply to that text will show (0 for a text never seen),
 with its text key (NORMALIZE, one count per community). A message without
 text is named by its attachments, in order (-attachment sticker:ID,
 photo:OWNER_ID_ID, link:URL: as the bot keys them). It reads the service's
-Redis (REDIS_URL or REDIS_CLUSTER; an embedded one is inside the service:
-ask its admin port, GET /texts?text=…) and writes nothing.
+Redis (REDIS_URL or REDIS_CLUSTER) and writes nothing. Without either, the
+service's Redis is embedded in it: count then asks the running service's
+admin address (ADMIN_ADDR, GET /texts?text=…) and says so on stderr.
 
 Output: one line per text and community, "COUNT<TAB>TEXT", with the
-community first ("GROUP<TAB>COUNT<TAB>TEXT") when the service has several;
+community first ("GROUP<TAB>COUNT<TAB>TEXT") when the service has several
+(asked of the service: when its answer holds several);
 -json prints the answer of /texts instead.
 
 Flags:
@@ -194,30 +196,26 @@ func runCount(ctx context.Context, args []string, getenv func(string) string, st
 		return usageError(stderr, "count", err)
 	}
 	q.Texts = texts
-	if err := needOutsideRedis(cfg, "read it"); err != nil {
-		return usageError(stderr, "count", err)
-	}
-	communities, err := cfg.Communities()
-	if err != nil {
-		return usageError(stderr, "count", err)
-	}
-	var groups []int
-	for _, c := range communities {
-		groups = append(groups, c.GroupID)
-	}
-	ms, err := q.messages(groups)
-	if err != nil {
-		return usageError(stderr, "count", err)
-	}
-	redis.SetLogger(quietRedisLog{})
-	rdb, store, where, err := openStore(ctx, cfg)
-	if err != nil {
-		return failure(stderr, "count", err)
-	}
-	defer rdb.Close()
-	ans, err := countTexts(ctx, store, cfg.Normalize, ms, q.Attachments)
-	if err != nil {
-		return failure(stderr, "count", fmt.Errorf("cannot read %s: %w", where, err))
+	var ans textsAnswer
+	var several bool // the community goes first on each line
+	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
+		// The service's Redis is embedded in it: ask the service, once
+		// the question is one (the communities are the service's to check).
+		if _, err := (textsQuestion{Texts: q.Texts, Attachments: q.Attachments}).messages([]int{0}); err != nil {
+			return usageError(stderr, "count", err)
+		}
+		var where string
+		if ans, where, err = askService(ctx, cfg.AdminAddr, q); err != nil {
+			return countFailed(stderr, err)
+		}
+		fmt.Fprintf(stderr, "asked the service at %s (no REDIS_URL or REDIS_CLUSTER: its Redis is embedded in it)\n", where)
+		seen := map[int]bool{}
+		for _, c := range ans.Texts {
+			seen[c.GroupID] = true
+		}
+		several = len(seen) > 1
+	} else if ans, several, err = countFromRedis(ctx, cfg, q); err != nil {
+		return countFailed(stderr, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -230,10 +228,50 @@ func runCount(ctx context.Context, args []string, getenv func(string) string, st
 		if len(c.Attachments) > 0 {
 			what = "[" + strings.Join(c.Attachments, " ") + "]"
 		}
-		if len(groups) > 1 {
+		if several {
 			fmt.Fprintf(stdout, "%d\t", c.GroupID)
 		}
 		fmt.Fprintf(stdout, "%d\t%s\n", c.Count, what)
 	}
 	return exitOK
+}
+
+// A questionError is a question `count` or /texts refuses: a usage error.
+type questionError struct{ error }
+
+// countFailed reports err, `count`'s failure: exit 2 for a questionError,
+// else 1.
+func countFailed(stderr io.Writer, err error) int {
+	if _, ok := errors.AsType[questionError](err); ok {
+		return usageError(stderr, "count", err)
+	}
+	return failure(stderr, "count", err)
+}
+
+// countFromRedis answers q from the Redis of cfg, as the service of cfg
+// counts; a questionError is q's fault. several says
+// whether cfg serves more than one community.
+func countFromRedis(ctx context.Context, cfg Config, q textsQuestion) (ans textsAnswer, several bool, err error) {
+	communities, err := cfg.Communities()
+	if err != nil {
+		return textsAnswer{}, false, questionError{err}
+	}
+	var groups []int
+	for _, c := range communities {
+		groups = append(groups, c.GroupID)
+	}
+	ms, err := q.messages(groups)
+	if err != nil {
+		return textsAnswer{}, false, questionError{err}
+	}
+	redis.SetLogger(quietRedisLog{})
+	rdb, store, where, err := openStore(ctx, cfg)
+	if err != nil {
+		return textsAnswer{}, false, err
+	}
+	defer rdb.Close()
+	if ans, err = countTexts(ctx, store, cfg.Normalize, ms, q.Attachments); err != nil {
+		return textsAnswer{}, false, fmt.Errorf("cannot read %s: %w", where, err)
+	}
+	return ans, len(groups) > 1, nil
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+)
+
+// demoEnv is the README's demo: no Redis, no token, no community set
+// (dry-run, demo community 1, the embedded Redis).
+var demoEnv = map[string]string{"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": "", "VK_CONFIRMATION": ""}
+
+// demoEvent is the README's curl: a message_new for the demo community.
+func demoEvent(eventID string, id int, text string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"type": "message_new", "group_id": demoGroupID, "event_id": eventID, "v": "5.199",
+		"object": map[string]any{"message": map[string]any{"id": id, "peer_id": 42, "from_id": 42, "date": 1764115200,
+			"conversation_message_id": id, "text": text}},
+	})
+	return b
+}
+
+// TestCountAsksTheDemo: beside the README's demo (the embedded Redis),
+// `vkcounter count` with no Redis setting asks the service's admin
+// address, says so on stderr, and prints the counts on stdout (exit 0); a
+// question the service refuses is a usage error (2), no service answering
+// a failure (1) naming the address.
+func TestCountAsksTheDemo(t *testing.T) {
+	a := startApp(t, nil, demoEnv)
+	for i, id := range []string{"e1", "e2"} {
+		a.mustOK(t, demoEvent(id, 11+i, "hello"))
+	}
+	env := map[string]string{"ADMIN_ADDR": a.AdminAddr()}
+	where := "http://" + a.AdminAddr() + "/texts"
+
+	code, out, errOut := runCountCmd(env, "hello", "never sent")
+	if code != exitOK || out != "2\thello\n0\tnever sent\n" || !strings.Contains(errOut, "asked the service at "+where) {
+		t.Errorf("count: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCountCmd(env, "-json", "hello")
+	var ans textsAnswer
+	if err := json.Unmarshal([]byte(out), &ans); code != exitOK || err != nil || len(ans.Texts) != 1 ||
+		fmt.Sprint(ans.Texts[0]) != fmt.Sprint(textCount{GroupID: demoGroupID, Text: "hello", Count: 2}) || ans.WindowSeconds != 86400 {
+		t.Errorf("count -json: exit %d, stdout %q (%v)", code, out, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-group", "5", "a"}, "community 5 is not served (served: 1)"},
+		{nil, "no text to look up"},
+		{[]string{"-attachment", "sticker:x"}, `attachment "sticker:x"`},
+	} {
+		code, out, errOut := runCountCmd(env, tc.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("count %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	code, out, errOut = runCountCmd(map[string]string{"ADMIN_ADDR": closed}, "hello")
+	if want := fmt.Sprintf("no service answers at http://%s/texts (ADMIN_ADDR)", closed); code != exitFailure || out != "" || !strings.Contains(errOut, want) {
+		t.Errorf("count with no service: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+	}
+}
