@@ -13,6 +13,10 @@ const (
 	// seconds, well under the time VK waits for an answer.
 	DefaultTimeout = 3 * time.Second
 
+	// DefaultBodyTimeout is the Options.BodyTimeout used when it is zero:
+	// VK sends an event's body at once, in one packet or a few.
+	DefaultBodyTimeout = 5 * time.Second
+
 	// DefaultRetryAfter is the Retry-After delay used when
 	// Options.RetryAfter is zero.
 	DefaultRetryAfter = 5 * time.Second

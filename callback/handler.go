@@ -43,6 +43,12 @@ type Options struct {
 	// Retry-After, well before VK stops waiting and counts a failure. Zero
 	// means DefaultTimeout.
 	Timeout time.Duration
+	// BodyTimeout bounds the reading of the request body, from when the
+	// handler starts: a client that sends its body slowly (declaring a
+	// large one and trickling it) is cut off then, instead of holding its
+	// connection and buffer for the server's whole ReadTimeout. Zero means
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// RetryAfter is the delay sent in the Retry-After header of a 503,
 	// rounded up to whole seconds. Zero means DefaultRetryAfter.
 	RetryAfter time.Duration
@@ -62,6 +68,7 @@ type Handler struct {
 	groups     map[int]*group // by pointer, so that compare gets a slice of a digest without a heap copy
 	maxBody    int64
 	timeout    time.Duration
+	bodyTime   time.Duration
 	retryAfter string // Retry-After header value, whole seconds
 	log        zerolog.Logger
 	failLogs   map[string]*ratelog.Logger // by outcome label
@@ -124,6 +131,13 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 	case timeout == 0:
 		timeout = DefaultTimeout
 	}
+	bodyTime := opts.BodyTimeout
+	switch {
+	case bodyTime < 0:
+		return nil, fmt.Errorf("callback: BodyTimeout must not be negative, got %v", bodyTime)
+	case bodyTime == 0:
+		bodyTime = DefaultBodyTimeout
+	}
 	retryAfter := opts.RetryAfter
 	switch {
 	case retryAfter < 0:
@@ -145,6 +159,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		groups:     groups,
 		maxBody:    maxBody,
 		timeout:    timeout,
+		bodyTime:   bodyTime,
 		retryAfter: strconv.FormatInt(retrySeconds, 10),
 		log:        opts.Logger,
 		failLogs:   failLogs,
@@ -279,19 +294,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 	return nil
 }
 
-// readEnvelope reads the body within the size limit and decodes the event
-// envelope with d. The envelope is valid until d is reused.
+// readEnvelope reads the body within the size limit and BodyTimeout and
+// decodes the event envelope with d. The envelope is valid until d is
+// reused. The buffer grows with the bytes received, never ahead of them:
+// a declared Content-Length is checked against the limit but not trusted
+// with an allocation, so a client declaring a large body and sending a
+// few bytes costs a few bytes.
 func (h *Handler) readEnvelope(w http.ResponseWriter, r *http.Request, d *decoder) (envelope, error) {
 	if r.ContentLength > h.maxBody {
 		return envelope{}, fmt.Errorf("%w: Content-Length %d over the limit of %d bytes", errTooLarge, r.ContentLength, h.maxBody)
 	}
+	// A ResponseWriter without deadlines (a test's recorder) leaves the
+	// server's own ReadTimeout in force. Once the body is read the
+	// deadline is lifted: net/http's read that watches for the client
+	// going away would otherwise end at it and cancel the request's
+	// context while the message is being counted.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.bodyTime))
 	buf := h.bufs.Get().(*bytes.Buffer)
 	defer h.putBuffer(buf)
-	if r.ContentLength > 0 {
-		// One extra MinRead so ReadFrom sees EOF without growing.
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.maxBody)); err != nil {
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.maxBody))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return envelope{}, fmt.Errorf("%w: over the limit of %d bytes", errTooLarge, h.maxBody)
 		}

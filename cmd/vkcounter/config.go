@@ -62,6 +62,8 @@ type Config struct {
 	WebhookTimeout  time.Duration
 	RedisTimeout    time.Duration
 
+	HTTPMaxConnections int
+
 	CounterAddr           string
 	CounterMaxConnections int
 	CounterBuckets        int
@@ -147,6 +149,7 @@ func settings(c *Config) []setting {
 		{"LOG_FORMAT", "json", "json or console", str(&c.LogFormat)},
 		{"MAX_BODY_BYTES", strconv.FormatInt(callback.DefaultMaxBodyBytes, 10), "largest webhook request body accepted", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.MaxBodyBytes, n, 0, h) }},
 		{"WEBHOOK_TIMEOUT", durDefault(callback.DefaultTimeout), "longest a webhook request waits for Redis before answering 503 with Retry-After (VK then re-delivers; the late result is recognised)", dur(&c.WebhookTimeout)},
+		{"HTTP_MAX_CONNECTIONS", "4096", "most connections each HTTP server (HTTP_ADDR, ADMIN_ADDR) serves at once; more are answered 503 with Retry-After and closed (lowered at start if the open-file limit leaves no room); 0 = unlimited", num(&c.HTTPMaxConnections)},
 		{"SHUTDOWN_TIMEOUT", "10s", "how long SIGTERM waits for in-flight requests and queued replies", dur(&c.ShutdownTimeout)},
 		{"COUNTER_ADDR", "127.0.0.1:11215", "counter protocol TCP address (no authentication: keep it loopback or private); off disables the port", str(&c.CounterAddr)},
 		{"COUNTER_MAX_CONNECTIONS", "10000", "most counter connections at once (lowered at start if the open-file limit leaves no headroom); 0 = unlimited", num(&c.CounterMaxConnections)},
@@ -295,6 +298,9 @@ func (c *Config) validateService() error {
 	}
 	if c.ClaimAfter < 100*time.Millisecond {
 		errs = append(errs, errors.New("OUTBOX_CLAIM_AFTER: must be at least 100ms"))
+	}
+	if c.HTTPMaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("HTTP_MAX_CONNECTIONS %d: must be >= 0", c.HTTPMaxConnections))
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: must be json or console", c.LogFormat))

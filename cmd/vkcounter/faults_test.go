@@ -251,3 +251,28 @@ func TestCounterConnLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPConnLimit: each HTTP server's connection limit leaves open
+// files for the other, the counter port at its limit and Redis.
+func TestHTTPConnLimit(t *testing.T) {
+	for _, tc := range []struct {
+		configured, counter int
+		counterAddr         string
+		fdLimit, want       int
+	}{
+		{4096, 10000, "127.0.0.1:11215", 1 << 20, 4096},
+		{4096, 10000, "127.0.0.1:11215", 20000, 4096},
+		{4096, 10000, "127.0.0.1:11215", 4096, 384}, // the counter port takes 3072
+		{4096, 10000, CounterOff, 4096, 1920},
+		{4096, 100, "127.0.0.1:11215", 4096, 1870},
+		{4096, 0, "127.0.0.1:11215", 1024, 128}, // an unlimited counter port counted at its room
+		{4096, 10000, "127.0.0.1:11215", 300, 16},
+		{0, 10000, "127.0.0.1:11215", 4096, 0}, // unlimited, as configured, with a warning
+		{100, 10000, "127.0.0.1:11215", 0, 100}, // limit unknown
+	} {
+		m := &Main{cfg: Config{HTTPMaxConnections: tc.configured, CounterMaxConnections: tc.counter, CounterAddr: tc.counterAddr}}
+		if got := m.httpConnLimit(tc.fdLimit); got != tc.want {
+			t.Errorf("HTTP_MAX_CONNECTIONS %d (counter port %s, %d) with %d open files: %d, want %d", tc.configured, tc.counterAddr, tc.counter, tc.fdLimit, got, tc.want)
+		}
+	}
+}

@@ -10,26 +10,37 @@ import (
 
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
+	"github.com/vkcounter/vkcounter/internal/connlimit"
+	"github.com/vkcounter/vkcounter/internal/ratelog"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/metrics"
 )
 
-// serveHTTP listens on addr (the setting named env) and serves h there.
-func (m *Main) serveHTTP(env, addr string, h http.Handler) (net.Listener, *http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP listens on addr (the setting named env) and serves h there,
+// at most maxConns connections at once (0: no limit): more are answered
+// 503 with Retry-After and closed (connlimit). The server's own errors (a
+// failed accept, a broken TLS handshake) go to the service's log, at most
+// one line per failureLogEvery.
+func (m *Main) serveHTTP(env, addr string, maxConns int, h http.Handler) (net.Listener, *http.Server, error) {
+	inner, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", env, err)
 	}
+	full := ratelog.New(m.log.With().Str("server", env).Int("max", maxConns).Logger(), failureLogEvery)
+	ln := connlimit.New(inner, maxConns, connlimit.HTTPRefusal(callback.DefaultRetryAfter), func() {
+		full.Warn().Msg("HTTP connection refused: HTTP_MAX_CONNECTIONS are open")
+	})
 	srv := &http.Server{Handler: h,
 		// A client gets little time to send its request and take the answer
-		// (the webhook answers within WEBHOOK_TIMEOUT), and idle kept-alive
-		// connections are closed, so slow or idle clients cannot hold open
-		// files and goroutines without bound.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		// (the webhook answers within WEBHOOK_TIMEOUT and cuts a slow body
+		// sooner), and idle kept-alive connections are closed, so slow or
+		// idle clients cannot hold open files and goroutines without bound.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      m.cfg.WebhookTimeout + 30*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          serverErrorLog(m.log, env),
 	}
 	m.httpPart.serving.Add(1)
 	go func() {

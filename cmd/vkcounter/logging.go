@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	stdlog "log"
 	"strings"
 	"time"
 
@@ -39,6 +40,21 @@ type redisLogger struct{ log *ratelog.Logger }
 // Printf is go-redis's logging interface.
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
+}
+
+// serverErrorLog is an http.Server's ErrorLog writing into the service's
+// log: each line a warning naming the server (env), at most one per
+// failureLogEvery, so that a failing accept (too many open files) keeps a
+// JSON log JSON and does not flood it.
+func serverErrorLog(log zerolog.Logger, env string) *stdlog.Logger {
+	return stdlog.New(serverLogWriter{ratelog.New(log.With().Str("server", env).Logger(), failureLogEvery)}, "", 0)
+}
+
+type serverLogWriter struct{ log *ratelog.Logger }
+
+func (w serverLogWriter) Write(p []byte) (int, error) {
+	w.log.Warn().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // quietRedisLog drops go-redis's own log lines, for a command that reports

@@ -111,10 +111,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.httpLn, m.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, public); err != nil {
+	maxConns := m.httpConnLimit(openFileLimit())
+	if m.httpLn, m.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, maxConns, public); err != nil {
 		return err
 	}
-	if m.adminLn, m.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, admin); err != nil {
+	if m.adminLn, m.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, maxConns, admin); err != nil {
 		return err
 	}
 	if err := m.serveCounters(ctx); err != nil {
@@ -187,6 +188,18 @@ func (m *Main) serveCounters(ctx context.Context) error {
 // connections: the HTTP servers' connections, Redis's pool, files.
 const fdHeadroom = 1024
 
+// fdReserve is the number of open files kept for Redis's pools and files
+// when the HTTP servers' share is computed (httpConnLimit).
+const fdReserve = 256
+
+// minHTTPConnections is the least httpConnLimit lowers HTTP_MAX_CONNECTIONS
+// to, however few open files there are.
+const minHTTPConnections = 16
+
+// counterRoom is the most counter connections fdLimit open files leave
+// room for.
+func counterRoom(fdLimit int) int { return max(fdLimit-fdHeadroom, fdLimit/2) }
+
 // counterConnLimit is COUNTER_MAX_CONNECTIONS, lowered so that counter
 // connections can never use up the open files the webhook and Redis need
 // (fdLimit; 0 if unknown). Both the lowering and an unlimited setting are
@@ -196,13 +209,42 @@ func (m *Main) counterConnLimit(fdLimit int) int {
 	if fdLimit <= 0 {
 		return n
 	}
-	room := max(fdLimit-fdHeadroom, fdLimit/2)
+	room := counterRoom(fdLimit)
 	switch {
 	case n == 0:
 		m.log.Warn().Int("open_file_limit", fdLimit).Msg("COUNTER_MAX_CONNECTIONS=0: counter connections are unlimited and can use up the open files the webhook and Redis need")
 	case n > room:
 		m.log.Warn().Int("configured", n).Int("used", room).Int("open_file_limit", fdLimit).
 			Msg("COUNTER_MAX_CONNECTIONS lowered to leave open files for HTTP and Redis")
+		n = room
+	}
+	return n
+}
+
+// httpConnLimit is HTTP_MAX_CONNECTIONS (for each of the two HTTP
+// servers), lowered so that both servers' connections, the counter port's
+// (at its limit) and fdReserve files fit in fdLimit open files (0 if
+// unknown), but not below minHTTPConnections. Both the lowering and an
+// unlimited setting are warned about.
+func (m *Main) httpConnLimit(fdLimit int) int {
+	n := m.cfg.HTTPMaxConnections
+	if fdLimit <= 0 {
+		return n
+	}
+	counter := 0
+	if m.cfg.CounterAddr != CounterOff {
+		counter = counterRoom(fdLimit)
+		if c := m.cfg.CounterMaxConnections; c > 0 {
+			counter = min(c, counter)
+		}
+	}
+	room := max((fdLimit-counter-fdReserve)/2, minHTTPConnections)
+	switch {
+	case n == 0:
+		m.log.Warn().Int("open_file_limit", fdLimit).Msg("HTTP_MAX_CONNECTIONS=0: HTTP connections are unlimited and can use up the open files the webhook and Redis need")
+	case n > room:
+		m.log.Warn().Int("configured", n).Int("used", room).Int("open_file_limit", fdLimit).
+			Msg("HTTP_MAX_CONNECTIONS lowered to leave open files for the counter port and Redis")
 		n = room
 	}
 	return n
