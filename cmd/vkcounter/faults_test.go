@@ -267,7 +267,7 @@ func TestHTTPConnLimit(t *testing.T) {
 		{4096, 100, "127.0.0.1:11215", 4096, 1870},
 		{4096, 0, "127.0.0.1:11215", 1024, 128}, // an unlimited counter port counted at its room
 		{4096, 10000, "127.0.0.1:11215", 300, 16},
-		{0, 10000, "127.0.0.1:11215", 4096, 0}, // unlimited, as configured, with a warning
+		{0, 10000, "127.0.0.1:11215", 4096, 0},  // unlimited, as configured, with a warning
 		{100, 10000, "127.0.0.1:11215", 0, 100}, // limit unknown
 	} {
 		m := &Main{cfg: Config{HTTPMaxConnections: tc.configured, CounterMaxConnections: tc.counter, CounterAddr: tc.counterAddr}}
