@@ -18,6 +18,10 @@
 //	503        the MessageHandler failed or did not answer within Options.Timeout;
 //	           VK re-delivers after Retry-After
 //
+// Handler.Rejected counts the refused requests (4xx) by Reason: a wrong
+// secret, an unknown community, a confirmation with none configured, a
+// malformed or too large body, a wrong method.
+//
 // The package does no counting and calls no VK API: what a message means is
 // up to the MessageHandler. A typical set-up:
 //

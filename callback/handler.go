@@ -72,6 +72,7 @@ type Handler struct {
 	retryAfter string // Retry-After header value, whole seconds
 	log        zerolog.Logger
 	failLogs   map[string]*ratelog.Logger // by outcome label
+	rejected   rejections
 
 	// compare decides whether two secret digests are equal. It is always
 	// subtle.ConstantTimeCompare; it is a field so that tests can watch
@@ -259,18 +260,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 
 	g, ok := h.groups[env.groupID]
 	if !ok {
-		return fmt.Errorf("%w: group_id %d is not configured", errForbidden, env.groupID)
+		return fmt.Errorf("%w: %w: group_id %d is not configured", errForbidden, errUnknownCommunity, env.groupID)
 	}
 	if g.hasSecret {
 		if h.compare(d.secretDigest(), g.secret[:]) != 1 {
-			return fmt.Errorf("%w: wrong secret", errForbidden)
+			return fmt.Errorf("%w: %w", errForbidden, errWrongSecret)
 		}
 	}
 
 	switch env.typ {
 	case events.EventConfirmation:
 		if g.confirmation == "" {
-			return fmt.Errorf("%w: no confirmation string configured for group_id %d", errForbidden, env.groupID)
+			return fmt.Errorf("%w: %w for group_id %d", errForbidden, errNoConfirmation, env.groupID)
 		}
 		writeText(w, g.confirmation)
 	case events.EventMessageNew:
@@ -337,8 +338,10 @@ func (h *Handler) putBuffer(buf *bytes.Buffer) {
 	h.bufs.Put(buf)
 }
 
-// fail answers a request that serve returned err for, and logs it once.
+// fail answers a request that serve returned err for, logs it once and
+// counts a refusal by its reason.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ev *event, err error) {
+	h.rejected.note(err)
 	status, text, label := http.StatusInternalServerError, http.StatusText(http.StatusInternalServerError), "other"
 	for _, o := range outcomes {
 		if errors.Is(err, o.class) {

@@ -224,6 +224,17 @@ func (m *Metrics) ObserveRedisRefusals(causes []string, refused func(cause strin
 	}
 }
 
+// ObserveWebhookRejections registers the webhook's refused requests by
+// reason, read at each scrape from rejected (callback.Handler.Rejected);
+// one series per reason, from the first scrape. Call it once.
+func (m *Metrics) ObserveWebhookRejections(rejected func(callback.Reason) int64) {
+	for _, r := range callback.Reasons() {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "webhook_rejected_total",
+			Help:        "Webhook requests refused, by reason: wrong_secret (a served community without its secret: VK_SECRET differs from the community's Callback API settings), unknown_community, no_confirmation, malformed, too_large, wrong_method.",
+			ConstLabels: prometheus.Labels{"reason": r.String()}}, func() float64 { return float64(rejected(r)) }))
+	}
+}
+
 // ObserveGrowthRefusals registers the readers of the writes refused
 // because they would grow a counter name that exists, read at each scrape:
 // headroom those refused past COUNTERS_REDIS_HEADROOM

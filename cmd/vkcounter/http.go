@@ -66,6 +66,7 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	if err != nil {
 		return nil, nil, err
 	}
+	m.webhook = cb
 	api, err := httpapi.New(m.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
 	if err != nil {
 		return nil, nil, err

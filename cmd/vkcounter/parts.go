@@ -15,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/resource"
@@ -145,6 +146,7 @@ func (p *botPart) close(ctx context.Context) error {
 // httpPart is the public HTTP server (the webhook, /counters/, /healthz)
 // and the admin one (/metrics, /stats, /readyz, the status page).
 type httpPart struct {
+	webhook  *callback.Handler // its refusals by reason are read for /stats and /metrics
 	httpLn   net.Listener
 	httpSrv  *http.Server
 	adminLn  net.Listener

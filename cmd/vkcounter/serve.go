@@ -111,6 +111,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.metrics.ObserveWebhookRejections(m.webhook.Rejected)
 	maxConns := m.httpConnLimit(openFileLimit())
 	if m.httpLn, m.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, maxConns, public); err != nil {
 		return err

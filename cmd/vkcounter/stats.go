@@ -10,6 +10,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/bot/tokens"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -22,6 +23,7 @@ type statsDocument struct {
 	Service       serviceSection            `json:"service"`
 	WindowSeconds int64                     `json:"window_seconds"`
 	Redis         string                    `json:"redis"`
+	Webhook       webhookSection            `json:"webhook"`
 	Bot           bot.Stats                 `json:"bot"`
 	LastDrops     []bot.DroppedReply        `json:"last_drops,omitempty"` // the last few replies dropped, and why
 	Outbox        outbox.Report             `json:"outbox"`
@@ -31,6 +33,24 @@ type statsDocument struct {
 	VK            vkSection                 `json:"vk"`
 	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
 	Resources     *resourcesSection         `json:"resources,omitempty"` // RESOURCE_STORE=redis
+}
+
+// webhookSection is what the webhook refused (callback.Handler.Rejected),
+// as vkcounter_webhook_rejected_total counts it.
+type webhookSection struct {
+	// Rejected is the requests refused by reason (callback.Reason's
+	// names), every reason present; none in VK_MODE=longpoll, where the
+	// webhook is not served.
+	Rejected map[string]int64 `json:"rejected"`
+}
+
+// webhookReport reads the webhook's refusals.
+func (m *Main) webhookReport() webhookSection {
+	w := webhookSection{Rejected: map[string]int64{}}
+	for _, r := range callback.Reasons() {
+		w.Rejected[r.String()] = m.webhook.Rejected(r)
+	}
+	return w
 }
 
 // resourcesSection says whether the resource store in Redis refuses
@@ -89,6 +109,7 @@ func (m *Main) statsDoc() statsDocument {
 			Mode: m.cfg.VKMode, DryRun: m.dryRun},
 		WindowSeconds: int64(m.cfg.Window / time.Second),
 		Redis:         m.redisKind(),
+		Webhook:       m.webhookReport(),
 		Bot:           m.bot.Stats(),
 		LastDrops:     m.bot.LastDrops(),
 		Outbox:        m.outbox.Report(m.groups...),

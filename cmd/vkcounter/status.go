@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot/tokens"
+	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/history"
@@ -111,6 +112,13 @@ type statusView struct {
 	Drops       []dropRow
 	Polling     []pollRow
 	Settings    []settingRow
+	// Webhook is set in VK_MODE=callback; Rejected is its refusals by
+	// reason, WrongSecret the ones for a wrong or missing secret.
+	Webhook     bool
+	Rejected    []rejectRow
+	WrongSecret int64
+	// AnyDryRun: some community has no token, its replies are logged.
+	AnyDryRun   bool
 	CounterAddr string
 	Refresh     int
 	Now         string
@@ -164,6 +172,23 @@ type pollRow struct {
 
 type settingRow struct{ Name, Value string }
 
+// A rejectRow is the webhook's refusals of one reason (callback.Reason).
+type rejectRow struct {
+	Reason string // its name in /stats
+	Label  string
+	N      int64
+}
+
+// rejectLabels say each refusal reason on the page.
+var rejectLabels = map[callback.Reason]string{
+	callback.WrongSecret:      "wrong or missing secret",
+	callback.UnknownCommunity: "unknown community (a group_id not served)",
+	callback.NoConfirmation:   "confirmation asked, none configured",
+	callback.Malformed:        "malformed (not a VK event)",
+	callback.TooLarge:         "too large (over MAX_BODY_BYTES)",
+	callback.WrongMethod:      "not a POST",
+}
+
 // statusPage serves the page.
 func (m *Main) statusPage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
@@ -199,6 +224,17 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	if doc.Service.DryRun {
 		v.Mode += ", dry-run (replies are logged, not sent)"
 	}
+	if communities, err := m.cfg.Communities(); err == nil {
+		for _, c := range communities {
+			v.AnyDryRun = v.AnyDryRun || len(c.Tokens()) == 0
+		}
+	}
+	v.Webhook = m.cfg.VKMode == ModeCallback
+	for _, r := range callback.Reasons() {
+		n := doc.Webhook.Rejected[r.String()]
+		v.Rejected = append(v.Rejected, rejectRow{Reason: r.String(), Label: rejectLabels[r], N: n})
+	}
+	v.WrongSecret = doc.Webhook.Rejected[callback.WrongSecret.String()]
 	for _, e := range reasons {
 		v.Reasons = append(v.Reasons, redact(e.Error()))
 	}
@@ -210,7 +246,7 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	m.history.Observe(now, live)
 	v.Charts = []chart{
 		m.chart("Messages counted per minute", now, seriesMessages, live),
-		m.chart("Replies sent per minute (logged, in dry-run)", now, seriesReplies, live),
+		m.chart(repliesTitle(doc.Service.DryRun, v.AnyDryRun), now, seriesReplies, live),
 	}
 	for i, op := range wire.Opcodes() {
 		if n := live[seriesOpcodes+i]; n > 0 {
@@ -228,6 +264,18 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	}
 	v.Settings = m.settingRows(redact)
 	return statusTemplate.Execute(w, v)
+}
+
+// repliesTitle is the replies chart's title in the mode the service runs
+// in: every community in dry-run (all), some (any), or none.
+func repliesTitle(all, any bool) string {
+	switch {
+	case all:
+		return "Replies logged per minute (dry-run: not sent)"
+	case any:
+		return "Replies sent per minute (logged, for the communities in dry-run)"
+	}
+	return "Replies sent per minute"
 }
 
 func mapKeys[V any](mp map[string]V) func(func(string) bool) {
