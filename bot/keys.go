@@ -54,6 +54,27 @@ func TextKey(m callback.Message, normalize bool) string {
 	return b.String()
 }
 
+// SplitTextKey reads back a text key (TextKey), or the start of one: the
+// community, and the text or, for a message without text, its attachment
+// keys in order. ok is false for a string that is not a text key.
+func SplitTextKey(key string) (group int, text string, attachments []string, ok bool) {
+	g, rest, found := strings.Cut(key, ":")
+	if !found || len(rest) < 2 || rest[1] != ':' {
+		return 0, "", nil, false
+	}
+	group, err := strconv.Atoi(g)
+	if err != nil {
+		return 0, "", nil, false
+	}
+	switch rest[0] {
+	case 't':
+		return group, rest[2:], nil, true
+	case 'a':
+		return group, "", strings.Split(rest[2:], " "), true
+	}
+	return 0, "", nil, false
+}
+
 func attachmentKey(a callback.Attachment) string {
 	switch {
 	case a.Type == "sticker":

@@ -1,6 +1,7 @@
 package bot_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vkcounter/vkcounter/bot"
@@ -62,6 +63,32 @@ func TestParseAttachmentKey(t *testing.T) {
 	for _, bad := range []string{"", "sticker", ":5", "photo:", "sticker:x", "link:a b"} {
 		if _, err := bot.ParseAttachmentKey(bad); err == nil {
 			t.Errorf("ParseAttachmentKey(%q) accepted", bad)
+		}
+	}
+}
+
+// TestSplitTextKey: a text key reads back as its community and its text or
+// attachments; anything else is not a text key.
+func TestSplitTextKey(t *testing.T) {
+	photo := callback.Attachment{Type: "photo", OwnerID: -5, ID: 42}
+	sticker := callback.Attachment{Type: "sticker", StickerID: 9}
+	for _, tc := range []struct {
+		m    callback.Message
+		want string // the attachments
+	}{
+		{callback.Message{GroupID: 7, Text: "hi: there"}, ""},
+		{callback.Message{GroupID: 7, Text: ""}, ""},
+		{callback.Message{GroupID: 218245623, Attachments: []callback.Attachment{sticker, photo}}, "sticker:9 photo:-5_42"},
+	} {
+		m := tc.m
+		g, text, atts, ok := bot.SplitTextKey(bot.TextKey(m, false))
+		if !ok || g != m.GroupID || text != m.Text || strings.Join(atts, " ") != tc.want {
+			t.Errorf("SplitTextKey(TextKey(%+v)) = %d %q %q %v", m, g, text, atts, ok)
+		}
+	}
+	for _, s := range []string{"", "7", "7:", "7:x:hi", "x:t:hi", "7t:hi"} {
+		if _, _, _, ok := bot.SplitTextKey(s); ok {
+			t.Errorf("SplitTextKey(%q) ok", s)
 		}
 	}
 }

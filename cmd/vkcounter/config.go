@@ -23,6 +23,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/toptexts"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
@@ -38,6 +39,7 @@ type Config struct {
 	KeyPrefix    string
 	Window       time.Duration
 	Normalize    bool
+	TopTexts     int
 
 	VKToken        string
 	RequireVKToken bool
@@ -130,6 +132,7 @@ func settings(c *Config) []setting {
 		{"KEY_PREFIX", freq.DefaultPrefix, "prefix of every Redis key the service writes (to share a Redis with other apps)", str(&c.KeyPrefix)},
 		{"WINDOW", durDefault(freq.DefaultWindow), "sliding window a message is counted in (Go duration, whole seconds)", dur(&c.Window)},
 		{"NORMALIZE", "false", "treat messages differing only in case and white space as the same", boolVar(&c.Normalize)},
+		{"TOP_TEXTS", "0", "keep in this process the N texts with the highest count this instance saw in the window (their counts as its replies carried them), for the status page and /stats; no Redis command; 0 = off, at most " + strconv.Itoa(toptexts.MaxN), num(&c.TopTexts)},
 		{"VK_TOKEN", "", "community token(s), comma-separated; empty = dry-run (replies are logged, not sent)", str(&c.VKToken)},
 		{"REQUIRE_VK_TOKEN", "false", "refuse to start without a token for every community (no dry-run), and keep /readyz failing until VK accepts each token with the messages right (the Docker image sets true)", boolVar(&c.RequireVKToken)},
 		{"VK_GROUP_ID", "", "community id; may be empty in dry-run, which then serves a demo community 1", num(&c.VKGroupID)},
@@ -298,6 +301,9 @@ func (c *Config) validateService() error {
 	}
 	if c.ClaimAfter < 100*time.Millisecond {
 		errs = append(errs, errors.New("OUTBOX_CLAIM_AFTER: must be at least 100ms"))
+	}
+	if c.TopTexts < 0 || c.TopTexts > toptexts.MaxN {
+		errs = append(errs, fmt.Errorf("TOP_TEXTS %d: must be 0 (off) to %d", c.TopTexts, toptexts.MaxN))
 	}
 	if c.HTTPMaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("HTTP_MAX_CONNECTIONS %d: must be >= 0", c.HTTPMaxConnections))

@@ -22,6 +22,7 @@ import (
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/toptexts"
 )
 
 // A part is one component of the service. Each holds what it opened (Redis
@@ -114,6 +115,7 @@ type botPart struct {
 	groups  []int // the communities served
 	bot     *bot.Bot
 	pollers *longpoll.Group // VK_MODE=longpoll
+	top     *toptexts.Table // TOP_TEXTS; nil when 0
 	// left says what a shutdown that did not drain the outbox leaves
 	// behind (Main.leftInOutbox).
 	left func(error) error

@@ -280,7 +280,11 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		}
 		groups = append(groups, g)
 	}
-	return bot.New(m.metrics.Recorder(m.outbox), m.outbox, groups, bot.Options{
+	rec, err := m.openTopTexts(m.outbox)
+	if err != nil {
+		return nil, err
+	}
+	return bot.New(m.metrics.Recorder(rec), m.outbox, groups, bot.Options{
 		Poll:            min(m.cfg.ClaimAfter, maxPoll),
 		Normalize:       m.cfg.Normalize,
 		Quote:           m.quote(),

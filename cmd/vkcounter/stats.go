@@ -33,6 +33,7 @@ type statsDocument struct {
 	VK            vkSection                 `json:"vk"`
 	Longpoll      map[string]longpoll.Stats `json:"longpoll,omitempty"`
 	Resources     *resourcesSection         `json:"resources,omitempty"` // RESOURCE_STORE=redis
+	TopTexts      *topTextsSection          `json:"top_texts,omitempty"` // TOP_TEXTS
 }
 
 // webhookSection is what the webhook refused (callback.Handler.Rejected),
@@ -115,6 +116,7 @@ func (m *Main) statsDoc() statsDocument {
 		Outbox:        m.outbox.Report(m.groups...),
 		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
 		CounterPort:   m.metrics.Traffic(),
+		TopTexts:      m.topTextsReport(),
 		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures(), Tokens: m.tokenStates()},
 	}
 	if r := m.guard.Last(); r != nil {

@@ -117,6 +117,8 @@ type statusView struct {
 	Webhook     bool
 	Rejected    []rejectRow
 	WrongSecret int64
+	// SeveralCommunities: texts are shown with their community.
+	SeveralCommunities bool
 	// AnyDryRun: some community has no token, its replies are logged.
 	AnyDryRun   bool
 	CounterAddr string
@@ -230,6 +232,7 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 		}
 	}
 	v.Webhook = m.cfg.VKMode == ModeCallback
+	v.SeveralCommunities = len(m.groups) > 1
 	for _, r := range callback.Reasons() {
 		n := doc.Webhook.Rejected[r.String()]
 		v.Rejected = append(v.Rejected, rejectRow{Reason: r.String(), Label: rejectLabels[r], N: n})
