@@ -164,3 +164,19 @@ func ExampleTable() {
 	// hi 3
 	// hello 2
 }
+
+// BenchmarkObserve: one observation, as each counted message makes with
+// TOP_TEXTS set, over 10,000 distinct texts into a table of 100.
+func BenchmarkObserve(b *testing.B) {
+	tb, _ := toptexts.New(100, time.Hour)
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("218245623:t:some message number %d", i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		tb.Observe(keys[i%len(keys)], int64(i%500), t0)
+		i++
+	}
+}
