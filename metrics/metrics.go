@@ -11,7 +11,9 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,7 +28,7 @@ import (
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/counters/wire"
-	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
 
@@ -42,7 +44,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 var (
 	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.Unknown, bot.Logged}
 	vkMethods    = []string{"messages.send", "execute", "groups.getTokenPermissions"}
-	scriptCauses = []string{causeOutboxFull, causeRedis}
+	scriptCauses = []string{causeOutboxFull, causeRedis, causeRedisRefused}
 	// refusals are the counter port's statuses an alert reads, besides ok:
 	// a cap reached (0x82) and a store that failed (0x86).
 	refusals = []wire.Status{wire.StatusOutOfMemory, wire.StatusStoreFailure}
@@ -55,6 +57,10 @@ var (
 const (
 	causeOutboxFull = "outbox_full"
 	causeRedis      = "redis"
+	// causeRedisRefused: Redis answered but refused the write (out of
+	// memory, request quota, read-only: redisconn.WriteRefusals), which
+	// is no Redis unreachable.
+	causeRedisRefused = "redis_refused"
 )
 
 // Metrics holds every collector. Its methods are safe for concurrent use.
@@ -78,7 +84,7 @@ type Metrics struct {
 	// opcode, looked up once: nearly every request takes this path.
 	counterOK [256]prometheus.Counter
 
-	oom *headroom.OOMWatch // nil until ObserveRedisOOM
+	writes *redisconn.WriteWatch // nil until ObserveRedisWrites
 }
 
 // New returns a Metrics with Go runtime and process collectors and every
@@ -219,7 +225,7 @@ func (m *Metrics) ObserveHeadroom(refused func() uint64, full func() bool) {
 func (m *Metrics) ObserveRedisRefusals(causes []string, refused func(cause string) uint64) {
 	for _, cause := range causes {
 		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "redis_refused_total",
-			Help:        "Redis calls refused or not answered, by cause (conn, timeout, moved, clusterdown, tryagain, readonly, masterdown, loading, oom, busy); each reloads a cluster's slot map but oom and busy.",
+			Help:        "Redis calls refused or not answered, by cause (conn, timeout, moved, clusterdown, tryagain, readonly, masterdown, loading, oom, quota, busy); each reloads a cluster's slot map but oom, quota and busy.",
 			ConstLabels: prometheus.Labels{"cause": cause}}, func() float64 { return float64(refused(cause)) }))
 	}
 }
@@ -415,30 +421,30 @@ func (m *Metrics) scriptCall(start time.Time, err error) {
 	case err == nil:
 	case errors.Is(err, outbox.ErrFull):
 		m.scriptErrors.WithLabelValues(causeOutboxFull).Inc()
+	case m.writes != nil && m.writes.Observe(err) != "":
+		m.scriptErrors.WithLabelValues(causeRedisRefused).Inc()
 	default:
 		m.scriptErrors.WithLabelValues(causeRedis).Inc()
 	}
-	if err != nil && m.oom != nil {
-		m.oom.Observe(err)
-	}
 }
 
-// ObserveRedisOOM makes the counting script's errors go to w as well
-// (headroom.OOMWatch: the ones where Redis refused it past its maxmemory),
-// and registers its readers, read at each scrape: the refusals so far, and
-// full, whether the bot's Redis refuses writes now (the readiness check's
-// finding). Call it once, before the bot counts.
-func (m *Metrics) ObserveRedisOOM(w *headroom.OOMWatch, full func() bool) {
-	m.oom = w
-	m.counterFunc("script_oom_errors_total", "Counting script calls Redis refused because it was past its maxmemory (OOM; also in script_errors_total).",
-		func() float64 { return float64(w.Total()) })
-	m.gaugeFunc("redis_oom", "1 while the bot's Redis refuses writes past its maxmemory (the counting script failed with OOM lately, or used_memory is past maxmemory: /readyz answers 503), else 0.",
-		func() float64 {
-			if full() {
-				return 1
-			}
-			return 0
-		})
+// ObserveRedisWrites makes the counting script's errors go to w as well
+// (redisconn.WriteWatch: the ones where Redis answered but refused the
+// write), and registers its readers, read at each scrape: the refusals so
+// far, and refusing, the cause (of redisconn.WriteRefusals) for which the
+// bot's Redis refuses writes now, or "" (the readiness check's finding).
+// Call it once, before the bot counts.
+func (m *Metrics) ObserveRedisWrites(w *redisconn.WriteWatch, refusing func() string) {
+	m.writes = w
+	m.counterFunc("script_oom_errors_total", "Counting script calls Redis refused because it was full (OOM, or a managed service's capacity error; also in script_errors_total).",
+		func() float64 { return float64(w.Total(redisconn.CauseOOM)) })
+	m.gaugeFunc("redis_oom", "1 while the bot's Redis refuses writes for lack of memory (the counting script failed with OOM lately, or used_memory is past maxmemory: /readyz answers 503), else 0.",
+		func() float64 { return boolValue(refusing() == redisconn.CauseOOM) })
+	for _, cause := range slices.Sorted(maps.Keys(redisconn.WriteRefusals)) {
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "redis_refusing_writes",
+			Help:        "1 while the bot's Redis answers but refuses writes for this cause (oom: out of memory or capacity, quota: the plan's request quota spent, readonly: a read-only replica; /readyz answers 503 naming it), else 0.",
+			ConstLabels: prometheus.Labels{"cause": cause}}, func() float64 { return boolValue(refusing() == cause) }))
+	}
 }
 
 // VKCall records one VK API call; it fits bot.VKOptions.OnCall.

@@ -107,7 +107,7 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 		reasons = append(reasons, fmt.Errorf("redis cluster: %w", err))
 	}
 	if redisErr == nil {
-		if err := m.writable(); err != nil {
+		if _, err := m.writable(); err != nil {
 			reasons = append(reasons, fmt.Errorf("redis: %w", err))
 		}
 	}

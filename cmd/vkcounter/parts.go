@@ -22,6 +22,7 @@ import (
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/embedredis"
 	"github.com/vkcounter/vkcounter/internal/headroom"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/toptexts"
 )
 
@@ -44,9 +45,10 @@ func (m *Main) parts() []part {
 type redisPart struct {
 	embedded *embedredis.Server // when no REDIS_URL / REDIS_CLUSTER
 	rdb      redis.UniversalClient
-	// oom sees the counting script refused past maxmemory; memRead is the
+	// writes sees the counting script refused while Redis answers (out of
+	// memory, request quota, read-only); memRead is the
 	// last readiness check's reading of the bot's Redis (writable.go).
-	oom     headroom.OOMWatch
+	writes  redisconn.WriteWatch
 	memRead atomic.Pointer[headroom.Reading]
 }
 

@@ -106,7 +106,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
-	m.metrics.ObserveRedisOOM(&m.oom, m.redisOOM)
+	m.metrics.ObserveRedisWrites(&m.writes, m.refusingWrites)
 	public, admin, err := m.routes(communities)
 	if err != nil {
 		return err

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
@@ -66,5 +71,80 @@ func TestReadyzSeesRedisOutOfMemory(t *testing.T) {
 	a.mustOK(t, event("e9", 1009, 1, "hello"))
 	if code, body := readyz(); code != 503 || !strings.Contains(body, "counting script was refused") {
 		t.Errorf("/readyz right after the refusals: %d %s", code, body)
+	}
+}
+
+// refuseScripts is a go-redis hook that answers every script call
+// (EVAL, EVALSHA) with the error reply in reply, while it is set, without
+// sending it: a managed service's refusal, injected.
+type refuseScripts struct{ reply atomic.Pointer[string] }
+
+func (h *refuseScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *refuseScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if r := h.reply.Load(); r != nil && strings.HasPrefix(cmd.Name(), "eval") {
+			cmd.SetErr(replyError(*r))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// replyError is an error reply of Redis, as go-redis gives one (a
+// redis.Error).
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+func (h *refuseScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestReadyzNamesManagedRefusals injects each managed service's refusal of
+// a write (Redis's and Dragonfly's out of memory, Upstash's capacity and
+// request quota, a read-only replica) into the counting script: the
+// webhook answers 503, /readyz answers 503 naming the cause, the metrics
+// say which (vkcounter_redis_refusing_writes{cause}), and the script's
+// errors are counted as refused, not as Redis failing (the alert
+// VkcounterRedisUnreachable reads the latter).
+func TestReadyzNamesManagedRefusals(t *testing.T) {
+	a := startApp(t, nil, nil)
+	hook := &refuseScripts{}
+	a.Main.rdb.AddHook(hook)
+	for i, c := range []struct{ reply, cause string }{
+		{"OOM command not allowed when used memory > 'maxmemory'.", redisconn.CauseOOM},
+		{"ERR DB capacity quota exceeded", redisconn.CauseOOM},
+		{"ERR Out of memory", redisconn.CauseOOM},
+		{"ERR max requests limit exceeded. Limit: 500000, Usage: 500000", redisconn.CauseQuota},
+		{"ERR max daily request limit exceeded", redisconn.CauseQuota},
+		{"READONLY You can't write against a read only replica.", redisconn.CauseReadOnly},
+	} {
+		hook.reply.Store(&c.reply)
+		if code, body, _ := a.post(t, event(fmt.Sprint("m", i), 2001+i, 1, "hello"), nil); code != 503 {
+			t.Fatalf("%q: webhook answered %d %s, want 503", c.reply, code, body)
+		}
+		resp, err := http.Get(a.adminURL("/readyz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := redisconn.WriteRefusals[c.cause]; resp.StatusCode != 503 || !strings.Contains(string(b), want) || !strings.Contains(string(b), c.reply) {
+			t.Errorf("%q: /readyz %d %q, want 503 naming %q and the reply", c.reply, resp.StatusCode, b, want)
+		}
+		metrics := a.scrapeMetrics(t)
+		for cause := range redisconn.WriteRefusals {
+			want := fmt.Sprintf("vkcounter_redis_refusing_writes{cause=%q} %d", cause, map[bool]int{true: 1}[cause == c.cause])
+			if !strings.Contains(metrics, "\n"+want+"\n") {
+				t.Errorf("%q: no %q in /metrics", c.reply, want)
+			}
+		}
+		for _, want := range []string{fmt.Sprintf(`vkcounter_script_errors_total{cause="redis_refused"} %d`, i+1), `vkcounter_script_errors_total{cause="redis"} 0`} {
+			if !strings.Contains(metrics, "\n"+want+"\n") {
+				t.Errorf("%q: no %q in /metrics", c.reply, want)
+			}
+		}
 	}
 }

@@ -149,16 +149,25 @@ func startService(t *testing.T, name, bin string, env map[string]string) *servic
 
 // post sends a message_new for text to the webhook and returns the status.
 func (s *service) post(t *testing.T, id int, text string) int {
+	code, err := s.send(id, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// send is post for a goroutine of the test's: it returns the error.
+func (s *service) send(id int, text string) (int, error) {
 	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": group, "event_id": fmt.Sprintf("e%d", id), "v": "5.199", "secret": secret,
 		"object": map[string]any{"message": map[string]any{"id": id, "date": time.Now().Unix(), "peer_id": 1000 + id%7, "from_id": 1000 + id%7,
 			"text": text, "conversation_message_id": id}}})
 	resp, err := http.Post("http://"+s.http+"/callback", "application/json", bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // api calls the /counters/ HTTP API and returns the status.
@@ -402,8 +411,8 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 			names = append(names, r.Name)
 		}
 	}
-	if len(names) < 9 {
-		t.Fatalf("Prometheus loaded the rules %v, want all nine", names)
+	if len(names) < 10 {
+		t.Fatalf("Prometheus loaded the rules %v, want all ten", names)
 	}
 	rep := &reporter{}
 	rep.add("alerts against a real Prometheus (rules of %s, for: 3s, ranges 10s): each fault, and the alerts it fired", rulesFile)
@@ -527,6 +536,27 @@ func TestAlertsInRealPrometheus(t *testing.T) {
 			t.Error("no webhook answered 503 with the outbox full")
 		}
 	}, func() { vk.SetOutage(vktest.Up) })
+	// Redis past its maxmemory (noeviction): it answers, but refuses the
+	// counting script with OOM; a webhook a second keeps the refusal fresh.
+	var stopPosting func()
+	fault("Redis past maxmemory", []string{"VkcounterRedisRefusingWrites", "VkcounterWebhook5xx"}, func() {
+		lift := redistest.PastMaxmemory(t, rdb.Client)
+		done, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for i := 0; ; i++ {
+				if code, err := cb.send(50000+i, fmt.Sprintf("past maxmemory %d", i)); err != nil || code != 503 {
+					t.Errorf("a webhook past maxmemory: %d %v, want 503", code, err)
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
+		stopPosting = func() { close(done); <-stopped; lift() }
+	}, func() { stopPosting() })
 	fault("Redis killed", []string{"VkcounterRedisUnreachable"}, func() {
 		redistest.StopServer(t, rdb.Addr)
 	}, func() { redistest.StartServerAt(t, rdb.Addr) })

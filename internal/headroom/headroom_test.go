@@ -3,7 +3,6 @@ package headroom_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -182,34 +181,6 @@ func TestGuardReadsEveryClusterMaster(t *testing.T) {
 		t.Fatalf("reading %+v, %v; want one of the masters %v", r, err, masters)
 	}
 }
-
-// TestOOMWatch checks that only Redis's OOM refusals are remembered, and
-// for the window given.
-func TestOOMWatch(t *testing.T) {
-	var w headroom.OOMWatch
-	if _, recent := w.Since(time.Now(), time.Minute); recent {
-		t.Fatal("recent OOM before any")
-	}
-	if w.Observe(errors.New("OOM command not allowed")) || w.Observe(redis.Nil) {
-		t.Fatal("a plain error taken for Redis's OOM")
-	}
-	if !w.Observe(fmt.Errorf("freq: count: %w", ownError("OOM command not allowed when used memory > 'maxmemory'."))) {
-		t.Fatal("Redis's OOM not seen")
-	}
-	at, recent := w.Since(time.Now(), 10*time.Second)
-	if !recent || w.Total() != 1 {
-		t.Fatalf("after an OOM: %v, %v, %d", at, recent, w.Total())
-	}
-	if _, recent := w.Since(at.Add(10*time.Second), 10*time.Second); recent {
-		t.Fatal("an OOM 10 s old is still recent")
-	}
-}
-
-// ownError is an error as go-redis returns Redis's error replies.
-type ownError string
-
-func (e ownError) Error() string { return string(e) }
-func (ownError) RedisError()     {}
 
 // TestCheckCountsDeclaredGrowth checks that Check hands the stores its
 // percent once the last reading plus the growth declared since passes

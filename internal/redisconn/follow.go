@@ -30,16 +30,18 @@ const ReloadFloor = 250 * time.Millisecond
 //   - clusterdown, tryagain, readonly, masterdown, loading: the cluster
 //     or the node cannot serve the slot now (CLUSTERDOWN, TRYAGAIN while
 //     a slot moves, READONLY from a replica, MASTERDOWN, LOADING);
-//   - oom: Redis is past maxmemory (OOM);
+//   - oom: the server is full (CauseOOM: Redis's OOM past maxmemory, or
+//     a managed service's wording of it);
+//   - quota: the plan's request quota is spent (CauseQuota);
 //   - busy: a script runs too long (BUSY).
 //
-// Every cause but oom and busy may mean the cluster's topology changed,
-// and reloads the slot map of a cluster client (see Open).
-var Causes = []string{"conn", "timeout", "moved", "clusterdown", "tryagain", "readonly", "masterdown", "loading", "oom", "busy"}
+// Every cause but oom, quota and busy may mean the cluster's topology
+// changed, and reloads the slot map of a cluster client (see Open).
+var Causes = []string{"conn", "timeout", "moved", "clusterdown", "tryagain", "readonly", "masterdown", "loading", "oom", "quota", "busy"}
 
 // refusals counts the refused calls of every client this package opened,
 // by cause (indexes of Causes).
-var refusals [10]atomic.Uint64
+var refusals [11]atomic.Uint64
 
 // Refusals returns how many calls of the clients this package opened
 // Redis refused or could not be reached for, since the process started,
@@ -61,27 +63,30 @@ func Cause(err error) string {
 		return ""
 	}
 	var rerr redis.Error
-	if errors.As(err, &rerr) { // an error reply
+	if errors.As(err, &rerr) { // an error reply, maybe wrapped: its own text is read
 		switch {
-		case redis.IsClusterDownError(err):
+		case redis.IsClusterDownError(rerr):
 			return "clusterdown"
-		case redis.IsTryAgainError(err):
+		case redis.IsTryAgainError(rerr):
 			return "tryagain"
-		case redis.IsReadOnlyError(err):
+		case redis.IsReadOnlyError(rerr):
 			return "readonly"
-		case redis.IsMasterDownError(err):
+		case redis.IsMasterDownError(rerr):
 			return "masterdown"
-		case redis.IsLoadingError(err):
+		case redis.IsLoadingError(rerr):
 			return "loading"
-		case redis.IsOOMError(err):
-			return "oom"
-		case IsError(err, "BUSY"):
+		case redis.IsOOMError(rerr):
+			return CauseOOM
+		case IsError(rerr, "BUSY"):
 			return "busy"
 		}
-		if _, moved := redis.IsMovedError(err); moved {
+		if cause := managedCause(rerr.Error()); cause != "" {
+			return cause
+		}
+		if _, moved := redis.IsMovedError(rerr); moved {
 			return "moved"
 		}
-		if _, ask := redis.IsAskError(err); ask {
+		if _, ask := redis.IsAskError(rerr); ask {
 			return "moved"
 		}
 		return ""
@@ -99,7 +104,9 @@ func Cause(err error) string {
 
 // reloads reports whether a refusal of cause may mean that the cluster's
 // topology changed.
-func reloads(cause string) bool { return cause != "" && cause != "oom" && cause != "busy" }
+func reloads(cause string) bool {
+	return cause != "" && cause != CauseOOM && cause != CauseQuota && cause != "busy"
+}
 
 // A follower counts the refused calls of a client and, for a cluster,
 // reloads the slot map of every client of the same cluster (the same seed

@@ -28,20 +28,25 @@ func TestCause(t *testing.T) {
 		redis.ErrClosed:             "",
 		fmt.Errorf("x: %w", io.EOF): "conn",
 		&net.OpError{Op: "dial", Err: errors.New("connect: connection refused")}: "conn",
-		context.DeadlineExceeded:                                         "timeout",
-		redis.ErrPoolTimeout:                                             "timeout",
-		proto("MOVED 3999 127.0.0.1:6381"):                               "moved",
-		proto("ASK 3999 127.0.0.1:6381"):                                 "moved",
-		proto("CLUSTERDOWN The cluster is down"):                         "clusterdown",
-		proto("TRYAGAIN Multiple keys request during rehashing of slot"): "tryagain",
-		proto("READONLY You can't write against a read only replica."):   "readonly",
-		proto("MASTERDOWN Link with MASTER is down"):                     "masterdown",
-		proto("LOADING Redis is loading the dataset in memory"):          "loading",
-		proto("OOM command not allowed when used memory > 'maxmemory'."): "oom",
-		proto("BUSY Redis is busy running a script."):                    "busy",
-		proto("STREAM_FULL"):                                             "",
-		proto("ERR wrong number of arguments"):                           "",
-		proto("NOSCRIPT No matching script."):                            "",
+		context.DeadlineExceeded:                                               "timeout",
+		redis.ErrPoolTimeout:                                                   "timeout",
+		proto("MOVED 3999 127.0.0.1:6381"):                                     "moved",
+		proto("ASK 3999 127.0.0.1:6381"):                                       "moved",
+		proto("CLUSTERDOWN The cluster is down"):                               "clusterdown",
+		proto("TRYAGAIN Multiple keys request during rehashing of slot"):       "tryagain",
+		proto("READONLY You can't write against a read only replica."):         "readonly",
+		proto("MASTERDOWN Link with MASTER is down"):                           "masterdown",
+		proto("LOADING Redis is loading the dataset in memory"):                "loading",
+		proto("OOM command not allowed when used memory > 'maxmemory'."):       "oom",
+		proto("BUSY Redis is busy running a script."):                          "busy",
+		proto("ERR DB capacity quota exceeded"):                                "oom",   // Upstash
+		proto("ERR Out of memory"):                                             "oom",   // Dragonfly
+		proto("Out of memory"):                                                 "oom",   // Dragonfly, without ERR
+		proto("ERR max requests limit exceeded. Limit: 500000, Usage: 500000"): "quota", // Upstash
+		proto("ERR max daily request limit exceeded"):                          "quota", // Upstash, daily plans
+		proto("STREAM_FULL"):                                                   "",
+		proto("ERR wrong number of arguments"):                                 "",
+		proto("NOSCRIPT No matching script."):                                  "",
 	} {
 		if got := redisconn.Cause(err); got != want {
 			t.Errorf("Cause(%v) = %q, want %q", err, got, want)

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // DefaultTimeout is Config.Timeout when it is zero.
@@ -87,10 +88,12 @@ func open(cfg Config) (redis.UniversalClient, error) {
 			// that refuses connections is most often gone (a failover),
 			// and the call's refusal makes the clients reload the slot map
 			// at once. Dials send nothing, so this is no retry rule.
-			DialerRetries:         1,
-			ReadTimeout:           timeout,
-			WriteTimeout:          timeout,
-			ContextTimeoutEnabled: true,
+			DialerRetries:            1,
+			ReadTimeout:              timeout,
+			WriteTimeout:             timeout,
+			ContextTimeoutEnabled:    true,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: noMaintNotifications(),
 		}), nil
 	case cfg.URL != "":
 		opt, err := redis.ParseURL(cfg.URL)
@@ -146,12 +149,25 @@ func WithPool(c redis.UniversalClient, poolSize int) redis.UniversalClient {
 func ownAddrs(addrs []string) []string { return slices.Clip(slices.Clone(addrs)) }
 
 // Safe sets opt to the settings described in the package comment: no
-// retries, timeout for reads and writes, context deadlines honoured.
+// retries, timeout for reads and writes, context deadlines honoured; and
+// no connection set-up command a server may refuse (see noMaintNotifications).
 func Safe(opt *redis.Options, timeout time.Duration) {
 	opt.MaxRetries = -1
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.ContextTimeoutEnabled = true
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = noMaintNotifications()
+}
+
+// noMaintNotifications turns off go-redis's maintenance notifications (a
+// Redis Enterprise feature), and DisableIdentity its CLIENT SETINFO: both
+// are commands go-redis sends on every new connection, which servers before
+// Redis 7.2 (6.2, 7.0, Valkey 7.2's older builds) answer with ERR, and
+// which a user without the CLIENT commands (a managed service's ACL) is
+// refused. The service uses neither.
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // IsError reports whether err is an error reply of Redis (or of a script's
