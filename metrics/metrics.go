@@ -428,6 +428,18 @@ func (m *Metrics) scriptCall(start time.Time, err error) {
 	}
 }
 
+// ObserveRedisEviction registers vkcounter_redis_eviction_policy, 1 with
+// the maxmemory-policy of the bot's Redis read at start (the first evicting
+// one of a cluster's masters; "unknown" where it could not be read), and
+// vkcounter_redis_evicted_keys, read from evicted at each scrape. Call it
+// once.
+func (m *Metrics) ObserveRedisEviction(policy string, evicted func() float64) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "redis_eviction_policy",
+		Help:        "1, with the maxmemory-policy of the bot's Redis read at start (CONFIG GET or INFO memory; unknown where both are refused): any but noeviction may evict queued replies and dedupe keys.",
+		ConstLabels: prometheus.Labels{"policy": policy}}, func() float64 { return 1 }))
+	m.gaugeFunc("redis_evicted_keys", "Keys the bot's Redis evicted since the service started, at the last /readyz (read only under an evicting policy): above 0, /readyz answers 503.", evicted)
+}
+
 // ObserveRedisWrites makes the counting script's errors go to w as well
 // (redisconn.WriteWatch: the ones where Redis answered but refused the
 // write), and registers its readers, read at each scrape: the refusals so

@@ -110,6 +110,9 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 		if _, err := m.writable(); err != nil {
 			reasons = append(reasons, fmt.Errorf("redis: %w", err))
 		}
+		if err := m.evicted(); err != nil {
+			reasons = append(reasons, fmt.Errorf("redis: %w", err))
+		}
 	}
 	if err := m.bot.Ready(); err != nil {
 		reasons = append(reasons, fmt.Errorf("vk: %w", err))
@@ -125,6 +128,7 @@ func (m *Main) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // one second for both
 	defer cancel()
 	m.readMemory(ctx)
+	m.readEvictions(ctx)
 	reasons, _ := m.readiness(ctx)
 	return errors.Join(reasons...)
 }

@@ -50,6 +50,9 @@ type redisPart struct {
 	// last readiness check's reading of the bot's Redis (writable.go).
 	writes  redisconn.WriteWatch
 	memRead atomic.Pointer[headroom.Reading]
+	// evictions is the bot's Redis's eviction policy and the keys it
+	// evicted since start (eviction.go).
+	evictions evictionWatch
 }
 
 func (p *redisPart) close(context.Context) error {

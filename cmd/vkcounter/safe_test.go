@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -220,5 +221,51 @@ func TestEvictionWarning(t *testing.T) {
 	startAppLog(t, tg, nil, &evicting)
 	if !strings.Contains(evicting.String(), `"maxmemory_policy":"volatile-lru"`) || !strings.Contains(evicting.String(), "set maxmemory-policy noeviction") {
 		t.Errorf("no eviction warning in:\n%s", evicting.String())
+	}
+	// A user without CONFIG (a managed service's): the policy is read from
+	// INFO memory, and the warning names it and what it costs.
+	noConfig := *tg
+	noConfig.URL = redistest.ACLUser(t, tg.Addr, "noconfig", "+@all", "-config")
+	var managed syncbuf.Buffer
+	startAppLog(t, &noConfig, nil, &managed)
+	for _, want := range []string{`"level":"warn"`, "maxmemory-policy volatile-lru", "counts a retried message twice", "set maxmemory-policy noeviction"} {
+		if !strings.Contains(managed.String(), want) {
+			t.Errorf("a user without CONFIG: no %q in the log:\n%s", want, managed.String())
+		}
+	}
+	// Without INFO either, the policy is unknown: a warning says so.
+	noInfo := *tg
+	noInfo.URL = redistest.ACLUser(t, tg.Addr, "noinfo", redistest.ManagedProfile...)
+	var unknown syncbuf.Buffer
+	startAppLog(t, &noInfo, nil, &unknown)
+	if !strings.Contains(unknown.String(), "cannot read Redis's maxmemory-policy") || !strings.Contains(unknown.String(), `"level":"warn"`) {
+		t.Errorf("a user without CONFIG and INFO: no warning in:\n%s", unknown.String())
+	}
+}
+
+// TestReadyzFailsOnceRedisEvicted: under an evicting policy, /readyz stays
+// 200 until Redis evicts a key, then answers 503 naming the evictions and
+// the policy, and vkcounter_redis_evicted_keys counts them.
+func TestReadyzFailsOnceRedisEvicted(t *testing.T) {
+	tg := redistest.OwnServer(t, "--maxmemory-policy", "allkeys-lru", "--maxmemory", "4mb")
+	a := startApp(t, tg, nil)
+	if code, body := get(t, a.adminURL("/readyz")); code != 200 {
+		t.Fatalf("/readyz before any eviction: %d %s", code, body)
+	}
+	big := strings.Repeat("x", 64<<10)
+	for i := range 200 { // 12.8 MB into 4: evictions
+		if err := tg.Client.Set(t.Context(), fmt.Sprintf("%sfill%d", a.prefix, i), big, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body := get(t, a.adminURL("/readyz"))
+	if code != 503 || !strings.Contains(body, "evicted") || !strings.Contains(body, "allkeys-lru") {
+		t.Errorf("/readyz after evictions: %d %s, want 503 naming them and the policy", code, body)
+	}
+	metrics := a.scrapeMetrics(t)
+	for _, want := range []string{`vkcounter_redis_eviction_policy{policy="allkeys-lru"} 1`, "vkcounter_redis_evicted_keys "} {
+		if !strings.Contains(metrics, "\n"+want) {
+			t.Errorf("no %q in /metrics", want)
+		}
 	}
 }

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"time"
-
-	"github.com/vkcounter/vkcounter/internal/redischeck"
 )
 
 // warnRisky logs a warning for every setting that exposes or risks
@@ -30,23 +27,6 @@ func (m *Main) warnRisky(ctx context.Context, communities []Community) {
 		}
 	}
 	m.warnEviction(ctx)
-}
-
-// warnEviction warns when the Redis may evict keys: losing the outbox or
-// a dedupe key loses a reply or counts a retried message twice.
-func (m *Main) warnEviction(ctx context.Context) {
-	if m.embedded != nil {
-		return // the embedded Redis has no memory limit
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	evicting, err := redischeck.Eviction(ctx, m.rdb)
-	for _, e := range evicting {
-		m.log.Warn().Str("redis", e.Addr).Str("maxmemory_policy", e.Policy).Msg("Redis may evict keys, and with them queued replies and the keys that stop a retried message being counted twice; set maxmemory-policy " + redischeck.SafePolicy)
-	}
-	if err != nil {
-		m.log.Info().Err(err).Msg("cannot read Redis's maxmemory-policy (CONFIG GET not allowed?); make sure it is " + redischeck.SafePolicy)
-	}
 }
 
 // publicAddr returns a public address (neither loopback, link-local nor

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,16 +23,7 @@ func TestReadyzSeesRedisOutOfMemory(t *testing.T) {
 	tg := redistest.OwnServer(t, "--maxmemory-policy", "noeviction")
 	var log syncbuf.Buffer
 	a := startAppLog(t, tg, nil, &log)
-	readyz := func() (int, string) {
-		resp, err := http.Get(a.adminURL("/readyz"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := readyz(); code != 200 {
+	if code, body := get(t, a.adminURL("/readyz")); code != 200 {
 		t.Fatalf("/readyz before: %d %s", code, body)
 	}
 	a.mustOK(t, event("e0", 1001, 1, "hello"))
@@ -54,7 +43,7 @@ func TestReadyzSeesRedisOutOfMemory(t *testing.T) {
 	if n != 1 {
 		t.Errorf("the webhook's failures name Redis's OOM in %d lines for 5 webhooks, want once a period:\n%s", n, log.String())
 	}
-	code, body := readyz()
+	code, body := get(t, a.adminURL("/readyz"))
 	if code != 503 || !strings.Contains(body, "out of memory") || !strings.Contains(body, "OOM") {
 		t.Errorf("/readyz past maxmemory: %d %s, want 503 naming the OOM", code, body)
 	}
@@ -69,7 +58,7 @@ func TestReadyzSeesRedisOutOfMemory(t *testing.T) {
 	// oomWindow after the last refusal (headroom's TestOOMWatch), naming it.
 	lift()
 	a.mustOK(t, event("e9", 1009, 1, "hello"))
-	if code, body := readyz(); code != 503 || !strings.Contains(body, "counting script was refused") {
+	if code, body := get(t, a.adminURL("/readyz")); code != 503 || !strings.Contains(body, "counting script was refused") {
 		t.Errorf("/readyz right after the refusals: %d %s", code, body)
 	}
 }
@@ -125,14 +114,8 @@ func TestReadyzNamesManagedRefusals(t *testing.T) {
 		if code, body, _ := a.post(t, event(fmt.Sprint("m", i), 2001+i, 1, "hello"), nil); code != 503 {
 			t.Fatalf("%q: webhook answered %d %s, want 503", c.reply, code, body)
 		}
-		resp, err := http.Get(a.adminURL("/readyz"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if want := redisconn.WriteRefusals[c.cause]; resp.StatusCode != 503 || !strings.Contains(string(b), want) || !strings.Contains(string(b), c.reply) {
-			t.Errorf("%q: /readyz %d %q, want 503 naming %q and the reply", c.reply, resp.StatusCode, b, want)
+		if code, body := get(t, a.adminURL("/readyz")); code != 503 || !strings.Contains(body, redisconn.WriteRefusals[c.cause]) || !strings.Contains(body, c.reply) {
+			t.Errorf("%q: /readyz %d %q, want 503 naming %q and the reply", c.reply, code, body, redisconn.WriteRefusals[c.cause])
 		}
 		metrics := a.scrapeMetrics(t)
 		for cause := range redisconn.WriteRefusals {

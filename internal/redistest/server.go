@@ -165,3 +165,30 @@ func InfoMemory(t testing.TB, c redis.UniversalClient, field string) int64 {
 	}
 	return n
 }
+
+// ManagedProfile are the ACL rules of a managed service's user, as
+// ElastiCache, Memorystore and Upstash give one: every command but CONFIG,
+// INFO and CLIENT.
+var ManagedProfile = []string{"+@all", "-config", "-info", "-client"}
+
+// ACLUser adds the user name with password "pw" and rules (ManagedProfile,
+// say) on every key and channel to the server StartServer started on addr,
+// and returns a redis:// URL that logs in as it.
+func ACLUser(t testing.TB, addr, name string, rules ...string) string {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	args := append([]any{"ACL", "SETUSER", name, "reset", "on", ">pw", "~*", "&*"}, toAny(rules)...)
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return "redis://" + name + ":pw@" + addr + "/0"
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
