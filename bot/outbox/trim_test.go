@@ -14,7 +14,8 @@ import (
 
 // TestDoneInOrderTrims: a batch finished in order leaves an empty stream,
 // trimmed rather than deleted from: Redis records no deleted entry
-// (XINFO STREAM max-deleted-entry-id; miniredis does not report it).
+// (XINFO STREAM max-deleted-entry-id, which Redis 7.0 and later report;
+// Redis 6.2 and miniredis do not, and the check is left out there).
 func TestDoneInOrderTrims(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -41,7 +42,7 @@ func TestDoneInOrderTrims(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tg.Kind != redistest.Mini && info.MaxDeletedEntryID != "0-0" {
+		if info.MaxDeletedEntryID != "" && info.MaxDeletedEntryID != "0-0" {
 			t.Errorf("max-deleted-entry-id %v, want 0-0: entries were deleted, not trimmed", info.MaxDeletedEntryID)
 		}
 		if st := o.Stats(group); st.Length != 0 || st.Oldest != 0 {
