@@ -53,6 +53,7 @@ var statusHTML string
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
 	"bytes": humanBytes,
 	"secs":  humanSeconds,
+	"half":  func(n int) int { return n / 2 },
 	"ago": func(a age.Seconds) string {
 		if a < 0 {
 			return "never"
@@ -103,6 +104,8 @@ type statusView struct {
 	RedisErr    string // "" while Redis answers
 	RedisWhere  string
 	Uptime      string
+	Window      string // WINDOW, with its unit
+	Counted     int64  // messages counted, each once: bot.received less bot.duplicates
 	Mode        string
 	Communities []int
 	Charts      []chart
@@ -126,12 +129,15 @@ type statusView struct {
 	Now         string
 }
 
-// A chart is one per-minute series drawn as bars in an inline SVG.
+// A chart is one per-minute series drawn as bars in an inline SVG, on a
+// y-axis from 0 to Scale.
 type chart struct {
 	Title     string
 	Total     int64
 	LastHour  int64
 	Max       int64
+	Scale     int64  // the y-axis' top: Max rounded up to 1, 2 or 5 × 10^k, at least 2
+	HalfScale string // its middle
 	Bars      []bar
 	Width     int
 	Height    int
@@ -232,6 +238,8 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 		}
 	}
 	v.Webhook = m.cfg.VKMode == ModeCallback
+	v.Window = durDefault(m.cfg.Window)
+	v.Counted = doc.Bot.Received - doc.Bot.Duplicates
 	v.SeveralCommunities = len(m.groups) > 1
 	for _, r := range callback.Reasons() {
 		n := doc.Webhook.Rejected[r.String()]
@@ -314,14 +322,13 @@ func (m *Main) chart(title string, now time.Time, s int, live []int64) chart {
 			c.Unmeasure = true
 		}
 	}
+	c.Scale = axisScale(c.Max)
+	c.HalfScale = strconv.FormatFloat(float64(c.Scale)/2, 'f', -1, 64)
 	for k, n := range per {
 		if n < 0 {
 			continue
 		}
-		h := 0
-		if c.Max > 0 {
-			h = int(float64(n) / float64(c.Max) * (height - 2))
-		}
+		h := int(float64(n) / float64(c.Scale) * height)
 		if n > 0 {
 			h = max(h, 1)
 		}
@@ -333,6 +340,18 @@ func (m *Main) chart(title string, now time.Time, s int, live []int64) chart {
 		c.Bars = append(c.Bars, bar{X: k * step, Y: height - h, W: step - 2, H: h, Minute: label, N: n})
 	}
 	return c
+}
+
+// axisScale is the top of a y-axis showing max: the least 1, 2 or 5 ×
+// 10^k at or above it, and at least 2 (so that its middle is whole).
+func axisScale(max int64) int64 {
+	for step := int64(1); ; step *= 10 {
+		for _, f := range []int64{1, 2, 5} {
+			if s := f * step; s >= max && s >= 2 {
+				return s
+			}
+		}
+	}
 }
 
 // tokenRows are the communities' tokens, one row each, as /stats gives
@@ -397,18 +416,71 @@ func (m *Main) settingRows(redact func(string) string) []settingRow {
 	c = m.cfg
 	var rows []settingRow
 	for _, s := range list {
-		val := fs.Lookup(flagName(s.env)).Value.String()
+		v := fs.Lookup(flagName(s.env)).Value
+		val := v.String()
 		switch {
 		case secretSetting(s.env) && val == "":
 			val = "not set"
 		case secretSetting(s.env):
 			val = "set"
 		default:
-			val = redact(val)
+			val = redact(m.inForce(s.env, v))
 		}
 		rows = append(rows, settingRow{Name: s.env, Value: val})
 	}
 	return rows
+}
+
+// settingUnits are the units of the numeric settings that have one
+// (durations carry theirs).
+var settingUnits = map[string]string{
+	"MAX_BODY_BYTES":                "bytes",
+	"RESOURCE_MAX_MEMORY":           "bytes",
+	"COUNTERS_MEMORY_MAX_BYTES":     "bytes",
+	"COUNTER_STATS_INTERVAL":        "s",
+	"COUNTERS_REDIS_HEADROOM":       "% of maxmemory",
+	"VK_RATE":                       "calls/s per token",
+	"VK_BATCH":                      "replies per call",
+	"OUTBOX_MAX_LEN":                "replies per community",
+	"COUNTER_MAX_CONNECTIONS":       "connections",
+	"HTTP_MAX_CONNECTIONS":          "connections per server",
+	"COUNTER_BUCKETS":               "buckets",
+	"COUNTERS_PARTICIPANT_MAX_KEYS": "keys per name",
+	"COUNTERS_MEMORY_MAX_NAMES":     "names per kind",
+	"COUNTERS_FILE_LEVELS":          "files per counter",
+	"TOP_TEXTS":                     "texts",
+}
+
+// inForce writes the value v of the setting env as the service runs with
+// it: a duration as written in the settings (24h), a number with its
+// unit, an empty value as not set, and VK_GROUP_ID as the community it
+// makes the service serve.
+func (m *Main) inForce(env string, v flag.Value) string {
+	if g, ok := v.(flag.Getter); ok {
+		if d, ok := g.Get().(time.Duration); ok {
+			return durDefault(d)
+		}
+	}
+	val := v.String()
+	switch {
+	case env == "VK_GROUP_ID" && m.cfg.VKGroups != "":
+		return "not set (VK_GROUPS names the communities)"
+	case env == "VK_GROUP_ID" && m.cfg.demo():
+		return fmt.Sprintf("not set: demo community %d served, in dry-run", demoGroupID)
+	case val == "":
+		return "not set"
+	}
+	unit, ok := settingUnits[env]
+	if !ok {
+		return val
+	}
+	if n, err := strconv.ParseInt(val, 10, 64); err == nil && unit == "bytes" {
+		return val + " bytes (" + humanBytes(n) + ")"
+	}
+	if env == "COUNTER_MAX_CONNECTIONS" && val == "0" || env == "HTTP_MAX_CONNECTIONS" && val == "0" {
+		return "0 (unlimited)"
+	}
+	return val + " " + unit
 }
 
 // redactor returns a function that replaces every secret of the settings
