@@ -128,7 +128,7 @@ func TestRetriedEvent(t *testing.T) {
 		// VK re-sends the event later: the same answer and second, nothing changes.
 		for i := range 3 {
 			r := count(t, s, "text", "ev1", sec(int64(5+i)))
-			if r != (freq.Result{Previous: 0, Duplicate: true, Time: first.Time}) {
+			if r != (freq.Result{Previous: 0, Duplicate: true}) {
 				t.Fatalf("retry %d: got %+v, want %+v as duplicate", i, r, first)
 			}
 		}
@@ -146,7 +146,7 @@ func TestRetriedEvent(t *testing.T) {
 		}
 		// ev1's answer is in the slot's dedupe hash of its bucket, which
 		// lives at most two dedupe TTLs.
-		k := s.Keys("text", "ev1")
+		k := s.Keys("text")
 		var buckets int
 		for _, b := range k[1:3] {
 			switch ttl := tg.Client.PTTL(ctx, b).Val(); {
@@ -175,7 +175,7 @@ func TestRetriedEvent(t *testing.T) {
 	})
 }
 
-// A dedupe key of any length is accepted: a long one is stored hashed, and
+// A dedupe key of any length is accepted (its hash is the record), and
 // still tells one event from another.
 func TestLongDedupeKey(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
@@ -190,9 +190,6 @@ func TestLongDedupeKey(t *testing.T) {
 		}
 		if r := count(t, s, "text", other, sec(1)); r.Previous != 1 || r.Duplicate {
 			t.Fatalf("another long key with the same start: %+v, want counted", r)
-		}
-		if k := s.Keys("text", long)[5]; len(k) > len(s.Keys("text", "")[3])+freq.MaxDedupeKey {
-			t.Errorf("long dedupe key stored as %d bytes: %q", len(k), k)
 		}
 	})
 }
@@ -300,19 +297,13 @@ func TestHotText(t *testing.T) {
 			t.Errorf("list sums to %d, total key %q, want %d", sum, st.Total, m.total)
 		}
 		count(t, s, "hot", "ev", sec(m.secs[len(m.secs)-1]))
-		keys := s.Keys("hot", "ev")
-		// The text's key, and the dedupe hash of one bucket, have a TTL;
-		// no key of the former layout was written.
+		keys := s.Keys("hot")
+		// The text's key, and the dedupe hash of one bucket, have a TTL.
 		if ttl := tg.Client.TTL(ctx, keys[0]).Val(); ttl <= 0 {
 			t.Errorf("%s: TTL %v, want > 0", keys[0], ttl)
 		}
 		if n := tg.Client.Exists(ctx, keys[1]).Val() + tg.Client.Exists(ctx, keys[2]).Val(); n != 1 {
 			t.Errorf("%d dedupe hashes, want 1", n)
-		}
-		for _, k := range keys[3:] {
-			if tg.Client.Exists(ctx, k).Val() != 0 {
-				t.Errorf("%s exists", k)
-			}
 		}
 		for _, k := range keys {
 			if redisconn.Slot(k) != redisconn.Slot(keys[0]) {
@@ -433,7 +424,7 @@ func TestSelfHealing(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		s := newStore(t, tg, freq.Options{Window: time.Minute})
-		k := s.Keys("x", "")[0]
+		k := s.Keys("x")[0]
 		for name, write := range map[string]func() error{
 			"short string":  func() error { return tg.Client.Set(ctx, k, "abc", 0).Err() },
 			"list of junk":  func() error { return tg.Client.RPush(ctx, k, "junk").Err() },
@@ -460,32 +451,6 @@ func TestSelfHealing(t *testing.T) {
 	})
 }
 
-// TestMalformedEntries: an entry of a former layout's list that does not
-// parse (only a foreign write makes one) is skipped when the list is
-// converted. (counters/window, which keeps that layout, pops it when it
-// reaches an end of the list: its TestRedisMalformedTail.)
-func TestMalformedEntries(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		ctx := context.Background()
-		s := newStore(t, tg, freq.Options{Window: 100 * time.Second})
-		k := s.Keys("x", "")
-		at := func(n int64) string { return fmt.Sprint(sec(n).Unix()) }
-		mustDo(t, tg.Client.RPush(ctx, k[3], "junk", at(10), at(15)+":many", at(20)+":2", at(25)+":"))
-		mustDo(t, tg.Client.Set(ctx, k[4], "3", 0))
-		if r := count(t, s, "x", "", sec(30)); r.Previous != 3 {
-			t.Fatalf("with malformed entries: %+v, want Previous 3", r)
-		}
-		want := []string{at(10), at(20) + ":2", at(30)}
-		if st := stateOf(t, tg, s, "x"); !slices.Equal(st.List, want) || st.Total != "4" {
-			t.Fatalf("state %+v, want list %v total 4", st, want)
-		}
-		if n := tg.Client.Exists(ctx, k[3], k[4]).Val(); n != 0 {
-			t.Fatalf("%d keys of the former layout left", n)
-		}
-
-	})
-}
-
 // mustDo fails t if the Redis command failed.
 func mustDo(t testing.TB, cmd redis.Cmder) {
 	t.Helper()
@@ -501,7 +466,7 @@ func TestTTL(t *testing.T) {
 		const d = freq.DefaultDedupeTTL
 		s := newStore(t, tg, freq.Options{Window: w})
 		countNow(t, s, "x", "ev")
-		k := s.Keys("x", "ev")
+		k := s.Keys("x")
 		if ttl := tg.Client.PTTL(ctx, k[0]).Val(); ttl <= w || ttl > w+time.Minute {
 			t.Errorf("%s: TTL %v, want about %v", k[0], ttl, w+time.Minute)
 		}
@@ -541,7 +506,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			for _, k := range good.Keys("x", "") {
+			for _, k := range good.Keys("x") {
 				tg.Client.Del(context.Background(), k)
 			}
 		})
@@ -635,21 +600,19 @@ func TestKeys(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	sum := sha256.Sum256([]byte("hello"))
-	former := "{" + hex.EncodeToString(sum[:16]) + "}"
-	slot := redisconn.Slot(former)
+	slot := redisconn.Slot("{" + hex.EncodeToString(sum[:16]) + "}")
 	tag := "{" + freq.SlotTag(slot) + "}"
 	text := tag + string(sum[16:25])
 	for _, tc := range []struct {
-		prefix, event string
-		want          []string
+		prefix string
+		want   []string
 	}{
-		{"", "", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1", "vkc:f:" + former + ":l", "vkc:f:" + former + ":n"}},
-		{"", "ev1", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1", "vkc:f:" + former + ":l", "vkc:f:" + former + ":n", "vkc:f:" + former + ":e:ev1"}},
-		{"p:", "ev1", []string{"p:f:" + text, "p:f:" + tag + "e0", "p:f:" + tag + "e1", "p:f:" + former + ":l", "p:f:" + former + ":n", "p:f:" + former + ":e:ev1"}},
+		{"", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1"}},
+		{"p:", []string{"p:f:" + text, "p:f:" + tag + "e0", "p:f:" + tag + "e1"}},
 	} {
-		got := mustNew(t, c, freq.Options{Prefix: tc.prefix}).Keys("hello", tc.event)
+		got := mustNew(t, c, freq.Options{Prefix: tc.prefix}).Keys("hello")
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("prefix %q event %q: got %q, want %q", tc.prefix, tc.event, got, tc.want)
+			t.Errorf("prefix %q: got %q, want %q", tc.prefix, got, tc.want)
 		}
 		for _, k := range got {
 			if redisconn.Slot(k) != slot {
@@ -659,11 +622,11 @@ func TestKeys(t *testing.T) {
 	}
 	// The default text key is 20 bytes: Redis allocates 24 for its name.
 	s := mustNew(t, c, freq.Options{})
-	if k := s.Keys("hello", "")[0]; len(k) != 20 {
+	if k := s.Keys("hello")[0]; len(k) != 20 {
 		t.Errorf("text key %q is %d bytes, want 20", k, len(k))
 	}
 	// An identity that looks like a key cannot reach another identity's keys.
-	if a, b := s.Keys("a}:l", ""), s.Keys("a", ""); a[0] == b[0] || a[3] == b[3] || a[4] == b[4] {
+	if a, b := s.Keys("a}:l"), s.Keys("a"); a[0] == b[0] {
 		t.Errorf("identities share keys: %q %q", a, b)
 	}
 }
@@ -703,46 +666,4 @@ func TestParseReply(t *testing.T) {
 			}
 		})
 	}
-}
-
-// withList counts as Count does and, for a message counted for the first
-// time, pushes its own first argument (ARGV[7]) to its own first key (after
-// the count's), which must be on the count's server.
-var withList = freq.NewScript(`
-local c = text_args()
-local clk = clock(c.at)
-local st, dup = find(c)
-if dup then return {dup.previous, 1, dup.time} end
-redis.call('RPUSH', KEYS[c.nkeys + 1], ARGV[7])
-return add(c, st, clk)
-`)
-
-// TestCountWith: a script of NewScript counts as Count does, with or
-// without a dedupe key, and finds its own keys and arguments after the
-// count's; a Count and a CountWith of one message count it once.
-func TestCountWith(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		ctx := context.Background()
-		s := newStore(t, tg, freq.Options{})
-		list := redistest.Prefix(t) + "list"
-		for i, c := range []struct {
-			dedupe    string
-			previous  int64
-			duplicate bool
-		}{{"m1", 0, false}, {"m1", 0, true}, {"", 1, false}, {"m2", 2, false}, {"", 3, false}} {
-			previous, duplicate, err := s.CountWith(ctx, withList, "t", c.dedupe, []string{list}, fmt.Sprint("v", i))
-			if err != nil || previous != c.previous || duplicate != c.duplicate {
-				t.Fatalf("call %d (%q): %d, %v, %v; want %d, %v", i, c.dedupe, previous, duplicate, err, c.previous, c.duplicate)
-			}
-		}
-		if got := tg.Client.LRange(ctx, list, 0, -1).Val(); !slices.Equal(got, []string{"v0", "v2", "v3", "v4"}) {
-			t.Fatalf("list %v, want v0 v2 v3 v4", got)
-		}
-		if r := countNow(t, s, "t", "m2"); r.Previous != 2 || !r.Duplicate {
-			t.Fatalf("Count of m2 after CountWith: %+v, want 2 as a duplicate", r)
-		}
-		if _, _, err := s.CountWith(ctx, withList, "t", "", []string{list, list, list, list, list}); !errors.Is(err, freq.ErrInvalid) {
-			t.Fatalf("five keys: %v, want ErrInvalid", err)
-		}
-	}, redistest.Mini, redistest.Real)
 }

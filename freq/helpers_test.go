@@ -20,11 +20,12 @@ var base = time.Unix(1_700_000_000, 0)
 func sec(n int64) time.Time { return base.Add(time.Duration(n) * time.Second) }
 
 // newStore returns a Store on tg with its keys under a fresh test prefix,
-// which are deleted when t ends.
+// which are deleted when t ends (on a cluster, told it is one).
 func newStore(t testing.TB, tg *redistest.Target, opts freq.Options) *freq.Store {
 	t.Helper()
 	prefix := redistest.Prefix(t)
 	opts.Prefix = prefix
+	opts.Cluster = opts.Cluster || tg.Kind == redistest.Cluster
 	t.Cleanup(func() {
 		// One DEL per key: a multi-key DEL would cross slots on a cluster.
 		for _, k := range redistest.Keys(t, tg.Client, prefix) {
@@ -65,8 +66,8 @@ func countNow(t testing.TB, s *freq.Store, identity, eventID string) freq.Result
 	return r
 }
 
-// state is what Redis holds for one identity, in the former layout's
-// form: the run-length list ("sec" or "sec:n", oldest first) and the total.
+// state is what Redis holds for one identity, written out as a run-length
+// list ("sec" or "sec:n", oldest first) and the total.
 type state struct {
 	List  []string
 	Total string // "" when the key does not exist
@@ -76,7 +77,7 @@ type state struct {
 func stateOf(t testing.TB, tg *redistest.Target, s *freq.Store, identity string) state {
 	t.Helper()
 	ctx := context.Background()
-	k := s.Keys(identity, "")[0]
+	k := s.Keys(identity)[0]
 	typ, err := tg.Client.Type(ctx, k).Result()
 	if err != nil {
 		t.Fatalf("TYPE: %v", err)

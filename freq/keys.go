@@ -14,34 +14,34 @@ import (
 //
 //	prefix + "f:{" + tag + "}" + 9 bytes    the text's key
 //	prefix + "f:{" + tag + "}e0" and "}e1"  the slot's dedupe hashes
+//	prefix + "f:layout"                     the layout's version (Load)
 //
-// The 9 bytes are bytes 16 to 24 of SHA-256(identity), binary. tag is the
-// three characters of slotTags that Redis Cluster hashes into the slot of
-// the former layout's keys (prefix + "f:{" + hex of the first 16 bytes of
-// SHA-256(identity) + "}" + ...), so that a text's former keys can be
-// converted in the same single-slot script. A text is thus named by 86 bits
-// (14 of the slot, 72 of the bytes): two of n texts alive in one window
-// share a key with probability about n²/2^87, 1 in 10^10 for 10^8 texts.
+// The 9 bytes are bytes 16 to 24 of SHA-256(identity), binary; tag is the
+// first three characters of slotTags that Redis Cluster hashes into the
+// slot of the first 16 bytes of that digest in hex, so texts spread over
+// every slot. A text is thus named by 86 bits (14 of the slot, 72 of the
+// bytes): two of n texts alive in one window share a key with probability
+// about n²/2^87, 1 in 10^10 for 10^8 texts.
 const textHashBytes = 9
 
-// dedupeHashBytes is the length of a message's hash (of its identity and
-// dedupe key): two messages of one text, or two in one slot's bucket, are
-// taken for one with probability 2^-56 per pair.
-const dedupeHashBytes = 7
-
-// maxExtraKeys is the most keys a caller of CountWith adds to the count's.
-const maxExtraKeys = 4
+// recordBytes is the length of a message's record field: bytes of the
+// SHA-256 of its dedupe key (in a community's state hash, reply.lua) or of
+// its text's digest and its dedupe key (in a slot's dedupe hash,
+// count.lua). A new message is taken for one recorded in the same one or
+// two periods (an hour or two) with probability n/2^64 for n messages
+// recorded there: at the fleet's most, 500 replies a second per token, 3.6
+// million in two hours, 2·10^-13 per message, one in 300 years of
+// messages at that pace. 8 bytes cost what 7 to 14 cost (Redis keeps a
+// hash's field in a 16-byte allocation from 7 bytes on), and 6 or fewer
+// (an 8-byte one) would take one message in 10^8 for another at that pace.
+const recordBytes = 8
 
 // textKeys are the KEYS and the message's hash of one count. The script's
 // arguments point into it (go-redis writes a *string as its value), so a
 // count allocates its key strings (one allocation) and this struct only.
 type textKeys struct {
-	// names are text, even bucket, odd bucket, former list, former
-	// total[, former dedupe key], then room for the keys of CountWith's
-	// caller.
-	names [6 + maxExtraKeys]string
-	n     int    // how many names keys filled
-	hash  string // dedupeHashBytes bytes, or "" without a dedupe key
+	names [3]string // the text, the even dedupe hash, the odd one
+	hash  string    // recordBytes bytes, or "" without a dedupe key
 }
 
 // scratch holds the buffers keys hashes and builds names in.
@@ -56,15 +56,10 @@ func (s *Store) keys(identity, dedupe string) *textKeys {
 	var hexTag [32]byte
 	hex.Encode(hexTag[:], sum[:16])
 	tag := slotTag(redisconn.TagSlot(hexTag[:]))
-	n := 5
-	if dedupe != "" {
-		n = 6
-	}
 	// The names, one after another, then the message's hash.
 	b := (*bp)[:0]
-	var ends [6]int
+	var ends [3]int
 	text := func() { b = append(append(append(append(b, s.prefix...), '{'), tag...), '}') }
-	former := func() { b = append(append(append(append(b, s.prefix...), '{'), hexTag[:]...), "}:"...) }
 	text()
 	b = append(b, sum[16:16+textHashBytes]...)
 	ends[0] = len(b)
@@ -74,45 +69,32 @@ func (s *Store) keys(identity, dedupe string) *textKeys {
 	text()
 	b = append(b, "e1"...)
 	ends[2] = len(b)
-	former()
-	b = append(b, 'l')
-	ends[3] = len(b)
-	former()
-	b = append(b, 'n')
-	ends[4] = len(b)
 	if dedupe != "" {
-		former()
-		b = append(append(b, "e:"...), KeyPart(dedupe)...)
-		ends[5] = len(b)
 		// The message's hash: of the identity's digest and the dedupe key.
 		h := sha256.Sum256(append(append(b[len(b):], sum[:]...), dedupe...))
-		b = append(b, h[:dedupeHashBytes]...)
+		b = append(b, h[:recordBytes]...)
 	}
 	*bp = b
 	all := string(b)
-	k := &textKeys{n: n}
+	k := &textKeys{}
 	start := 0
-	for i := range n {
+	for i := range k.names {
 		k.names[i] = all[start:ends[i]]
 		start = ends[i]
 	}
-	if dedupe != "" {
-		k.hash = all[start:]
-	}
+	k.hash = all[start:]
 	return k
 }
 
-// KeyPart returns s as it is written into a Redis key name: s itself when
-// it is at most MaxDedupeKey bytes, else "#" and its SHA-256 in hex, a form
-// no shorter s takes by accident. So a name built from a client's string
-// (an event_id of any length) stays short, and the keys of short strings,
-// the usual ones, read as they always did.
-func KeyPart(s string) string {
-	if len(s) <= MaxDedupeKey {
-		return s
+// recordField returns the field of the message of dedupe key dedupe in its
+// community's state hash (reply.lua): recordBytes bytes of its SHA-256, or
+// "" for no key.
+func recordField(dedupe string) string {
+	if dedupe == "" {
+		return ""
 	}
-	sum := sha256.Sum256([]byte(s))
-	return "#" + hex.EncodeToString(sum[:])
+	sum := sha256.Sum256([]byte(dedupe))
+	return string(sum[:recordBytes])
 }
 
 // slots is the number of Redis Cluster hash slots.

@@ -59,7 +59,7 @@ func TestSeenIsNextAnswer(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const w = 60
 		s := newStore(t, tg, freq.Options{Window: w * time.Second})
-		prefix, _, _ := strings.Cut(s.Keys("x", "")[0], "f:{")
+		prefix, _, _ := strings.Cut(s.Keys("x")[0], "f:{")
 		rng := rand.New(rand.NewPCG(1, 2))
 		steps := 400
 		if tg.Kind == redistest.Mini {
@@ -125,42 +125,6 @@ func TestSeenHotText(t *testing.T) {
 			t.Errorf("count at 1300 answered %d, Seen after it %d", r.Previous, seenAt(t, s, "hot", sec(1300)))
 		}
 	}, redistest.Mini, redistest.Real)
-}
-
-// TestSeenFormerLayout: a text with keys of the former layout is read as
-// the next count, which converts them, answers; the keys stay as they are.
-func TestSeenFormerLayout(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		const w = 100
-		s := newStore(t, tg, freq.Options{Window: w * time.Second})
-		ctx := context.Background()
-		// The former list holds 0, 10 twice and 50; the count at 20 (behind
-		// the list's 50) converts it and counts at 50; 60 goes to a new
-		// former list.
-		for _, at := range []int64{0, 10, 10, 50} {
-			if _, err := s.CountFormer(ctx, "old", "", sec(at), time.Hour); err != nil {
-				t.Fatal(err)
-			}
-		}
-		count(t, s, "old", "", sec(20)) // the text's own key, beside the former list: converts it
-		if _, err := s.CountFormer(ctx, "old", "", sec(60), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		keys := s.Keys("old", "")
-		for _, at := range []int64{60, 105, 115, 159} {
-			got := seenAt(t, s, "old", sec(at))
-			if n := tg.Client.Exists(ctx, keys[3]).Val(); n != 1 {
-				t.Fatalf("the former list is gone after Seen")
-			}
-			want := map[int64]int64{60: 6, 105: 5, 115: 3, 159: 1}[at]
-			if got != want {
-				t.Errorf("at %d: Seen %d, want %d", at, got, want)
-			}
-		}
-		if r := count(t, s, "old", "", sec(115)); r.Previous != 3 {
-			t.Errorf("the count at 115 answered %d, Seen 3", r.Previous)
-		}
-	})
 }
 
 // TestSeenNow: Seen on Redis's clock counts what was just counted.

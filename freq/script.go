@@ -1,40 +1,83 @@
 package freq
 
 import (
+	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
-// A Store's scripts are runlist's count.lua (the functions of the former
-// list-and-total layout, which they read and convert texts from), text.lua
-// (the functions of the compact layout), and a main part.
+// The package's Lua: text.lua, the text layout's functions, in front of
+// every script; reply.lua, the reply queue's, in front of record.lua and
+// queue.lua. Each file says what its keys, arguments and reply are.
 var (
 	//go:embed text.lua
 	textLib string
-	//go:embed textcount.lua
-	textMain string
-	//go:embed layout.lua
-	layoutLua string
+	//go:embed reply.lua
+	replyLib string
+	//go:embed count.lua
+	countMain string
+	//go:embed record.lua
+	recordMain string
+	//go:embed queue.lua
+	queueMain string
+	//go:embed seen.lua
+	seenMain string
 )
 
 // The scripts are run with EVALSHA, falling back to EVAL when Redis's
 // script cache does not hold them (after a restart or SCRIPT FLUSH).
 var (
-	textScript   = NewScript(textMain)
-	layoutScript = redis.NewScript(layoutLua)
+	countScript  = redisconn.NewScript(textLib + countMain)
+	recordScript = redisconn.NewScript(textLib + replyLib + recordMain)
+	queueScript  = redisconn.NewScript(textLib + replyLib + queueMain)
+	seenScript   = redis.NewScript(textLib + seenMain)
+	layoutScript = redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'NX') return redis.call('GET', KEYS[1])`)
 )
 
-// parseReply decodes the script's reply {previous, duplicate, time}.
+// Layout is the version of the layout of the keys this build writes and
+// reads: what each key holds (text.lua, reply.lua, count.lua).
+const Layout = 1
+
+// ErrLayout is wrapped by Load's error when Redis holds keys written in a
+// layout this build cannot read.
+var ErrLayout = errors.New("freq: Redis holds keys of another layout")
+
+// checkLayout writes this build's layout version to the marker unless one
+// is there, and refuses any other. A marker holding a unix second was
+// written by development builds before versions (it noted when their
+// layout began).
+func (s *Store) checkLayout(ctx context.Context) error {
+	key := s.prefix + "layout"
+	v, err := layoutScript.Run(ctx, s.rdb, []string{key}, Layout).Text()
+	if err != nil {
+		return fmt.Errorf("freq: read the layout's version: %w", err)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err == nil && n == Layout:
+		return nil
+	case err == nil && n > 1e9:
+		return fmt.Errorf("%w: %s holds %s, written by a development build before layout versions; this build reads layout %d only: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, v, Layout)
+	default:
+		return fmt.Errorf("%w: %s says the keys are in layout %q; this build reads layout %d only: run a build that reads %q, or migrate the keys", ErrLayout, key, v, Layout, v)
+	}
+}
+
+// parseReply decodes the count's reply {previous, duplicate, time}.
 func parseReply(v any) (result, error) {
 	vals, ok := v.([]any)
 	if !ok || len(vals) != 3 {
 		return result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
 	}
 	var n [3]int64
-	for i, x := range vals {
-		if n[i], ok = x.(int64); !ok {
+	for i := range n {
+		if n[i], ok = vals[i].(int64); !ok {
 			return result{}, fmt.Errorf("freq: unexpected script reply %#v", v)
 		}
 	}

@@ -1,10 +1,9 @@
--- text.lua (run after count.lua, whose functions it uses) is the compact
--- layout of freq.Store's texts, and the functions that count in it. The Go
--- code puts it in front of the scripts that count texts (textcount.lua, and
--- those of other packages that count and do more in the same run: NewScript);
--- it is not a script by itself.
+-- text.lua is the layout of freq.Store's texts and the functions that count
+-- in it. The Go code puts it in front of every script of the package that
+-- reads or counts a text (count.lua, record.lua, seen.lua); it is not a
+-- script by itself.
 --
--- One key per text (KEYS[1]) holds:
+-- One key per text holds:
 --   * while the text occurred once in the window: its second, a string
 --     Redis keeps as an integer inside the key's object (no allocation of
 --     its own);
@@ -15,144 +14,50 @@
 --     -k is k more occurrences at the second before it. Redis stores a
 --     small integer in 2 bytes, so a text seen every second of a day costs
 --     about 175 KB.
--- A message's dedupe state is a field of one of two hashes per cluster
--- slot (KEYS[2] for the even buckets of dedupe-TTL seconds, KEYS[3] for
--- the odd ones): the field is the message's 7-byte hash, the value
--- "previous:time" (earlier versions added ":q" once the message's reply was
--- queued: it is read and ignored). A bucket's hash expires
--- at the end of the next bucket, so a message is remembered between one
--- and two dedupe TTLs.
--- The keys of the former layout (count.lua's list and total, KEYS[4] and
--- KEYS[5], and a dedupe key per message, KEYS[6]) are read: a dedupe key
--- answers its message, and the list and total are merged into the text's
--- key, and deleted, when the text is next counted.
+-- The key expires a margin after its newest occurrence left the window:
+-- its TTL is set when the key is written anew, and moved on only when the
+-- newest second enters a new margin-long step (see refresh), not on every
+-- occurrence.
 
--- text_args reads the arguments common to the scripts that count texts:
--- KEYS[1..6] as above (KEYS[6] only with a dedupe key), and
--- ARGV[1]  window in seconds: an occurrence at t is expired when t <= now - window
--- ARGV[2]  TTL of KEYS[1] in seconds (the window plus a margin)
--- ARGV[3]  the dedupe buckets' length in seconds (the dedupe TTL)
--- ARGV[4]  the unix second to count at, or "" to read the clock with TIME
--- ARGV[5]  the message's 7-byte hash, or "" when it has no dedupe key
--- ARGV[6]  "1" to read the former layout's keys, "" once none can be left
---          (freq.Store.Load): then KEYS[4..6] are passed and not read
--- A script that counts and does more reads its own keys after c.nkeys (5,
--- or 6 with a dedupe key) and its own arguments after the sixth.
-local function text_args()
-  local c = {key = KEYS[1], even = KEYS[2], odd = KEYS[3], old_list = KEYS[4], old_total = KEYS[5],
-    window = tonumber(ARGV[1]), ttl = tonumber(ARGV[2]), span = tonumber(ARGV[3]), at = ARGV[4], hash = ARGV[5], nkeys = 5}
-  if c.hash == '' then c.hash = nil else c.old_event, c.nkeys = KEYS[6], 6 end
-  if ARGV[6] ~= '1' then c.old_list, c.old_event = nil, nil end
-  return c
+-- clock returns the unix second at, or Redis's clock when at is "".
+local function clock(at)
+  if at ~= '' then return tonumber(at) end
+  return tonumber(redis.call('TIME')[1])
 end
 
--- remember stores the message's answer in the dedupe bucket of the clock.
-local function remember(c, clk, previous, time)
-  local b = math.floor(clk / c.span)
-  local k = c.odd
-  if b % 2 == 0 then k = c.even end
-  redis.call('HSET', k, c.hash, previous .. ':' .. time)
-  redis.call('EXPIRE', k, (b + 2) * c.span - clk)
+-- period returns, of a pair of hashes that hold what happened in periods of
+-- span seconds by turns (even, odd), the one of the period of clk, the
+-- other one (the period before), and the TTL the first gets when it is
+-- new: to the end of the next period, so that what it holds is remembered
+-- between one and two periods.
+local function period(even, odd, span, clk)
+  local b = math.floor(clk / span)
+  local ttl = (b + 2) * span - clk
+  if b % 2 == 0 then return even, odd, ttl end
+  return odd, even, ttl
 end
 
--- find reads the text's key, and when the message has a dedupe key, its
--- dedupe state. It returns the key's state {typ, sec} and, when the
--- message was counted already, {previous, time}. It writes nothing.
-local function find(c)
-  local st = {typ = redis.call('TYPE', c.key).ok}
-  if st.typ == 'string' then
-    st.sec = tonumber(redis.call('GET', c.key))
-    if not st.sec then st.typ = 'foreign' end
-  end
-  if not c.hash then return st end
-  if c.old_event then
-    local previous, time = seen(c.old_event)
-    if previous then return st, {previous = previous, time = time} end
-  end
-  for _, k in ipairs({c.even, c.odd}) do
-    local v = redis.call('HGET', k, c.hash)
-    if v then
-      if string.sub(v, -2) == ':q' then v = string.sub(v, 1, -3) end
-      local previous, time = parse(v)
-      if previous then return st, {previous = previous, time = time} end
-    end
-  end
-  return st
+-- find reads the text's key and returns its state {typ, sec}: typ is
+-- 'none', 'string' (sec its second), 'list' (any type GET refuses: one
+-- command as for the other forms; add_list finds a foreign type), or
+-- 'foreign' (a value no script of the layout wrote, replaced when counted).
+local function find(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then return {typ = 'list'} end
+  if not v then return {typ = 'none'} end
+  local sec = tonumber(v)
+  if not sec then return {typ = 'foreign'} end
+  return {typ = 'string', sec = sec}
 end
 
--- decode returns the occurrences of the list form as {sec, n} pairs, oldest
--- first; nil when the list is not of that form.
-local function decode(key)
-  local l = redis.call('LRANGE', key, 0, -1)
-  local sec = tonumber(l[3])
-  if not sec then return nil end
-  local out = {{sec, 1}}
-  for i = 4, #l do
-    local v = tonumber(l[i])
-    if not v or v == 0 then return nil end
-    if v < 0 then
-      out[#out][2] = out[#out][2] - v
-    else
-      sec = sec + v
-      out[#out + 1] = {sec, 1}
-    end
+-- refresh moves the list's expiry on when its newest second went from
+-- tail to now across a step of margin seconds: the TTL set, the window and
+-- two margins from now, then outlasts every newest second of that step by
+-- the window and a margin at least.
+local function refresh(c, tail, now)
+  if math.floor(tail / c.margin) ~= math.floor(now / c.margin) then
+    redis.call('EXPIRE', c.key, c.ttl + c.margin)
   end
-  return out
-end
-
--- encode writes pairs (sorted, distinct seconds, at least one) as the list
--- form of key, with its TTL.
-local function encode(c, pairs)
-  local total = 0
-  for _, p in ipairs(pairs) do total = total + p[2] end
-  local l = {total, pairs[#pairs][1]}
-  local prev
-  for _, p in ipairs(pairs) do
-    if prev then l[#l + 1] = p[1] - prev else l[#l + 1] = p[1] end
-    if p[2] > 1 then l[#l + 1] = 1 - p[2] end
-    prev = p[1]
-  end
-  redis.call('DEL', c.key)
-  for i = 1, #l, 1000 do
-    redis.call('RPUSH', c.key, unpack(l, i, math.min(i + 999, #l)))
-  end
-  redis.call('EXPIRE', c.key, c.ttl)
-end
-
--- convert merges the former layout's list of the text into its key (which
--- becomes a list, or disappears when nothing is left in the window) and
--- deletes the former list and total. It returns the key's new state.
-local function convert(c, st, clk)
-  local all = {}
-  for _, e in ipairs(redis.call('LRANGE', c.old_list, 0, -1)) do
-    local sec, n = parse(e)
-    if sec then all[#all + 1] = {sec, n} end
-  end
-  redis.call('DEL', c.old_list, c.old_total)
-  if st.typ == 'string' then
-    all[#all + 1] = {st.sec, 1}
-  elseif st.typ == 'list' then
-    for _, p in ipairs(decode(c.key) or {}) do all[#all + 1] = p end
-  end
-  table.sort(all, function(a, b) return a[1] < b[1] end)
-  local cutoff = math.max(clk, (all[#all] or {clk})[1]) - c.window
-  local pairs = {}
-  for _, p in ipairs(all) do
-    local last = pairs[#pairs]
-    if p[1] <= cutoff then
-      -- expired
-    elseif last and last[1] == p[1] then
-      last[2] = last[2] + p[2]
-    else
-      pairs[#pairs + 1] = {p[1], p[2]}
-    end
-  end
-  if #pairs == 0 then
-    redis.call('DEL', c.key)
-    return {typ = 'none'}
-  end
-  encode(c, pairs)
-  return {typ = 'list'}
 end
 
 -- add_list counts one occurrence at clk in the text's list form and returns
@@ -160,7 +65,8 @@ end
 -- recorded at; nil when nothing of the list is left in the window (or it
 -- is not of the list form), and the caller starts the text anew.
 local function add_list(c, clk)
-  local h = redis.call('LRANGE', c.key, 0, 2)
+  local h = redis.pcall('LRANGE', c.key, 0, 2)
+  if h.err then return nil end
   local total, tail, head = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
   if not (total and tail and head) then return nil end
   -- A clock behind the tail (a failover to a replica whose clock lags) counts
@@ -208,15 +114,15 @@ local function add_list(c, clk)
     redis.call('LSET', c.key, 0, total + 1)
     redis.call('LSET', c.key, 1, now)
   end
-  redis.call('EXPIRE', c.key, c.ttl)
+  refresh(c, tail, now)
   return total, now
 end
 
 -- count_text counts one occurrence of the text at clk (the key's state st,
 -- from find) and returns the occurrences before it inside the window and
--- the second it was recorded at.
+-- the second it was recorded at. c holds the text's key and the window,
+-- the key's TTL and the margin, in seconds.
 local function count_text(c, st, clk)
-  if c.old_list and redis.call('EXISTS', c.old_list) == 1 then st = convert(c, st, clk) end
   if st.typ == 'string' then
     local now = math.max(clk, st.sec)
     if st.sec > now - c.window then
@@ -225,7 +131,7 @@ local function count_text(c, st, clk)
       if step == 0 then step = -1 end
       redis.call('DEL', c.key)
       redis.call('RPUSH', c.key, 2, now, st.sec, step)
-      redis.call('EXPIRE', c.key, c.ttl)
+      redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
     end
   elseif st.typ == 'list' then
@@ -235,13 +141,4 @@ local function count_text(c, st, clk)
   -- The first occurrence in the window (SET replaces whatever was there).
   redis.call('SET', c.key, clk, 'EX', c.ttl)
   return 0, clk
-end
-
--- add counts one occurrence of the text at clk (the key's state st, from
--- find) and remembers the message's answer when it has a dedupe key. It
--- returns {previous, 0, time}.
-local function add(c, st, clk)
-  local previous, now = count_text(c, st, clk)
-  if c.hash then remember(c, clk, previous, now) end
-  return {previous, 0, now}
 end

@@ -2,17 +2,14 @@ package outbox
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/freq"
 )
 
 // An Entry is one reply in the outbox: what to send, to whom, and what
@@ -27,9 +24,10 @@ type Entry struct {
 	// the entry is stored (Add and Record set it, whatever it was), the
 	// same for every retry of the reply by any instance.
 	RandomID int32
-	// Key is the reply key of the message answered (package msgkey): the
-	// outbox keeps one reply per Key. Empty means the message had nothing to identify it,
-	// and no such check is made. It is not stored in the entry.
+	// Key is the reply key of the message answered (package msgkey): Add
+	// keeps one reply per Key (Record one per dedupe key). Empty means the
+	// message had nothing to identify it, and no such check is made. It is
+	// not stored in the entry.
 	Key string
 	// Queued is when the reply entered the queue.
 	Queued time.Time
@@ -62,56 +60,53 @@ type Counter interface {
 	Count(ctx context.Context, textKey, dedupeKey string) (previous int64, duplicate bool, err error)
 }
 
-// Record counts one occurrence of textKey with Options.Counter, once per
-// dedupeKey, and stores e with the answer as its text, once per e.Key (as
-// Add does); it answers as the Counter. It is the one way a message is
-// recorded: when the Counter is a *freq.Store counting in the outbox's own
-// single Redis server, both happen in one script run, one Redis call;
-// otherwise (a cluster, where the count's keys and the stream are in
-// different slots) in two calls, the count then Add. Either way a
-// repeated call, or VK's re-delivery of the message, counts it once and
-// stores one reply. A full outbox refuses a message whose reply is not
-// stored yet with ErrFull; in one call nothing is counted, in two the
-// message is counted (the error wraps ErrNotStored too), and its reply is
-// stored when it comes again.
+// Record counts one occurrence of textKey with Options.Store (or
+// Options.Counter, then stores e with Add: two calls), once per
+// dedupeKey, and stores e with the answer as its text, once per message
+// (freq.Store.Record: one script run on a single server, whose record of
+// the message serves both; two calls on a Redis Cluster); it answers as
+// freq.Store.Count. A repeated call, or VK's re-delivery of the message,
+// counts it once and stores one reply. A full outbox refuses a message
+// whose reply is not stored yet with ErrFull; in one call nothing is
+// counted, in two the message is counted (the error wraps ErrNotStored
+// too), and its reply is stored when it comes again.
 func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry) (previous int64, duplicate bool, err error) {
-	if o.opts.Counter == nil {
-		return 0, false, errors.New("outbox: Record without a Counter")
-	}
-	if o.counts == nil {
+	if o.opts.Counter != nil {
 		previous, duplicate, err = o.opts.Counter.Count(ctx, textKey, dedupeKey)
 		if err != nil {
 			return 0, false, err
 		}
 		e.Message = strconv.FormatInt(previous, 10)
-		if err := o.Add(ctx, e); err != nil {
-			return previous, duplicate, fmt.Errorf("%w: %w", ErrNotStored, err)
+		a := o.newEntryArgs(e)
+		if _, err := o.store.Queue(ctx, a.queue, dedupeKey, e.Message, a.fields[:]); err != nil {
+			return previous, duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "add", e.GroupID))
 		}
 		return previous, duplicate, nil
 	}
 	a := o.newEntryArgs(e)
-	previous, duplicate, err = o.counts.CountWith(ctx, recordScript, textKey, dedupeKey, a.keys[:], a.args[1:]...)
-	return previous, duplicate, o.full(err, "record", e.GroupID)
+	r, err := o.store.Record(ctx, &freq.Message{Text: textKey, Dedupe: dedupeKey, Queue: a.queue, Fields: a.fields[:]})
+	if errors.Is(err, freq.ErrNotQueued) {
+		return r.Previous, r.Duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "record", e.GroupID))
+	}
+	return r.Previous, r.Duplicate, o.full(err, "record", e.GroupID)
 }
 
 // Add appends e to its community's outbox, unless an entry with the same
-// non-empty e.Key was added within OnceFor (or up to twice as long: see
-// onceField): then nothing changes, so a message re-delivered any number
-// of times, at once or later, is answered once. It stores a reply whose count is done: Record is how a message is
-// recorded.
+// non-empty e.Key was added within OnceFor (or up to twice as long): then
+// nothing changes, so a message re-delivered any number of times, at once
+// or later, is answered once. It stores a reply whose count is done:
+// Record is how a message is recorded.
 func (o *Outbox) Add(ctx context.Context, e Entry) error {
 	a := o.newEntryArgs(e)
-	err := addScript.Exec(ctx, o.rdb, a.keys[:], a.args[:]).Err()
+	_, err := o.store.Queue(ctx, a.queue, e.Key, e.Message, a.fields[:])
 	return o.full(err, "add", e.GroupID)
 }
 
-// full returns err, from the script of op that queues a reply to group,
-// wrapped in ErrFull when it says the stream is full.
+// full returns err, from the store's call of op that queues a reply to
+// group, wrapped in ErrFull when it says the stream is full.
 func (o *Outbox) full(err error, op string, group int) error {
-	if redisconn.IsError(err, "OUTBOX_FULL") {
-		var rerr redis.Error
-		errors.As(err, &rerr)
-		return fmt.Errorf("%w: community %d has %s replies waiting", ErrFull, group, strings.TrimPrefix(rerr.Error(), "OUTBOX_FULL "))
+	if errors.Is(err, freq.ErrFull) {
+		return fmt.Errorf("%w: community %d: %w", ErrFull, group, err)
 	}
 	if err != nil {
 		return fmt.Errorf("outbox: %s: %w", op, err)
@@ -119,71 +114,39 @@ func (o *Outbox) full(err error, op string, group int) error {
 	return nil
 }
 
-// onceField is the field that remembers the reply to the reply key key in
-// its community's once-hashes (queue.lua): onceFieldBytes bytes of its
-// SHA-256, whatever its length, or "" for no key. Two messages of a
-// community in one period share a field with probability 2^-96 per pair.
-func onceField(key string) string {
-	if key == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(key))
-	return string(sum[:onceFieldBytes])
-}
-
-// onceFieldBytes is the length of a once-field.
-const onceFieldBytes = 12
-
 // wakeField marks an entry earlier versions added to end waiting reads
 // at shutdown: no reply, deleted by whoever reads it.
 const wakeField = "wake"
 
-// messageField is the entry field holding the reply's text (queue.lua
-// writes it).
-const messageField = "m"
+// messageField is the entry field holding the reply's text, randomIDField
+// the one holding its random_id (the store writes both).
+const (
+	messageField  = freq.EntryText
+	randomIDField = freq.EntryRandomID
+)
 
-// entryArgs holds the keys and arguments of one entry's store, as
-// queue.lua reads them: the stream, the random_id sequence and the two
-// once-hashes, and the text (add.lua's first argument), the stream's
-// maximum, the once-hashes' period, where a new sequence begins, the
-// once-field and the entry's other field/value pairs; decodeEntry reads
-// them back. The numbers are handed to go-redis by pointer, which it
-// writes as their values: one allocation for them all where each number
-// put in an interface costs one.
+// entryArgs holds what the store writes of one entry but its text and
+// random_id: the community's queue and the entry's field/value pairs;
+// decodeEntry reads them back. The numbers are handed to go-redis by
+// pointer, which it writes as their values: one allocation for them all
+// where each number put in an interface costs one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
-	start  int32
-	field  string
-	keys   [4]string
-	args   [5 + 10]any
+	queue  *freq.Queue
+	fields [10]any
 }
 
 // newEntryArgs returns e's entryArgs.
 func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), start: sequenceStart(), field: onceField(e.Key)}
-	c := o.community(e.GroupID)
-	a.keys = [...]string{c.key, c.seqKey, c.onceKeys[0], c.onceKeys[1]}
-	a.args = [...]any{&a.e.Message, &o.opts.MaxLen, &o.onceSpan, &a.start, &a.field,
-		"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), queue: o.community(e.GroupID).queue}
+	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
 	return a
 }
 
-// sequenceStart returns where a community's random_id sequence begins if
-// it has not: a random number of the signed 32-bit range, not 0, drawn
-// anew for every store, so that a sequence lost with Redis's data begins
-// again at a new random point.
-func sequenceStart() int32 {
-	if v := int32(rand.Uint32()); v != 0 {
-		return v
-	}
-	return 1
-}
-
-// decodeEntry reads back a stream entry written by queue.lua. Every entry
-// carries its random_id ("r"), those of earlier versions too (which
-// derived it from the message key), so a reply keeps the one it was
-// stored with.
+// decodeEntry reads back a stream entry the store wrote (freq's
+// reply.lua). Every entry carries its random_id, so a reply keeps the one
+// it was stored with.
 func decodeEntry(m redis.XMessage) (Entry, error) {
 	var errs []error
 	num := func(k string) int64 {
@@ -194,7 +157,7 @@ func decodeEntry(m redis.XMessage) (Entry, error) {
 		}
 		return v
 	}
-	e := Entry{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num("r")),
+	e := Entry{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num(randomIDField)),
 		Queued: time.UnixMilli(num("q"))}
 	e.Message, _ = m.Values[messageField].(string)
 	if _, quoted := m.Values["c"]; quoted { // absent from entries stored before quotes

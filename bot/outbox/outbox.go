@@ -75,9 +75,14 @@ type Options struct {
 	// least after adding it, in whole seconds (rounded up), at most twice
 	// as long (default 1h, longer than VK keeps re-delivering an event).
 	OnceFor time.Duration
-	// Counter counts the messages Record records (see Record); a
-	// *freq.Store counting in the outbox's Redis, a single server, counts
-	// and stores in one script run.
+	// Store counts the messages Record records and stores their replies
+	// (see Record), on the outbox's Redis. Nil means a store of its own
+	// with freq's defaults, which serves Add; Record then counts with
+	// freq's default window.
+	Store *freq.Store
+	// Counter, when set, counts the messages Record records instead of
+	// Store, and Record stores the reply with Add after it: two calls, as
+	// on a Redis Cluster. It is for counts kept elsewhere than the store.
 	Counter Counter
 	// StatsEvery is the least time between two readings of a community's
 	// length and oldest entry (default 5s); see Stats.
@@ -89,8 +94,8 @@ type Options struct {
 type Outbox struct {
 	rdb      redis.UniversalClient
 	opts     Options
-	counts   *freq.Store // Options.Counter when Record runs one script, else nil
-	onceSpan int64       // OnceFor in seconds: the once-hashes' period
+	store    *freq.Store // Options.Store, or one of its own
+	storeErr error       // why there is no store of its own: Init returns it
 	log      zerolog.Logger
 	redelivs atomic.Int64
 	blockers blockers // connections of their own for reads that wait
@@ -102,10 +107,9 @@ type Outbox struct {
 
 // A community is this instance's state of one community's outbox.
 type community struct {
-	key      string    // the stream (Outbox.key), built once for the hot path
-	seqKey   string    // the random_id sequence (Outbox.seqKey)
-	onceKeys [2]string // the once-hashes of the even and odd periods
-	handouts handouts  // what is handed out: never an entry twice (its own lock)
+	key      string      // the stream (Outbox.key), built once for the hot path
+	queue    *freq.Queue // the stream as the store queues to it
+	handouts handouts    // what is handed out: never an entry twice (its own lock)
 
 	mu        sync.Mutex // guards the fields below
 	lastClaim time.Time  // the last periodic recovery and takeover
@@ -114,7 +118,8 @@ type community struct {
 	reading   reading    // the last reading of the length, for Stats
 }
 
-// New returns an Outbox on rdb.
+// New returns an Outbox on rdb. A prefix its own store (Options.Store nil)
+// refuses makes Init fail.
 func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -135,12 +140,13 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	if opts.StatsEvery <= 0 {
 		opts.StatsEvery = 5 * time.Second
 	}
-	o := &Outbox{rdb: rdb, opts: opts, log: opts.Logger, communities: map[int]*community{},
-		onceSpan: int64((opts.OnceFor + time.Second - 1) / time.Second)}
-	if st, ok := opts.Counter.(*freq.Store); ok && st.Client() == redis.Scripter(rdb) {
-		if _, single := rdb.(*redis.Client); single {
-			o.counts = st
-		}
+	if opts.OnceFor < time.Second {
+		opts.OnceFor = time.Second
+	}
+	o := &Outbox{rdb: rdb, opts: opts, store: opts.Store, log: opts.Logger, communities: map[int]*community{}}
+	if o.store == nil {
+		_, cluster := rdb.(*redis.ClusterClient)
+		o.store, o.storeErr = freq.New(rdb, freq.Options{Prefix: opts.Prefix, Cluster: cluster})
 	}
 	return o
 }
@@ -152,7 +158,11 @@ func (o *Outbox) community(group int) *community {
 	c := o.communities[group]
 	if c == nil {
 		k := o.key(group)
-		c = &community{key: k, seqKey: o.seqKey(group), onceKeys: [2]string{k + ":once0", k + ":once1"}}
+		q, err := freq.NewQueue(k, o.opts.MaxLen, o.opts.OnceFor)
+		if err != nil {
+			panic(err) // New made MaxLen and OnceFor valid
+		}
+		c = &community{key: k, queue: q}
 		o.communities[group] = c
 	}
 	return c
@@ -163,23 +173,18 @@ func (o *Outbox) key(group int) string {
 	return o.opts.Prefix + keyPart + "{" + strconv.Itoa(group) + "}"
 }
 
-// seqKey is the community's random_id sequence, in the stream's slot: the
-// last random_id given out, kept without a TTL.
-func (o *Outbox) seqKey(group int) string { return o.key(group) + ":rid" }
-
 // Init creates the streams and the consumer group of the communities,
 // removes the consumers of earlier processes that hold nothing and have
 // been idle longer than ClaimAfter, takes a first reading for Stats and
 // starts the watch that keeps it fresh while entries wait (see Stats); it
-// sends Redis the script Record runs for every message (SCRIPT LOAD), so
-// that the first need not send its source. It is idempotent.
+// checks the layout of the store's keys and sends Redis the scripts Record
+// runs for every message (freq.Store.Load). It is idempotent.
 func (o *Outbox) Init(ctx context.Context, groups ...int) error {
-	sc := addScript
-	if o.counts != nil {
-		sc = recordScript
+	if o.storeErr != nil {
+		return fmt.Errorf("outbox: %w", o.storeErr)
 	}
-	if err := sc.Load(ctx, o.rdb).Err(); err != nil {
-		return fmt.Errorf("outbox: load script: %w", err)
+	if err := o.store.Load(ctx); err != nil {
+		return fmt.Errorf("outbox: %w", err)
 	}
 	for _, g := range groups {
 		if err := o.createGroup(ctx, g); err != nil {

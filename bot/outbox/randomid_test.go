@@ -3,7 +3,6 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 	"time"
@@ -12,41 +11,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
-
-// TestMillionRandomIDsDistinct: a million random_ids given out to one
-// community, in a row, are distinct and never 0, across 0 and across the
-// end of the 32-bit range, by the function the scripts that queue a reply
-// run (in runs of 100,000).
-func TestMillionRandomIDsDistinct(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		ctx := context.Background()
-		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-		const n, run = 1_000_000, 100_000
-		ids := make([]int32, 0, n)
-		for len(ids) < n {
-			got, err := o.AllocateRandomIDs(ctx, group, run, -n/2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, got...)
-		}
-		if ids[0] != -n/2 || ids[n/2] != 1 || ids[n-1] != n/2 {
-			t.Fatalf("ids %d … %d … %d, want -500000 … 1 … 500000 (0 skipped)", ids[0], ids[n/2], ids[n-1])
-		}
-		slices.Sort(ids)
-		for i, id := range ids {
-			if id == 0 || i > 0 && id == ids[i-1] {
-				t.Fatalf("random_id %d given out twice, or 0", id)
-			}
-		}
-		// The end of the range: the maximum, then the minimum.
-		wrap := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-		got, err := wrap.AllocateRandomIDs(ctx, group, 4, math.MaxInt32-1)
-		if want := []int32{math.MaxInt32 - 1, math.MaxInt32, math.MinInt32, math.MinInt32 + 1}; err != nil || !slices.Equal(got, want) {
-			t.Fatalf("across the end of the range: %v, %v; want %v", got, err, want)
-		}
-	})
-}
 
 // TestRandomIDKeptByEveryRetry: a reply keeps the random_id it was stored
 // with when the message comes again, when the instance holding it dies
@@ -164,8 +128,8 @@ func TestSequenceAfterDataLoss(t *testing.T) {
 			}
 			firsts = append(firsts, int32(got[0]))
 			lose[tg.Kind](t, tg, prefix)
-			if n := tg.Client.Exists(ctx, o.SeqKey(group)).Val(); n != 0 {
-				t.Fatal("the sequence outlived the loss of the data")
+			if keys := redistest.Keys(t, tg.Client, prefix); len(keys) != 0 {
+				t.Fatalf("%v outlived the loss of the data", keys)
 			}
 		}
 	}

@@ -14,14 +14,15 @@ import (
 )
 
 // newRecorder returns an outbox under prefix recording with a freq.Store
-// on tg's client, and the Store.
-func newRecorder(t *testing.T, tg *redistest.Target, prefix, consumer string, opts outbox.Options) (*outbox.Outbox, *freq.Store) {
+// on tg's client, and the Store; it records in two calls on a cluster, or
+// when twoCalls is given.
+func newRecorder(t *testing.T, tg *redistest.Target, prefix, consumer string, opts outbox.Options, twoCalls ...bool) (*outbox.Outbox, *freq.Store) {
 	t.Helper()
-	st, err := freq.New(tg.Client, freq.Options{Prefix: prefix})
+	st, err := freq.New(tg.Client, freq.Options{Prefix: prefix, Cluster: tg.Kind == redistest.Cluster || len(twoCalls) > 0})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Counter = st
+	opts.Store = st
 	return newOutbox(t, tg, prefix, consumer, opts), st
 }
 
@@ -42,9 +43,6 @@ func TestRecordOncePerMessage(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		o, _ := newRecorder(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-		if one := tg.Kind != redistest.Cluster; o.OneScript() != one {
-			t.Fatalf("one script %v on %s, want %v", o.OneScript(), tg.Kind, one)
-		}
 		for peer := 1; peer <= 3; peer++ {
 			res := together.Run(t, 20, func(int) ([2]int64, error) {
 				previous, duplicate, err := record(t, o, "t", peer)
@@ -81,12 +79,12 @@ func TestRecordOncePerMessage(t *testing.T) {
 }
 
 // TestRecordAfterCountOnly: a message counted whose reply was not stored
-// (two calls, the second failed) gets its reply stored, with the count's
-// answer, when it comes again, and is not counted twice.
+// (two calls, as on a cluster, the second failed) gets its reply stored,
+// with the count's answer, when it comes again, and is not counted twice.
 func TestRecordAfterCountOnly(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		o, st := newRecorder(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		o, st := newRecorder(t, tg, redistest.Prefix(t), "a", outbox.Options{}, true)
 		for _, dedupe := range []string{"msg/9:c1", "msg/1:c1"} {
 			if _, _, err := st.Count(ctx, "t", dedupe); err != nil {
 				t.Fatal(err)
@@ -118,7 +116,7 @@ func TestRecordFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err := record(t, o, "t", 2)
-		if !errors.Is(err, outbox.ErrFull) || errors.Is(err, outbox.ErrNotStored) != !o.OneScript() {
+		if !errors.Is(err, outbox.ErrFull) || errors.Is(err, outbox.ErrNotStored) != (tg.Kind == redistest.Cluster) {
 			t.Fatalf("Record into a full outbox: %v; want ErrFull, and ErrNotStored on a cluster", err)
 		}
 		if previous, duplicate, err := record(t, o, "t", 1); err != nil || previous != 0 || !duplicate {
@@ -134,19 +132,6 @@ func TestRecordFull(t *testing.T) {
 			t.Fatalf("length %d, want the second reply alone", n)
 		}
 	})
-}
-
-// TestRecordWithoutCounter: Record needs Options.Counter and stores
-// nothing without one.
-func TestRecordWithoutCounter(t *testing.T) {
-	tg := redistest.Open(t, redistest.Mini)
-	o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
-	if _, _, err := record(t, o, "t", 1); err == nil {
-		t.Fatal("Record without a Counter succeeded")
-	}
-	if n, _ := o.Len(context.Background(), group); n != 0 {
-		t.Fatalf("length %d, want 0", n)
-	}
 }
 
 // TestOnceForOneToTwoPeriods: a message's reply is remembered for at

@@ -4,21 +4,12 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/vkcounter/vkcounter/freq"
-	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // The outbox's Lua scripts, one per file, each describing its keys,
 // arguments and reply; docs/ARCHITECTURE.md tells why each is safe to
-// repeat.
+// repeat. The scripts that queue a reply are the store's (freq).
 var (
-	//go:embed queue.lua
-	queueLib string // the library add.lua and record.lua share
-	//go:embed add.lua
-	addLua string
-	//go:embed record.lua
-	recordLua string
 	//go:embed reading.lua
 	readingLib string // the library stats.lua and done.lua share
 	//go:embed trim.lua
@@ -36,8 +27,6 @@ var (
 )
 
 var (
-	addScript     = redisconn.NewScript(queueLib + addLua) // run for every message: Exec
-	recordScript  = freq.NewScript(queueLib + recordLua)   // freq's counting functions in front
 	statsScript   = redis.NewScript(readingLib + statsLua)
 	pruneScript   = redis.NewScript(pruneLua)
 	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)

@@ -100,7 +100,7 @@ func openStore(ctx context.Context, cfg Config) (rdb redis.UniversalClient, stor
 	if rdb, err = redisconn.Open(redisConfig(cfg.RedisURL, cfg.RedisCluster, cfg.RedisTimeout)); err != nil {
 		return nil, nil, "", err
 	}
-	if store, err = freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix}); err != nil {
+	if store, err = freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix, Cluster: cfg.RedisCluster != ""}); err != nil {
 		rdb.Close()
 		return nil, nil, "", err
 	}

@@ -70,11 +70,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.openCountersRedis(ctx); err != nil {
 		return err
 	}
-	if m.store, err = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix}); err != nil {
+	if m.store, err = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix,
+		Cluster: m.cfg.RedisCluster != ""}); err != nil {
 		return err
 	}
 	if err := m.store.Load(ctx); err != nil {
-		return fmt.Errorf("load the counting script: %w", err)
+		return fmt.Errorf("load the counting scripts: %w", err)
 	}
 	m.keyCap = &participant.KeyCap{Max: m.cfg.CountersMaxKeys, Setting: "COUNTERS_PARTICIPANT_MAX_KEYS"}
 	if m.stores, m.activity, err = counters.OpenStores(counters.StoreOptions{Kind: m.cfg.CountersStore, Redis: m.cntRdb,
@@ -91,7 +92,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.dryRun = isDryRun(communities)
 	m.fetchConfirmations(ctx, communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
-		ClaimAfter: m.cfg.ClaimAfter, Counter: m.store, Logger: m.log})
+		ClaimAfter: m.cfg.ClaimAfter, Store: m.store, Logger: m.log})
 	for _, c := range communities {
 		m.groups = append(m.groups, c.GroupID)
 	}

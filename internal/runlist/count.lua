@@ -1,10 +1,9 @@
 -- count.lua is the list-and-total layout's library (Go: runlist.Lua): the
 -- functions the scripts of counters/window (window.lua, peek.lua) are built
--- from, and that freq's text.lua reads the layout with, to convert a text's
--- keys from it. The Go code puts it in front of each script; it is not a
--- script by itself.
+-- from. The Go code puts it in front of each script; it is not a script by
+-- itself.
 --
--- Keys of one counter (a text, for freq): a list of the seconds it occurred in, oldest first,
+-- Keys of one counter: a list of the seconds it occurred in, oldest first,
 -- run-length encoded ("sec" is one occurrence, "sec:n" is n occurrences);
 -- the running total of the occurrences in the list; and, per message, an
 -- optional dedupe key holding "previous:time" (earlier versions added ":q"

@@ -4,11 +4,9 @@
 // ("sec", or "sec:n" for n occurrences), a running total of the list, and
 // optionally a dedupe key per message remembering its answer.
 //
-// Two packages use it: counters/window, whose Redis store keeps its window
-// counters in this layout, and freq, whose scripts read and convert the
-// keys the bot wrote in it before its compact layout (count.lua's parse,
-// seen and clock). Each puts Lua() in front of its own scripts and builds
-// its own key names; this package holds no state and sends nothing.
+// counters/window's Redis store keeps its window counters in this layout:
+// it puts Lua() in front of its own scripts and builds its own key names;
+// this package holds no state and sends nothing.
 package runlist
 
 import (

@@ -1,0 +1,231 @@
+package freq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
+)
+
+// The fields of a queued reply's stream entry that reply.lua writes; the
+// caller's own fields (Message.Fields) come after them.
+const (
+	EntryText     = "m" // the reply's text: the message's answer
+	EntryRandomID = "r" // the reply's random_id
+)
+
+// ErrFull is wrapped by the error of Record and Queue when the queue holds
+// its MaxLen entries and the reply is not queued yet.
+var ErrFull = errors.New("freq: reply queue full")
+
+// ErrNotQueued is wrapped by Record's error when the message was counted
+// (the Recorded is the count's answer) but its reply was not queued: on a
+// Redis Cluster, where they are two calls, the second failed. The message
+// coming again is answered as a duplicate, and its reply queued then.
+var ErrNotQueued = errors.New("freq: counted, reply not queued")
+
+// A Queue is one community's reply queue in Redis: a stream of entries,
+// two state hashes by turns (the messages' records, the random_id
+// sequence: see reply.lua) and the sequence's key, all in the stream's
+// slot. It also keeps this process's mark of the newest random_id it saw
+// given out, apart from Redis's data, so that a sequence gone back in
+// time (a restored snapshot, a promoted replica that missed writes) moves
+// on to a new random point rather than give out ids VK has seen. Make one
+// with NewQueue per community and process; it is safe for concurrent use.
+type Queue struct {
+	keys   [4]string // the stream, the even and odd state hashes, the sequence
+	maxLen int64
+	span   string // the state hashes' period in seconds
+
+	mu        sync.Mutex
+	markEpoch int64 // 0: none seen yet
+	markID    int32
+}
+
+// NewQueue returns the queue whose stream is the key stream (its
+// state keys are named after it) holding at most maxLen entries, whose
+// records last period at least (whole seconds, rounded up; at most twice
+// as long).
+func NewQueue(stream string, maxLen int64, period time.Duration) (*Queue, error) {
+	if maxLen < 1 || period < time.Second {
+		return nil, fmt.Errorf("%w: queue of %d entries, period %v", ErrInvalid, maxLen, period)
+	}
+	return &Queue{keys: [4]string{stream, stream + ":s0", stream + ":s1", stream + ":rid"}, maxLen: maxLen,
+		span: strconv.FormatInt(int64((period+time.Second-1)/time.Second), 10)}, nil
+}
+
+// Stream returns the queue's stream key.
+func (q *Queue) Stream() string { return q.keys[0] }
+
+// mark returns the arguments of the newest random_id seen (reply.lua's
+// ARGV[5] and ARGV[6]): "" and "" when none.
+func (q *Queue) mark() (epoch, id string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.markEpoch == 0 {
+		return "", ""
+	}
+	return strconv.FormatInt(q.markEpoch, 10), strconv.FormatInt(int64(q.markID), 10)
+}
+
+// saw notes a random_id given out at epoch, when it is newer than the mark.
+func (q *Queue) saw(epoch int64, id int32) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if epoch > q.markEpoch || epoch == q.markEpoch && uint32(id)-uint32(q.markID)-1 < 1<<31-1 {
+		q.markEpoch, q.markID = epoch, id
+	}
+}
+
+// A Message is what Record records: one occurrence of Text, once per
+// Dedupe, and its reply queued in Queue with the answer as its text.
+type Message struct {
+	Text string // what is counted: the bot's text key
+	// Dedupe identifies the message: the same Dedupe within the dedupe TTL
+	// is recorded once. Empty means nothing identifies it: it is counted
+	// and its reply queued every time.
+	Dedupe string
+	Queue  *Queue
+	// Fields are the reply entry's field/value pairs after EntryText and
+	// EntryRandomID, handed to go-redis as they are (a pointer to a string
+	// or number costs no allocation).
+	Fields []any
+}
+
+// Recorded is Record's answer.
+type Recorded struct {
+	// Previous is the number of earlier occurrences of the text inside the
+	// window: 0 the first time. It is the reply's text.
+	Previous int64
+	// Duplicate reports that the message was recorded already: nothing
+	// changed, and Previous is the first answer.
+	Duplicate bool
+	// RandomID is the reply's random_id; 0 when no reply was queued (a
+	// duplicate whose reply was queued before).
+	RandomID int32
+}
+
+// Record counts one occurrence of m.Text and queues its reply, once per
+// m.Dedupe: a repeated call, or VK's re-delivery of the message, is
+// answered as the first and changes nothing. On a single server it is one
+// script run (record.lua), whose record of the message serves both the
+// count and the reply. On a Redis Cluster (Options.Cluster) the text and
+// the queue are in different slots: the count (count.lua, remembering the
+// message in its slot) then the reply (queue.lua, remembering it in the
+// queue's state); if the second fails, the error wraps ErrNotQueued with
+// the count's answer, and the message coming again is a duplicate whose
+// reply is queued then. A full queue refuses a message whose reply is not
+// queued yet with ErrFull; in one call nothing is counted.
+func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
+	if m.Queue == nil {
+		return Recorded{}, fmt.Errorf("%w: Record without a Queue", ErrInvalid)
+	}
+	if s.cluster {
+		r, err := s.count(ctx, m.Text, m.Dedupe, "")
+		if err != nil {
+			return Recorded{}, err
+		}
+		_, id, err := s.queue(ctx, m.Queue, m.Dedupe, strconv.FormatInt(r.Previous, 10), m.Fields)
+		if err != nil {
+			return Recorded{Previous: r.Previous, Duplicate: r.Duplicate}, fmt.Errorf("%w: %w", ErrNotQueued, err)
+		}
+		return Recorded{Previous: r.Previous, Duplicate: r.Duplicate, RandomID: id}, nil
+	}
+	c := s.newCall(m.Queue, m.Dedupe)
+	k := s.keys(m.Text, "")
+	keys := append(c.keys[:], k.names[0])
+	args := append(append(c.args[:], s.windowArg, s.keyTTLArg, s.marginArg, ""), m.Fields...)
+	v, err := recordScript.Exec(ctx, s.rdb, keys, args).Result()
+	if err != nil {
+		return Recorded{}, queueError("record", err)
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) != 5 {
+		return Recorded{}, fmt.Errorf("freq: unexpected record reply %#v", v)
+	}
+	r, err := parseReply(vals[:3])
+	if err != nil {
+		return Recorded{}, err
+	}
+	id, idOK := vals[3].(int64)
+	epoch, epochOK := vals[4].(int64)
+	if !idOK || !epochOK || int64(int32(id)) != id {
+		return Recorded{}, fmt.Errorf("freq: unexpected record reply %#v", v)
+	}
+	if !r.Duplicate {
+		m.Queue.saw(epoch, int32(id))
+	}
+	return Recorded{Previous: r.Previous, Duplicate: r.Duplicate, RandomID: int32(id)}, nil
+}
+
+// Queue queues a reply whose text is text in q, once per dedupe key (as
+// Record does; empty: every time), and reports whether it queued it: false
+// when the reply of dedupe was queued already (nothing changed). fields
+// are as Message.Fields. It is for a reply whose count is done elsewhere.
+func (s *Store) Queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (queued bool, err error) {
+	queued, _, err = s.queue(ctx, q, dedupe, text, fields)
+	return queued, err
+}
+
+// queue runs queue.lua; it returns the new entry's random_id too.
+func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (bool, int32, error) {
+	c := s.newCall(q, dedupe)
+	v, err := queueScript.Exec(ctx, s.rdb, c.keys[:], append(append(c.args[:], text), fields...)).Result()
+	if err != nil {
+		return false, 0, queueError("queue", err)
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) != 3 {
+		return false, 0, fmt.Errorf("freq: unexpected queue reply %#v", v)
+	}
+	entry, _ := vals[0].(string)
+	id, idOK := vals[1].(int64)
+	epoch, epochOK := vals[2].(int64)
+	if !idOK || !epochOK || int64(int32(id)) != id {
+		return false, 0, fmt.Errorf("freq: unexpected queue reply %#v", v)
+	}
+	if entry == "" {
+		return false, 0, nil
+	}
+	q.saw(epoch, int32(id))
+	return true, int32(id), nil
+}
+
+// A call is the keys and the first arguments of a script that queues a
+// reply (reply.lua's reply_args), built once for each call.
+type call struct {
+	keys [4]string
+	args [6]any
+}
+
+// newCall returns the reply_args of a reply to the message of dedupe key
+// dedupe in q.
+func (s *Store) newCall(q *Queue, dedupe string) *call {
+	epoch, id := q.mark()
+	return &call{keys: q.keys, args: [6]any{q.span, recordField(dedupe), q.maxLen, sequenceStart(), epoch, id}}
+}
+
+// sequenceStart returns where a community's random_id sequence begins if
+// it has not (or must begin anew): a random number of the signed 32-bit
+// range, not 0, drawn anew for every call.
+func sequenceStart() int32 {
+	if v := int32(rand.Uint32()); v != 0 {
+		return v
+	}
+	return 1
+}
+
+// queueError returns err, from the script of op, wrapped in ErrFull when
+// it says the stream is full.
+func queueError(op string, err error) error {
+	if redisconn.IsError(err, "OUTBOX_FULL") {
+		return fmt.Errorf("%w: %s entries", ErrFull, strings.TrimPrefix(err.Error(), "OUTBOX_FULL "))
+	}
+	return fmt.Errorf("freq: %s: %w", op, err)
+}
