@@ -31,15 +31,9 @@ source "$(dirname "$0")/lib.sh"
 before=${BEFORE:-c4eb15af5c2a1349f2bc085145322ad6b91078e3}
 messages=${MESSAGES:-20000}
 
-go build -o "$work/vkcounter" ./cmd/vkcounter
+build_before "$before"
 go build -o "$work/floor" ./bench/floor
-mkdir -p "$work/before"
-git archive "$before" | tar -x -C "$work/before"
-(cd "$work/before" && go build -o "$work/vkcounter-before" ./cmd/vkcounter)
 
-mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
-per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
-stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 us() { awk -v s="$1" -v n="$2" 'BEGIN {printf "%.1f", s / n * 1e6}'; } # us SECONDS N: µs each
 

@@ -30,10 +30,7 @@ duration=${DURATION:-45}
 kill_at=${KILL_AT:-12}
 concurrency=${CONCURRENCY:-1000}
 
-go build -o "$work/vkcounter" ./cmd/vkcounter
-mkdir -p "$work/before"
-git archive "$before" | tar -x -C "$work/before"
-(cd "$work/before" && go build -o "$work/vkcounter-before" ./cmd/vkcounter)
+build_before "$before"
 
 now_ms() { date +%s%3N; }
 

@@ -49,7 +49,11 @@ rb() { redis-benchmark -p "$port" -n 200000 -c 50 "$@" 2>/dev/null | tr '\r' '\n
 # its requests-per-second line. Keys under bench:.
 count_ceiling() {
   local tree=${1:-.} sha
-  if [ -f "$tree/freq/text.lua" ]; then
+  if [ -f "$tree/freq/text.lua" ] && [ ! -f "$tree/freq/textcount.lua" ]; then # one record per message
+    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$tree/freq/text.lua" "$tree/freq/count.lua")")
+    rb -r 1000000000 EVALSHA "$sha" 3 'bench:f:{abc}123456789' 'bench:f:{abc}e0' 'bench:f:{abc}e1' \
+      86400 86460 60 3600 "" __rand_int__
+  elif [ -f "$tree/freq/text.lua" ]; then
     local t='bench:f:{abc}123456789' o='bench:f:{6b86b273ff34fce19d6b804eff5a3f57}:'
     local lib="$tree/internal/runlist/count.lua" # freq/count.lua in trees before it moved
     [ -f "$lib" ] || lib="$tree/freq/count.lua"
@@ -62,6 +66,21 @@ count_ceiling() {
     rb -r 1000000000 EVALSHA "$sha" 3 "$k:l" "$k:n" "$k:e:__rand_int__" 86400 86460 3600000 ""
   fi
 }
+
+# build_before COMMIT: builds this tree's vkcounter ($work/vkcounter) and
+# COMMIT's, from a temporary checkout ($work/before, $work/vkcounter-before).
+build_before() {
+  go build -o "$work/vkcounter" ./cmd/vkcounter
+  mkdir -p "$work/before"
+  git archive "$1" | tar -x -C "$work/before"
+  (cd "$work/before" && go build -o "$work/vkcounter-before" ./cmd/vkcounter)
+}
+
+# mem: the server's used_memory; per A B N: (B - A) / N, rounded;
+# stop_redis: stops the server at once, keeping nothing.
+mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
+per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
+stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 
 machine() {
   echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/redis-cost.sh — the Redis cost per message (issue 38), for this tree
+# ("after") and another commit built from a temporary checkout ("before":
+# BEFORE, by default the main of before the issue), beside the reference
+# script measured in the same run on the same kind of fresh server:
+#   * the reference: a Lua list script that counts one text with a dedupe
+#     key (internal/runlist's count.lua with a dedupe key per call, the
+#     list-and-total layout), run by redis-benchmark, 50 clients, 200,000
+#     calls, a new message each call: its Redis CPU and the commands it runs
+#     per call (INFO commandstats: every command's calls, less the
+#     EVALSHAs);
+#   * per tree, on a fresh server (nothing on disk): the service (vkcounter
+#     serve with REDIS_URL, spawned by the load tool with its fake VK API)
+#     gets MESSAGES (30,000) message_new events of as many distinct texts
+#     from 1,000 peers over its webhook, every reply sent and checked: Redis
+#     CPU per message (the drain included: the replies' reads and
+#     acknowledgements), the commands run inside scripts per message
+#     (commandstats' calls less the commands clients sent, which MONITOR
+#     shows in a second run of the same load) and the client commands per
+#     message;
+#   * memory, per tree: 20,000 and 100,000 distinct messages on a fresh
+#     server, used_memory after (every reply sent) minus before, per
+#     message: the first hour; then the messages' records (freq's dedupe
+#     hashes, the outbox's once or state hashes) and the activity once-keys
+#     are deleted, as they expire after one to two hours: the rest of the
+#     day. The floor: one SET with a TTL per text, on a fresh server.
+# (bench/cost.sh measures the webhook against a minimal handler.)
+# Usage: [BEFORE=commit] [MESSAGES=30000] bench/redis-cost.sh
+source "$(dirname "$0")/lib.sh"
+before=${BEFORE:-207d1c6}
+messages=${MESSAGES:-30000}
+
+build_before "$before"
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# calls: every command's calls so far (INFO commandstats), and
+# script_calls: the EVAL and EVALSHA calls among them.
+calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
+script_calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_eval/ {s += $2} END {print s + 0}'; }
+
+# spawn BINARY PREFIX N: N distinct-text messages through a spawned service.
+spawn() {
+  "$1" loadtest callback -spawn -bin "$1" -redis "$url" -key-prefix "$2" -texts "$3" -per-text 1 \
+    -peers 1000 -concurrency 50 -reply-timeout 120s 2>/dev/null | grep -E 'result:' | sed 's/^/   /'
+}
+forget() { # forget PREFIX: delete what expires within two hours: the messages' records and the activity once-keys
+  del "$1f:*:e:*"; del "$1f:{???}e[01]"; del "$1*:once:*"; del "$1o:{*}:once[01]"; del "$1o:{*}:s[01]"
+}
+
+reference() { # the reference script alone: prints "µs-per-call commands-per-call calls/s"
+  local sha c0 k0 s0 rps
+  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat internal/runlist/count.lua)
+local previous, time = seen(KEYS[3])
+if previous then return {previous, 1, time} end
+return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), '', '')")
+  c0=$(redis_cpu); k0=$(calls); s0=$(script_calls)
+  rps=$(rb -r 1000000000 EVALSHA "$sha" 3 'bench:{ref}:l' 'bench:{ref}:n' 'bench:{ref}:e:__rand_int__' 86400 86460 3600000 |
+    grep -o '[0-9.]* requests per second' | awk '{print $1}')
+  awk -v a="$c0" -v b="$(redis_cpu)" -v k="$(($(calls) - k0 - ($(script_calls) - s0)))" -v r="$rps" \
+    'BEGIN {printf "%.1f %.1f %s\n", (b - a) / 200000 * 1e6, k / 200000, r}'
+  del 'bench:*'
+}
+
+measure() { # measure LABEL BINARY
+  local label=$1 bin=$2 m0 m1 m2 c0 k0 cpu inner client rcpu rcmd rrps
+  echo "== $label"
+  for n in 20000 100000; do
+    start_redis 16960
+    m0=$(mem); spawn "$bin" vkc: "$n"; m1=$(mem); forget vkc:; m2=$(mem)
+    echo "   memory per distinct message, $n messages, fresh server: first hour $(per "$m0" "$m1" "$n") B, after the records expired $(per "$m0" "$m2" "$n") B"
+    stop_redis
+  done
+
+  start_redis 16960
+  read -r rcpu rcmd rrps < <(reference)
+  redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+  c0=$(redis_cpu); k0=$(calls)
+  spawn "$bin" vkc: "$messages"
+  cpu=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
+  local total=$(($(calls) - k0))
+  stop_redis
+  # The same load again on a fresh server, MONITOR counting what clients
+  # sent (lines without "lua") and what scripts ran.
+  start_redis 16960
+  redis-cli -p "$port" MONITOR >"$work/monitor" & local mon=$!
+  sleep 0.3
+  spawn "$bin" vkc: "$messages" >/dev/null
+  sleep 0.5; kill "$mon" 2>/dev/null || true; wait "$mon" 2>/dev/null || true
+  client=$(grep -v ' lua\]' "$work/monitor" | grep -vc '"monitor"' || true)
+  inner=$(grep -c ' lua\]' "$work/monitor" || true)
+  stop_redis
+  echo "   reference script alone (redis-benchmark, 50 clients): $rrps calls/s, Redis CPU $rcpu µs per call, $rcmd commands inside per call"
+  echo "   Redis CPU per message, the drain included: $cpu µs = $(ratio "$cpu" "$rcpu") × the reference's"
+  echo "   commands per message (commandstats, all): $(awk -v t="$total" -v n="$messages" 'BEGIN {printf "%.2f", t / n}')"
+  echo "   commands run inside scripts per message (MONITOR): $(awk -v t="$inner" -v n="$messages" 'BEGIN {printf "%.2f", t / n}'); client commands per message: $(awk -v t="$client" -v n="$messages" 'BEGIN {printf "%.3f", t / n}')"
+  grep ' lua\]' "$work/monitor" | awk '{print $4}' | sort | uniq -c | sort -rn | awk -v n="$messages" '{printf "      %s %.2f\n", $2, $1 / n}' | head -20
+}
+
+machine
+echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages"
+start_redis 16960
+m0=$(mem)
+redis-cli -p "$port" EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('SET', string.format('vkc:f:{%03d}%09d', i % 1000, i), 1764000000 + i, 'EX', 86460) end" 0 20000 >/dev/null
+echo "== floor: one key per text with a TTL (a 20-byte name, an integer value), fresh server: $(per "$m0" "$(mem)" 20000) B per text"
+stop_redis
+measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
+measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
