@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -27,9 +29,9 @@ func TestStatusPageUnitsAndSettings(t *testing.T) {
 	_, page := a.getPage(t)
 	for _, want := range []string{
 		`<div class="yaxis" aria-hidden="true"><span>5</span><span>2.5</span><span>0</span></div>`, // 4 in the minute: 0 to 5
-		`messages counted, each once (the chart's "since start")</td><td class="n">4</td>`,
+		`counted (each message once)</td><td class="n">4</td>`,
 		`4 since start`,
-		`deliveries, VK's re-deliveries included (counted + re-deliveries)</td><td class="n" data-stat="bot.received">5</td>`,
+		`deliveries (counted + re-deliveries)</td><td class="n" data-stat="bot.received">5</td>`,
 		`24h (<span data-stat="window_seconds">86400</span> s)`,
 		settingShown("VK_GROUP_ID", "not set: demo community 1 served, in dry-run"),
 		settingShown("REDIS_CLUSTER", "not set"),
@@ -62,4 +64,30 @@ func TestStatusPageUnitsAndSettings(t *testing.T) {
 // settingShown is a row of the page's settings.
 func settingShown(name, value string) string {
 	return "<tr><td><code>" + name + "</code></td><td><code>" + value + "</code></td></tr>"
+}
+
+// TestStatusPageStaysStatic: the page keeps its Content-Security-Policy
+// (nothing loaded, no script), runs no script and fits a phone's width.
+func TestStatusPageStaysStatic(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"TOP_TEXTS": "3"})
+	a.mustOK(t, event("m1", 7, 1, "hello"))
+	resp, err := http.Get(a.adminURL("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if csp := resp.Header.Get("Content-Security-Policy"); csp != "default-src 'none'; style-src 'unsafe-inline'; img-src data:" {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	page := string(body)
+	for _, s := range []string{"<script", "javascript:", " onload=", " onclick="} {
+		if strings.Contains(strings.ToLower(page), s) {
+			t.Errorf("the page holds %q", s)
+		}
+	}
+	if !strings.Contains(page, `<meta name="viewport" content="width=device-width, initial-scale=1">`) ||
+		!strings.Contains(page, "grid-template-columns:repeat(auto-fit,minmax(320px,1fr))") {
+		t.Errorf("the page lost its phone layout (the viewport, or one column below 320 px)")
+	}
 }

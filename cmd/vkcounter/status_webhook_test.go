@@ -53,7 +53,7 @@ func TestStatusPageShowsRejections(t *testing.T) {
 	if stats["bot.received"] != "0" {
 		t.Errorf("refused requests were counted: bot.received %s", stats["bot.received"])
 	}
-	for _, s := range []string{"10 webhook requests refused for a wrong or missing secret", "VK_SECRET is not the secret key set in the community's Callback API settings"} {
+	for _, s := range []string{"10 webhook requests refused for a wrong or missing secret", "VK_SECRET is not the secret key in the community's Callback API settings"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the page lacks %q", s)
 		}
