@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -136,5 +138,115 @@ func TestHTTPConnectionsCapped(t *testing.T) {
 	})
 	if !strings.Contains(log.String(), `"message":"HTTP connection refused: HTTP_MAX_CONNECTIONS are open"`) {
 		t.Errorf("no JSON line for the refusal; log:\n%s", log.String())
+	}
+}
+
+// quotingVK is a fake VK API whose error texts quote the token they were
+// given, as VK's request_params or a proxy may: groups.getTokenPermissions
+// refuses it (error 5) with the token upper-cased when refuse is set, and
+// accepts it otherwise; every other method fails with 901 (the reply is
+// dropped) quoting it whole and cut.
+func quotingVK(t *testing.T, refuse bool) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if tok == "" {
+			tok = r.Form.Get("access_token")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/groups.getTokenPermissions") && refuse:
+			fmt.Fprintf(w, `{"error":{"error_code":5,"error_msg":"User authorization failed: invalid access_token (%s).","request_params":[{"key":"access_token","value":%q}]}}`, strings.ToUpper(tok), tok)
+		case strings.HasSuffix(r.URL.Path, "/groups.getTokenPermissions"):
+			fmt.Fprint(w, `{"response":{"mask":266240,"permissions":[{"setting":4096,"name":"messages"},{"setting":262144,"name":"manage"}]}}`)
+		default:
+			fmt.Fprintf(w, `{"error":{"error_code":901,"error_msg":"Can't send messages for users without permission (token %s, also known as %s...)"}}`, tok, tok[:12])
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/method/"
+}
+
+// TestNoSecretPrinted: a VK whose error texts quote the token (refusing
+// it, or dropping a reply): the token, in any case, whole or cut,
+// appears neither in the log, nor in /stats, nor on the status page,
+// and "[secret]" marks where it was removed.
+func TestNoSecretPrinted(t *testing.T) {
+	for _, tc := range []struct {
+		name, token string
+		refuse      bool
+	}{
+		{"a VK-shaped token refused", "vk1.a.QuotedToken_0123456789-abcdefghijklmnop", true},
+		{"a legacy token in a dropped reply", "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var log syncbuf.Buffer
+			a := startAppLog(t, nil, map[string]string{"VK_TOKEN": tc.token, "VK_API_URL": quotingVK(t, tc.refuse), "LOG_LEVEL": "debug"}, &log)
+			get := func(path string) string {
+				resp, err := http.Get(a.adminURL(path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return string(b)
+			}
+			if tc.refuse {
+				eventually.True(t, 20*time.Second, "the token refused in /stats", func() bool { return strings.Contains(get("/stats"), `"refused"`) })
+			} else {
+				a.mustOK(t, event("e1", 1000, 1, "dropped"))
+				eventually.True(t, 20*time.Second, "the reply dropped in /stats", func() bool { return strings.Contains(get("/stats"), `"last_drops"`) })
+			}
+			for name, s := range map[string]string{"the log": log.String(), "/stats": get("/stats"), "the page": get("/"), "/readyz": get("/readyz")} {
+				low := strings.ToLower(s)
+				if strings.Contains(low, strings.ToLower(tc.token[:12])) {
+					t.Errorf("%s shows the token (or its first 12 characters):\n%s", name, s)
+				}
+				if name != "/readyz" && !strings.Contains(s, "[secret]") {
+					t.Errorf("%s does not say where it redacted:\n%s", name, s)
+				}
+			}
+		})
+	}
+}
+
+// TestNoPasswordPrintedAtStart: a REDIS_CLUSTER seed, a REDIS_URL or a
+// COUNTERS_REDIS_URL with a password, refused or unreachable: the error
+// at start does not print the password.
+func TestNoPasswordPrintedAtStart(t *testing.T) {
+	const pw = "Sekr1t-Passw0rd"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		code int
+	}{
+		{"cluster seed user:password@host", map[string]string{"REDIS_CLUSTER": "default:" + pw + "@127.0.0.1:1"}, exitUsage},
+		{"cluster seed as a URL", map[string]string{"REDIS_CLUSTER": "127.0.0.1:2,redis://:" + pw + "@127.0.0.1:1"}, exitUsage},
+		{"cluster seed cut short", map[string]string{"REDIS_CLUSTER": ":" + pw + "@127.0.0.1"}, exitUsage},
+		{"unreachable URL", map[string]string{"REDIS_URL": "redis://:" + pw + "@127.0.0.1:1/0"}, exitFailure},
+		{"unreachable counters URL", map[string]string{"COUNTERS_REDIS_URL": "redis://u:" + pw + "@127.0.0.1:1/0", "COUNTER_ADDR": "off"}, exitFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0", "COUNTER_ADDR": "off"}
+			for k, v := range tc.env {
+				vars[k] = v
+			}
+			var stdout, stderr bytes.Buffer
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			code := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, &stdout, &stderr)
+			out := stdout.String() + stderr.String()
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; output:\n%s", code, tc.code, out)
+			}
+			if strings.Contains(strings.ToLower(out), strings.ToLower(pw[:8])) {
+				t.Errorf("the password is printed:\n%s", out)
+			}
+			if !strings.Contains(out, "[secret]") && tc.code == exitUsage {
+				t.Errorf("no mark where the password was removed:\n%s", out)
+			}
+		})
 	}
 }

@@ -81,10 +81,12 @@ func (m *Main) routes(communities []Community) (public, admin http.Handler, err 
 	adm := http.NewServeMux()
 	adm.Handle("GET /metrics", m.metrics.Handler())
 	adm.HandleFunc("GET /healthz", healthz)
-	adm.HandleFunc("GET /readyz", m.readyz)
-	adm.HandleFunc("GET /stats", m.stats)
-	adm.HandleFunc("GET /texts", m.texts)
-	adm.HandleFunc("GET /{$}", m.statusPage)
+	// What is served with free text (errors, VK's answers, texts) goes
+	// out through the one redactor.
+	adm.HandleFunc("GET /readyz", m.redacted(m.readyz))
+	adm.HandleFunc("GET /stats", m.redacted(m.stats))
+	adm.HandleFunc("GET /texts", m.redacted(m.texts))
+	adm.HandleFunc("GET /{$}", m.redacted(m.statusPage))
 	return pub, adm, nil
 }
 

@@ -19,12 +19,14 @@ const failureLogEvery = 10 * time.Second
 
 // newLogger returns the service's logger writing to w: JSON lines, or with
 // LOG_FORMAT=console human-readable ones, coloured only when w is a
-// terminal.
+// terminal. Every line goes through the redactor of cfg's secrets
+// (newRedactor), whatever logged it.
 func newLogger(cfg Config, w io.Writer) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil || cfg.LogLevel == "" {
 		return zerolog.Logger{}, fmt.Errorf("LOG_LEVEL %q: want trace, debug, info, warn or error", cfg.LogLevel)
 	}
+	w = newRedactor(cfg).Writer(w)
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !tty.Is(w)}
 	}

@@ -120,12 +120,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
+	// The settings read so far, even refused ones, give the secrets
+	// their error must not print.
 	if err != nil {
-		return usageError(stderr, "serve", err)
+		return usageError(newRedactor(cfg).Writer(stderr), "serve", err)
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return usageError(stderr, "serve", err)
+		return usageError(newRedactor(cfg).Writer(stderr), "serve", err)
 	}
 	redis.SetLogger(redisLogger{ratelog.New(log.With().Str("component", "go-redis").Logger(), failureLogEvery)})
 	m := NewMain(cfg, log)

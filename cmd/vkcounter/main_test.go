@@ -84,7 +84,8 @@ func startAppLog(t testing.TB, tg *redistest.Target, env map[string]string, log 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewMain(cfg, zerolog.New(log).Level(level))
+	// newLogger's redactor, without its timestamps (tests match lines).
+	m := NewMain(cfg, zerolog.New(newRedactor(cfg).Writer(log)).Level(level))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/history"
+	"github.com/vkcounter/vkcounter/internal/redact"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
 	"github.com/vkcounter/vkcounter/metrics"
@@ -29,6 +30,7 @@ import (
 type Main struct {
 	cfg     Config
 	log     zerolog.Logger
+	redact  *redact.Redactor // the secrets of cfg, for what the admin server serves
 	metrics *metrics.Metrics
 
 	redisPart
@@ -48,9 +50,10 @@ type Main struct {
 	closeErr  error
 }
 
-// NewMain returns a Main for cfg; nothing is opened until Run.
+// NewMain returns a Main for cfg; nothing is opened until Run. log should
+// be newLogger's, whose writer removes every secret of cfg.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
-	return &Main{cfg: cfg, log: log, metrics: metrics.New()}
+	return &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New()}
 }
 
 // Run connects to Redis, loads the script, starts the bot and listens.

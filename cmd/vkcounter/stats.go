@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
@@ -117,7 +116,7 @@ func (m *Main) statsDoc() statsDocument {
 		Counters:      countersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
 		CounterPort:   m.metrics.Traffic(),
 		TopTexts:      m.topTextsReport(),
-		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures(), Tokens: m.tokenStates()},
+		VK:            vkSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures(), Tokens: m.bot.Tokens()},
 	}
 	if r := m.guard.Last(); r != nil {
 		doc.RedisMemory = &memorySection{Node: r.Node, UsedBytes: r.Used, MaxBytes: r.Max, LimitBytes: r.Limit,
@@ -139,17 +138,4 @@ func (m *Main) statsDoc() statsDocument {
 func (m *Main) stats(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(m.statsDoc())
-}
-
-// tokenStates is bot.Bot.Tokens with VK's answers redacted: an answer may
-// quote the token.
-func (m *Main) tokenStates() []tokens.Status {
-	ts := m.bot.Tokens()
-	redact := m.redactor()
-	for i := range ts {
-		if ts[i].Err != nil {
-			ts[i].Err = errors.New(redact(ts[i].Err.Error()))
-		}
-	}
-	return ts
 }

@@ -9,11 +9,8 @@ import (
 	"html/template"
 	"io"
 	"net/http"
-	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot/tokens"
@@ -214,11 +211,10 @@ func (m *Main) statusPage(w http.ResponseWriter, r *http.Request) {
 func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) error {
 	reasons, redisErr := m.readiness(ctx)
 	doc := m.statsDoc()
-	redact := m.redactor()
 	v := statusView{
 		Stats:       doc,
 		Ready:       len(reasons) == 0,
-		RedisWhere:  redact(redisWhere(m.cfg)),
+		RedisWhere:  redisWhere(m.cfg),
 		Uptime:      humanSeconds(time.Duration(doc.Service.UptimeSeconds).Seconds()),
 		Mode:        m.cfg.VKMode,
 		Communities: m.groups,
@@ -247,10 +243,10 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	}
 	v.WrongSecret = doc.Webhook.Rejected[callback.WrongSecret.String()]
 	for _, e := range reasons {
-		v.Reasons = append(v.Reasons, redact(e.Error()))
+		v.Reasons = append(v.Reasons, e.Error())
 	}
 	if redisErr != nil {
-		v.RedisErr = redact(redisErr.Error())
+		v.RedisErr = redisErr.Error()
 	}
 	live := m.historyTotals()
 	// A view samples too: the minute under way is then always known.
@@ -267,13 +263,13 @@ func (m *Main) renderStatus(ctx context.Context, w io.Writer, now time.Time) err
 	v.HTTPRate = m.rate(now, seriesHTTP)
 	v.Tokens = m.tokenRows(doc)
 	for _, d := range doc.LastDrops {
-		v.Drops = append(v.Drops, dropRow{At: d.At.UTC().Format("15:04:05"), GroupID: d.GroupID, PeerID: d.PeerID, Error: redact(d.Error)})
+		v.Drops = append(v.Drops, dropRow{At: d.At.UTC().Format("15:04:05"), GroupID: d.GroupID, PeerID: d.PeerID, Error: d.Error})
 	}
 	for _, g := range slices.Sorted(mapKeys(doc.Longpoll)) {
 		s := doc.Longpoll[g]
 		v.Polling = append(v.Polling, pollRow{Community: g, Polling: s.Polling, Messages: s.Messages})
 	}
-	v.Settings = m.settingRows(redact)
+	v.Settings = m.settingRows()
 	return statusTemplate.Execute(w, v)
 }
 
@@ -391,42 +387,21 @@ func (m *Main) tokenRows(doc statsDocument) []tokenRow {
 	return rows
 }
 
-// secretSetting says whether a setting's value is a secret or holds one
-// (a token, a password in a URL): the page shows only whether it is set.
-func secretSetting(env string) bool {
-	if env == "VK_API_URL" || strings.HasPrefix(env, "REQUIRE_") {
-		return false
-	}
-	return secretName.MatchString(env)
-}
-
-var secretName = regexp.MustCompile(`TOKEN|SECRET|PASSWORD|CONFIRMATION|GROUPS|_URL`)
-
 // settingRows are every setting's value as the process runs with it,
 // secrets as set or not set.
-func (m *Main) settingRows(redact func(string) string) []settingRow {
-	var c Config
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	list := settings(&c)
-	for _, s := range list {
-		s.bind(fs, flagName(s.env), s.help)
-	}
-	// Binding set each field to its zero default; the flags' values point
-	// into c, which now takes the running settings.
-	c = m.cfg
+func (m *Main) settingRows() []settingRow {
 	var rows []settingRow
-	for _, s := range list {
-		v := fs.Lookup(flagName(s.env)).Value
-		val := v.String()
+	for _, v := range settingValues(m.cfg) {
+		val := v.val
 		switch {
-		case secretSetting(s.env) && val == "":
+		case secretSetting(v.env) && val == "":
 			val = "not set"
-		case secretSetting(s.env):
+		case secretSetting(v.env):
 			val = "set"
 		default:
-			val = redact(m.inForce(s.env, v))
+			val = m.inForce(v.env, v.value)
 		}
-		rows = append(rows, settingRow{Name: s.env, Value: val})
+		rows = append(rows, settingRow{Name: v.env, Value: val})
 	}
 	return rows
 }
@@ -481,44 +456,6 @@ func (m *Main) inForce(env string, v flag.Value) string {
 		return "0 (unlimited)"
 	}
 	return val + " " + unit
-}
-
-// redactor returns a function that replaces every secret of the settings
-// (tokens, community secrets, the counters API's token, Redis passwords)
-// in a text with "[secret]": a safety net for error texts shown on the
-// page.
-func (m *Main) redactor() func(string) string {
-	var secrets []string
-	add := func(s string) {
-		if len(s) >= 4 {
-			secrets = append(secrets, s)
-		}
-	}
-	if communities, err := m.cfg.Communities(); err == nil {
-		for _, c := range communities {
-			add(c.Secret)
-			add(c.Confirmation)
-			for _, t := range c.Tokens() {
-				add(t)
-			}
-		}
-	}
-	add(m.cfg.VKToken)
-	add(m.cfg.VKSecret)
-	add(m.cfg.CountersHTTPToken)
-	for _, u := range []string{m.cfg.RedisURL, m.cfg.CountersRedisURL} {
-		if p, err := url.Parse(u); err == nil && p.User != nil {
-			pw, _ := p.User.Password()
-			add(pw)
-			add(p.User.Username())
-		}
-	}
-	return func(s string) string {
-		for _, x := range secrets {
-			s = strings.ReplaceAll(s, x, "[secret]")
-		}
-		return s
-	}
 }
 
 // humanBytes writes n bytes in MiB with one decimal.

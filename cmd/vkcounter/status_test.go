@@ -198,7 +198,7 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 	stats, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for name, s := range map[string]string{"the page": page, "/stats": string(stats)} {
-		for _, secret := range append([]string{"redis-pw-0123456789"}, secretsOf(secrets)...) {
+		for _, secret := range append([]string{"redis-pw-0123456789"}, mapValues(secrets)...) {
 			if strings.Contains(s, secret) {
 				t.Errorf("%s shows %q", name, secret)
 			}
@@ -215,7 +215,7 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 	}
 }
 
-func secretsOf(m map[string]string) []string {
+func mapValues(m map[string]string) []string {
 	var out []string
 	for _, v := range m {
 		out = append(out, v)
