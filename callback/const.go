@@ -42,3 +42,18 @@ const (
 	// one large request does not pin its memory for the life of the pool.
 	maxPooledBuffer = 64 << 10
 )
+
+// Limits of following VK's confirmation code (Group.FetchConfirmation).
+const (
+	// ConfirmWait is how long a confirmation event waits for VK's code of
+	// now before it is answered with the last code VK gave: VK expects the
+	// answer at once, and its API answers in a fraction of a second.
+	ConfirmWait = time.Second
+
+	// ConfirmFetchBurst confirmation events in a row each ask VK; beyond
+	// them, VK is asked at most once per ConfirmFetchEvery, and the events
+	// in between get the last code VK gave. A person confirming a server
+	// sends a few; a flood costs the token little.
+	ConfirmFetchBurst = 5
+	ConfirmFetchEvery = 2 * time.Second
+)

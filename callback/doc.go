@@ -4,7 +4,8 @@
 // For every request the Handler checks the method and the body size,
 // decodes the JSON envelope, looks the community up by group_id and checks
 // its secret in constant time. It answers a confirmation event with that
-// community's confirmation string, decodes a message_new event leniently
+// community's confirmation string (or, with Group.FetchConfirmation, the
+// code VK gives now, within ConfirmWait), decodes a message_new event leniently
 // into a Message and passes it to a MessageHandler, and answers every other
 // event type with "ok" without acting on it.
 //
@@ -15,8 +16,9 @@
 //	403        unknown group_id, wrong secret, or no confirmation string configured
 //	405        not a POST
 //	413        body over Options.MaxBodyBytes
-//	503        the MessageHandler failed or did not answer within Options.Timeout;
-//	           VK re-delivers after Retry-After
+//	503        the MessageHandler failed or did not answer within Options.Timeout,
+//	           VK re-delivers after Retry-After; or no confirmation code is
+//	           known and VK gave none within ConfirmWait
 //
 // Handler.Rejected counts the refused requests (4xx) by Reason: a wrong
 // secret, an unknown community, a confirmation with none configured, a

@@ -27,8 +27,18 @@ type Group struct {
 	// settings; requests must carry it. Empty means no secret is checked.
 	Secret string
 	// Confirmation is the string VK expects in answer to a confirmation
-	// event. Empty means confirmation is refused with 403.
+	// event. Empty means confirmation is refused with 403, unless
+	// FetchConfirmation is set; with it, Confirmation is only the code
+	// known at start, answered until a fetch succeeds.
 	Confirmation string
+	// FetchConfirmation, if set, asks VK for the community's confirmation
+	// code now (groups.getCallbackConfirmationCode); VK changes it from
+	// time to time. Every confirmation event is answered with the code it
+	// returns within ConfirmWait, else with the last code it returned (or
+	// Confirmation); with neither, 503. It is called at most once at a
+	// time per community and, beyond ConfirmFetchBurst calls in a row, at
+	// most once per ConfirmFetchEvery.
+	FetchConfirmation func(ctx context.Context) (string, error)
 }
 
 // Options configure a Handler.
@@ -92,6 +102,7 @@ type group struct {
 	secret       [sha256.Size]byte
 	hasSecret    bool
 	confirmation string
+	follow       *follower // nil: confirmation is the one answer
 }
 
 // NewHandler returns a Handler that passes the messages of message_new
@@ -115,6 +126,10 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 			secret:       sha256.Sum256([]byte(g.Secret)),
 			hasSecret:    g.Secret != "",
 			confirmation: g.Confirmation,
+		}
+		if g.FetchConfirmation != nil {
+			groups[g.ID].follow = newFollower(g.FetchConfirmation, g.Confirmation,
+				opts.Logger.With().Int("group_id", g.ID).Logger())
 		}
 	}
 
@@ -270,10 +285,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 
 	switch env.typ {
 	case events.EventConfirmation:
-		if g.confirmation == "" {
+		code := g.confirmation
+		if g.follow != nil {
+			if code, err = g.follow.code(r.Context()); err != nil {
+				return fmt.Errorf("%w: group_id %d: %w", errNotConfirmed, env.groupID, err)
+			}
+		}
+		if code == "" {
 			return fmt.Errorf("%w: %w for group_id %d", errForbidden, errNoConfirmation, env.groupID)
 		}
-		writeText(w, g.confirmation)
+		writeText(w, code)
 	case events.EventMessageNew:
 		m, err := d.message(env.object)
 		if err != nil {

@@ -137,7 +137,7 @@ func settings(c *Config) []setting {
 		{"REQUIRE_VK_TOKEN", "false", "refuse to start without a token for every community (no dry-run), and keep /readyz failing until VK accepts each token with the messages right (the Docker image sets true)", boolVar(&c.RequireVKToken)},
 		{"VK_GROUP_ID", "", "community id; may be empty in dry-run, which then serves a demo community 1", num(&c.VKGroupID)},
 		{"VK_SECRET", "", "Callback API secret key of the community", str(&c.VKSecret)},
-		{"VK_CONFIRMATION", "", "string the confirmation event must return; empty with a token: fetched from VK, which is valid only for a Callback server added through the API (setup); for one added by hand, the code its settings show", str(&c.VKConfirmation)},
+		{"VK_CONFIRMATION", "", "string the confirmation event must return; empty with a token: asked of VK at each confirmation event (the last code VK gave if it does not answer within 1s), which is valid only for a Callback server added through the API (setup); for one added by hand, the code its settings show", str(&c.VKConfirmation)},
 		{"VK_GROUPS", "", `several communities as JSON: [{"group_id":1,"secret":"…","confirmation":"…","token":"t1,t2"},…] (replaces the four VK_* above)`, str(&c.VKGroups)},
 		{"VK_API_URL", "https://api.vk.com/method/", "VK API base URL (point at a fake API for tests and load tests; in longpoll mode groups.getLongPollServer is asked there too)", str(&c.VKAPIURL)},
 		{"VK_MODE", ModeCallback, "how events arrive: callback (VK posts them to CALLBACK_PATH) or longpoll (the service asks VK's Bots Long Poll API; no public URL needed, every community needs a token)", str(&c.VKMode)},

@@ -56,11 +56,7 @@ func (m *Main) serveHTTP(env, addr string, maxConns int, h http.Handler) (net.Li
 // counters API, /healthz) and the admin one (the status page at /,
 // /metrics, /stats, /texts, /readyz, /healthz), served on separate addresses so that nothing private sits on
 // the public port.
-func (m *Main) routes(communities []Community) (public, admin http.Handler, err error) {
-	groups := make([]callback.Group, 0, len(communities))
-	for _, c := range communities {
-		groups = append(groups, callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation})
-	}
+func (m *Main) routes(groups []callback.Group) (public, admin http.Handler, err error) {
 	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
 		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
 	if err != nil {

@@ -93,7 +93,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.dryRun = isDryRun(communities)
-	m.fetchConfirmations(ctx, communities)
+	webhookGroups := m.callbackGroups(ctx, communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, Store: m.store, Logger: m.log})
 	for _, c := range communities {
@@ -111,7 +111,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
 	m.metrics.ObserveRedisWrites(&m.writes, m.refusingWrites)
-	public, admin, err := m.routes(communities)
+	public, admin, err := m.routes(webhookGroups)
 	if err != nil {
 		return err
 	}

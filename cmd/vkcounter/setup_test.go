@@ -138,14 +138,33 @@ func TestSetupExitCodes(t *testing.T) {
 	}
 }
 
-func TestConfirmationFetchedAtStart(t *testing.T) {
+// TestConfirmationFollowsVK: with no VK_CONFIRMATION, a confirmation event
+// is answered with the code VK gives then: a code changed while the
+// service runs (VK changes it from time to time, and when a server's
+// settings change) reaches the next confirmation event; while VK hangs,
+// the last code it gave (callback's tests hold the wait to ConfirmWait).
+func TestConfirmationFollowsVK(t *testing.T) {
 	a := startApp(t, nil, map[string]string{"VK_CONFIRMATION": ""})
-	status, body, _ := a.post(t, []byte(fmt.Sprintf(`{"type":"confirmation","group_id":%d,"secret":%q}`, testGroup, testSecret)), nil)
-	if status != 200 || body != "vktest-"+strconv.Itoa(testGroup) {
+	confirm := func() (int, string) {
+		status, body, _ := a.post(t, []byte(fmt.Sprintf(`{"type":"confirmation","group_id":%d,"secret":%q}`, testGroup, testSecret)), nil)
+		return status, body
+	}
+	if status, body := confirm(); status != 200 || body != "vktest-"+strconv.Itoa(testGroup) {
 		t.Fatalf("confirmation: %d %q, want the code from groups.getCallbackConfirmationCode", status, body)
 	}
-	if n := a.vk.Calls("groups.getCallbackConfirmationCode"); n != 1 {
-		t.Errorf("%d calls of groups.getCallbackConfirmationCode, want 1", n)
+	a.vk.SetConfirmation(testGroup, "changed-1")
+	if status, body := confirm(); status != 200 || body != "changed-1" {
+		t.Fatalf("VK's code changed while running: the next confirmation got %d %q, want %q", status, body, "changed-1")
+	}
+	if n := a.vk.Calls("groups.getCallbackConfirmationCode"); n != 3 {
+		t.Errorf("%d calls of groups.getCallbackConfirmationCode, want 3: one at start, one per event", n)
+	}
+	a.vk.SetConfirmation(testGroup, "changed-2")
+	a.vk.SetOutage(vktest.Hang)
+	status, body := confirm()
+	a.vk.SetOutage(vktest.Up)
+	if status != 200 || body != "changed-1" {
+		t.Fatalf("VK hanging: confirmation got %d %q, want the last code VK gave, %q", status, body, "changed-1")
 	}
 }
 

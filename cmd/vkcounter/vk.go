@@ -11,29 +11,35 @@ import (
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
-// fetchConfirmations fills in, in callback mode, the confirmation string of
-// every community that has a token and none configured, from
-// groups.getCallbackConfirmationCode. A failure is logged, not fatal: the
-// bot still counts and answers, and only the confirmation event is refused
-// until a restart fetches the code or VK_CONFIRMATION gives it.
-func (m *Main) fetchConfirmations(ctx context.Context, communities []Community) {
-	if m.cfg.VKMode != ModeCallback {
-		return
-	}
-	for i, c := range communities {
+// callbackGroups returns the webhook's communities. In callback mode, a
+// community with a token and no VK_CONFIRMATION follows VK's confirmation
+// code: each confirmation event is answered with the code
+// groups.getCallbackConfirmationCode gives then (VK changes it from time
+// to time, and when a server's settings change), or, when VK does not
+// answer within callback.ConfirmWait, the last code it gave. The code is
+// fetched once at start too, as that fallback and to say early when the
+// token cannot fetch it; a failure is logged, not fatal: the bot still
+// counts and answers.
+func (m *Main) callbackGroups(ctx context.Context, communities []Community) []callback.Group {
+	groups := make([]callback.Group, 0, len(communities))
+	for _, c := range communities {
+		g := callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation}
 		tokens := c.Tokens()
-		if c.Confirmation != "" || len(tokens) == 0 {
-			continue
+		if m.cfg.VKMode == ModeCallback && c.Confirmation == "" && len(tokens) > 0 {
+			vk, group := m.vkAPI(tokens[0]), c.GroupID
+			g.FetchConfirmation = func(ctx context.Context) (string, error) { return vkapi.Confirmation(ctx, vk, group) }
+			code, err := g.FetchConfirmation(ctx)
+			if err != nil {
+				m.log.Warn().Err(err).Int("group_id", c.GroupID).
+					Msg("cannot fetch the confirmation code: VK's confirmation request will be refused until VK gives it; set VK_CONFIRMATION or give the token the manage right")
+			} else {
+				g.Confirmation = code
+				m.log.Info().Int("group_id", c.GroupID).Msg("confirmation code fetched from VK; each confirmation event asks VK again")
+			}
 		}
-		code, err := vkapi.Confirmation(ctx, m.vkAPI(tokens[0]), c.GroupID)
-		if err != nil {
-			m.log.Warn().Err(err).Int("group_id", c.GroupID).
-				Msg("cannot fetch the confirmation code: VK's confirmation request will be refused; set VK_CONFIRMATION or give the token the manage right")
-			continue
-		}
-		communities[i].Confirmation = code
-		m.log.Info().Int("group_id", c.GroupID).Msg("confirmation code fetched from VK")
+		groups = append(groups, g)
 	}
+	return groups
 }
 
 // vkAPI returns a VK API client for token, configured by VK_API_URL and
