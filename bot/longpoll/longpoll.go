@@ -18,6 +18,15 @@
 //	failed 3  information lost: get a new key; the ts still held is asked
 //	          first, and only if that fails again is the new ts taken
 //
+// The first failed answer is acted on at once; each further one in a row
+// waits the backoff first (RetryBase, doubling up to RetryMax), so a VK
+// that keeps answering failed does not get a groups.getLongPollServer
+// call per answer. A failed answer is not a failed request: it does not
+// lengthen the backoff of the next transport failure, and a batch handled
+// ends both runs. An answer whose ts is not an event number (a JSON
+// integer or a string of digits) is refused as a failed request, never
+// sent back.
+//
 // vksdk's longpoll-bot package is not used: its Run first calls
 // groups.setLongPollSettings with api_version 5.131 (it needs a token with
 // the manage right and changes the community's settings), moves ts past a
@@ -261,7 +270,8 @@ func (p *Poller) session(parent context.Context) error {
 		srv      *server
 		ts       string
 		tsKnown  bool
-		failures int
+		failures int    // failed requests (or Store calls, or messages) in a row
+		refusals int    // failed answers in a row
 		lostTS   string // the ts that got failed 3, asked again once with a new key
 	)
 	fail := func(err error, msg string) {
@@ -305,6 +315,14 @@ func (p *Poller) session(parent context.Context) error {
 			}
 			continue
 		}
+		if ans.failed != 0 {
+			// An answer: the transport works, whatever it says.
+			failures = 0
+			refusals++
+			if !p.paceRefusal(ctx, refusals, ans.failed) {
+				continue
+			}
+		}
 		switch ans.failed {
 		case 0:
 		case 1:
@@ -343,15 +361,15 @@ func (p *Poller) session(parent context.Context) error {
 			lostTS = ts
 			continue
 		default:
+			p.log.Warn().Int("failed", ans.failed).Msg("long poll: unknown failure; getting a new key")
 			srv = nil
-			fail(fmt.Errorf("failed %d", ans.failed), "long poll: unknown failure; getting a new key")
 			continue
 		}
 		if err := p.handle(ctx, ans.updates); err != nil {
 			fail(err, "long poll: a message was not handled; asking for the same events again")
 			continue
 		}
-		failures, lostTS = 0, ""
+		failures, refusals, lostTS = 0, 0, ""
 		ts = ans.ts
 		keep(ts)
 	}
@@ -359,6 +377,21 @@ func (p *Poller) session(parent context.Context) error {
 		return errLeaseLost
 	}
 	return nil
+}
+
+// paceRefusal waits before acting on the n-th failed answer in a row
+// (failed is its code): not before the first, which VK's protocol expects
+// to be acted on at once, then the backoff of n-1 failures. It reports
+// false when ctx ended meanwhile.
+func (p *Poller) paceRefusal(ctx context.Context, n, failed int) bool {
+	if n < 2 {
+		return true
+	}
+	d := p.backoff(n - 1)
+	p.log.Warn().Int("failed", failed).Int("in_a_row", n).Dur("wait", d).
+		Msg("long poll: VK keeps answering failed; waiting before acting on it")
+	p.sleep(ctx, d)
+	return ctx.Err() == nil
 }
 
 // save stores ts. A failure to store it is logged and otherwise ignored:
@@ -510,6 +543,9 @@ func (p *Poller) server(ctx context.Context) (server, error) {
 	if s.Server == "" || s.Key == "" {
 		return server{}, errors.New("groups.getLongPollServer: no server or key")
 	}
+	if !validTS(s.Ts) {
+		return server{}, fmt.Errorf("groups.getLongPollServer: ts %.40q is not an event number", s.Ts)
+	}
 	return server{url: s.Server, key: s.Key, ts: s.Ts}, nil
 }
 
@@ -563,9 +599,9 @@ func decodeAnswer(body []byte) (answer, error) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return answer{}, fmt.Errorf("long poll answer: %w", err)
 	}
-	ts := string(bytes.Trim(raw.TS, `"`))
-	if ts == "null" {
-		ts = ""
+	ts, err := parseTS(raw.TS)
+	if err != nil {
+		return answer{}, fmt.Errorf("long poll answer: %w", err)
 	}
 	var a answer
 	a.ts, a.updates = ts, raw.Updates
@@ -580,6 +616,43 @@ func decodeAnswer(body []byte) (answer, error) {
 		return answer{}, errors.New("long poll answer: no ts")
 	}
 	return a, nil
+}
+
+// maxTSDigits bounds a ts: VK's event numbers fit in far fewer digits.
+const maxTSDigits = 40
+
+// parseTS reads a ts as VK sends it, an event number: a JSON integer or a
+// string of decimal digits. Missing or null is "" (no ts); anything else
+// (an object, an array, a boolean, a fraction, other characters) is
+// refused, so that it is never sent back as the next request's ts.
+func parseTS(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	ts := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &ts); err != nil {
+			return "", fmt.Errorf("ts %.40s: %w", raw, err)
+		}
+	}
+	if !validTS(ts) {
+		return "", fmt.Errorf("ts %.40s: not an event number", raw)
+	}
+	return ts, nil
+}
+
+// validTS reports whether ts is an event number: 1 to maxTSDigits decimal
+// digits.
+func validTS(ts string) bool {
+	if ts == "" || len(ts) > maxTSDigits {
+		return false
+	}
+	for _, c := range []byte(ts) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Poller) backoff(failures int) time.Duration {
