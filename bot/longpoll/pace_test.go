@@ -43,7 +43,7 @@ func (s *scriptedVK) RoundTrip(r *http.Request) (*http.Response, error) {
 	answer := func(status int, body string) (*http.Response, error) {
 		return &http.Response{StatusCode: status, Status: http.StatusText(status),
 			Header: http.Header{"Content-Type": {"application/json; charset=utf-8"}},
-			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+			Body:   io.NopCloser(strings.NewReader(body)), Request: r}, nil
 	}
 	s.mu.Lock()
 	if strings.HasSuffix(r.URL.Path, "/groups.getLongPollServer") {
@@ -80,7 +80,7 @@ type memStore struct {
 }
 
 func (m *memStore) Hold(context.Context, int, string, time.Duration) (bool, error) { return true, nil }
-func (m *memStore) Release(context.Context, int, string) error                    { return nil }
+func (m *memStore) Release(context.Context, int, string) error                     { return nil }
 func (m *memStore) TS(context.Context, int) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
