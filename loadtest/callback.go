@@ -94,21 +94,16 @@ func RunCallback(ctx context.Context, o CallbackOptions) (*Report, error) {
 		errors: map[string]int64{},
 	}
 	defer r.client.CloseIdleConnections()
+	var err error
+	if r.runID, err = newRunID(); err != nil {
+		return nil, err
+	}
 	if err := r.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	r.window = o.Window
 	if r.window == 0 {
-		stats := o.StatsURL
-		if stats == "" && !o.LongPoll {
-			u, _ := url.Parse(o.URL) // checked by Validate
-			stats = u.Scheme + "://" + u.Host + "/stats"
-		}
-		r.window = r.askWindow(ctx, stats)
-	}
-	var err error
-	if r.runID, err = newRunID(); err != nil {
-		return nil, err
+		r.window = r.askWindow(ctx, r.statsURL())
 	}
 	r.plan()
 
@@ -250,7 +245,10 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 		status, answer, _, err := r.do(ctx, body, 0)
 		switch {
 		case err == nil && status == http.StatusOK && answer == "ok":
-			return nil
+			if !r.o.Probe {
+				return nil
+			}
+			return r.waitWired(ctx, deadline)
 		case err == nil && (status == http.StatusNotFound || status == http.StatusMethodNotAllowed):
 			return fmt.Errorf("%s answers %d %q: no webhook is served there (a service in VK_MODE=longpoll serves none: use -longpoll; otherwise check CALLBACK_PATH)", r.o.URL, status, answer)
 		case err == nil:
@@ -266,6 +264,16 @@ func (r *callbackRun) waitReady(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// statsURL is the bot's /stats: StatsURL, or, when empty, /stats beside
+// the webhook ("" in long-poll mode).
+func (r *callbackRun) statsURL() string {
+	if r.o.StatsURL != "" || r.o.LongPoll {
+		return r.o.StatsURL
+	}
+	u, _ := url.Parse(r.o.URL) // checked by Validate
+	return u.Scheme + "://" + u.Host + "/stats"
 }
 
 // askWindow reads window_seconds from the bot's /stats, or returns

@@ -76,6 +76,14 @@ type CallbackOptions struct {
 	// Wait is how long to wait for the bot to answer before the run; zero
 	// means it must answer at once.
 	Wait time.Duration
+	// Probe makes the run first post one probe message (a text of its
+	// own, from a user below the run's) and wait, within Wait but at least
+	// a few seconds, for the bot's reply to it at VK: a bot this tool did
+	// not start may answer the webhook and send its replies elsewhere
+	// (dry-run, another VK_API_URL), and the error then says so rather
+	// than the run reporting every answer missing. The probe's text is
+	// counted in the bot's Redis like any other.
+	Probe bool
 	// Timeout bounds each webhook request (default 10s).
 	Timeout time.Duration
 	// ReplyTimeout bounds the wait for replies after the last event

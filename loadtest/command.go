@@ -39,9 +39,12 @@ of the fake VK API, which the bot (VK_MODE=longpoll) polls; an event counts
 as answered "ok" once the bot asks for the events after it, and each
 text's numbers must follow the order of the events.
 
-With -url, start the bot with the VK_API_URL and community this command
-prints (it waits -wait for the bot to answer); fix the fake API's address
-with -vk-addr to start the bot first. With -spawn, this command starts the
+With -url, start the bot with the settings this command prints on stdout
+(its VK_API_URL is this command's fake VK API): the command waits -wait
+for the bot to answer and to send its reply to one probe message to the
+fake VK API, and says why if it does not (a bot in dry-run, or one
+sending to another VK_API_URL, would leave every answer missing). Fix the
+fake API's address with -vk-addr to start the bot first. With -spawn, this command starts the
 bot itself (vkcounter serve) wired to its fake VK API and to -redis (or
 -redis-cluster), or to the bot's embedded Redis when neither is given.
 
@@ -180,7 +183,7 @@ func (c *CallbackCommand) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
 	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
 	fs.BoolVar(&c.Normalize, "normalize", false, "the bot's NORMALIZE")
-	fs.DurationVar(&o.Wait, "wait", 30*time.Second, "how long to wait for the bot to answer before the run (0 = it must answer at once)")
+	fs.DurationVar(&o.Wait, "wait", 2*time.Minute, "how long to wait for the bot to answer (and, with -url, to send its reply to a probe message to the fake VK API) before the run (0 = it must answer at once)")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "time limit of one webhook request")
 	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", DefaultReplyTimeout, "how long to wait for the replies after the last event")
 	fs.IntVar(&o.MaxAttempts, "attempts", DefaultMaxAttempts, "times an event is posted before it counts as not counted")
@@ -243,10 +246,11 @@ func (c *CallbackCommand) options() CallbackOptions {
 }
 
 // Run makes the run Validate accepted: it starts the fake VK API, the
-// Redis fault proxy and, with Spawn, the bot wired to them (or prints the
-// settings to start the bot with on stderr), runs RunCallback with
-// progress on stderr, and stops what it started.
-func (c *CallbackCommand) Run(ctx context.Context, stderr io.Writer) (*Report, error) {
+// Redis fault proxy and, with Spawn, the bot wired to them (or, with URL,
+// prints on say the command to start the bot with and waits up to Wait
+// for it), runs RunCallback with progress on stderr, and stops what it
+// started.
+func (c *CallbackCommand) Run(ctx context.Context, say, stderr io.Writer) (*Report, error) {
 	o := c.options()
 	o.Progress = stderr
 	botRedis := c.Redis // what the bot is told
@@ -271,7 +275,9 @@ func (c *CallbackCommand) Run(ctx context.Context, stderr io.Writer) (*Report, e
 	defer stop(svc, "callback", stderr)
 	switch {
 	case svc == nil:
-		fmt.Fprintf(stderr, "fake VK API at %s; start the bot with:\n  %s vkcounter serve\n", vk.MethodURL(), envLine(env))
+		fmt.Fprintf(say, "fake VK API at %s; start the bot with:\n  %s ./vkcounter serve\nwaiting up to %v (-wait) for it to answer at %s and send its reply to a probe message here\n",
+			vk.MethodURL(), envLine(env), o.Wait, o.URL)
+		o.Probe = true
 	case !o.LongPoll:
 		o.URL = "http://" + svc.HTTPAddr() + "/callback"
 	}
@@ -373,8 +379,8 @@ func (c *CountersCommand) Validate() error {
 
 // Run makes the run Validate accepted: with Spawn it starts the service
 // with a counter port of its own, runs RunCounters with progress on
-// stderr, and stops what it started.
-func (c *CountersCommand) Run(ctx context.Context, stderr io.Writer) (*Report, error) {
+// stderr, and stops what it started. It has nothing to say.
+func (c *CountersCommand) Run(ctx context.Context, _, stderr io.Writer) (*Report, error) {
 	o := c.Options
 	o.Progress = stderr
 	svc, err := c.start(ctx, map[string]string{

@@ -16,6 +16,8 @@ const loadtestHelp = `Usage:
 
 Both report progress on stderr (a live line on a terminal, a plain line
 every 10 seconds otherwise), then print a summary (or -json) on stdout.
+"callback -url" first prints on stdout the service to start (on stderr
+with -json) and waits for it.
 They exit 0 when every answer was right, 1 if any was wrong or the run
 could not be made, 2 on a usage error (nothing is sent). Targets must be on
 the loopback unless -allow-remote is given. "vkcounter loadtest TOOL -h"
@@ -28,7 +30,9 @@ lists a tool's flags.
 type loadTool interface {
 	Bind(fs *flag.FlagSet)
 	Validate() error
-	Run(ctx context.Context, stderr io.Writer) (*loadtest.Report, error)
+	// Run makes the run: what the user must do goes to say, progress to
+	// stderr.
+	Run(ctx context.Context, say, stderr io.Writer) (*loadtest.Report, error)
 }
 
 // runLoadtest is `vkcounter loadtest`: it runs one load tool and returns
@@ -66,7 +70,11 @@ func runLoadTool(ctx context.Context, name, usage string, tool loadTool, args []
 	if err := tool.Validate(); err != nil {
 		return usageError(stderr, fs.Name(), err)
 	}
-	rep, err := tool.Run(ctx, stderr)
+	say := stdout // what the user must do (with -url: the service to start)
+	if *json {
+		say = stderr // stdout is the JSON document's alone
+	}
+	rep, err := tool.Run(ctx, say, stderr)
 	if err == nil {
 		err = writeReport(rep, *json, *report, stdout)
 	}

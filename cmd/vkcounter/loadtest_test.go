@@ -394,3 +394,38 @@ func TestLoadtestFlagValues(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadtestURLNeedsAWiredBot: `loadtest callback -url` prints on stdout
+// the service to start, and against a service that answers the webhook
+// but never sends its replies to the tool's fake VK API (the README's demo
+// in dry-run; a service with another VK_API_URL) it fails before the run,
+// saying why, rather than reporting every answer wrong.
+func TestLoadtestURLNeedsAWiredBot(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"dry-run", map[string]string{"VK_TOKEN": ""}, "it is in dry-run (its /stats says dry_run: it has no VK_TOKEN): it logs its replies and never calls the fake VK API at"},
+		{"another VK_API_URL", nil, "its reply to a probe message never reached the fake VK API at"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := startApp(t, nil, tt.env)
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), []string{"loadtest", "callback", "-url", a.url("/callback"), "-stats-url", a.adminURL("/stats"),
+				"-group", strconv.Itoa(testGroup), "-secret", testSecret, "-texts", "3000", "-per-text", "1", "-wait", "1s"}, os.Getenv, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "start the bot with the settings printed above") {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr.String(), tt.want)
+			}
+			if out := stdout.String(); !strings.Contains(out, "start the bot with:\n  ") || !strings.Contains(out, " ./vkcounter serve\n") ||
+				!strings.Contains(out, "VK_API_URL=http://127.0.0.1:") || strings.Contains(out, "wrong answer") {
+				t.Errorf("stdout %q: want the line to start the bot with, and no report", out)
+			}
+			if n := len(a.vk.Sends()); n > 1 {
+				t.Errorf("the service sent %d replies to its own VK: the run went on", n)
+			}
+		})
+	}
+}
