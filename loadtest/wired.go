@@ -112,4 +112,3 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
-
