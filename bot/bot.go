@@ -54,6 +54,10 @@ type Outbox interface {
 	Drain(ctx context.Context, group, n int) (replies []Reply, done bool, err error)
 	// Done removes replies VK accepted or refused for good.
 	Done(ctx context.Context, group int, ids ...string) error
+	// Later sets replies of group aside, each until its Due, with its
+	// retry state, for any sender to Take once due; it returns those it
+	// dropped for their peer's bound under flood control.
+	Later(ctx context.Context, group int, replies ...Reply) (dropped []Reply, err error)
 	// Release hands back the replies of group this instance took and did
 	// not finish with Done, for the other instances to send at once.
 	Release(ctx context.Context, group int) (int, error)
@@ -123,14 +127,19 @@ type Options struct {
 	// (defaults 200ms and 2s: replies resume within about RetryMax of VK
 	// coming back).
 	RetryBase, RetryMax time.Duration
-	// FloodPause is how long a reply that met flood control (error 9) is
-	// put aside before its one last try (default 10s). Flood control is
-	// about one recipient: the token keeps sending everyone else's replies.
-	FloodPause time.Duration
-	// HaltPause is how long a token that VK refused (5, 27, 29, 912, or 7
+	// FloodPause is how long a peer's replies wait after flood control
+	// (error 9) first refused one (default 10s); each refusal in a row
+	// doubles it, up to FloodMax (default 1h: VK's limit per user is
+	// hourly). Flood control is about one recipient: the token keeps
+	// sending everyone else's replies.
+	FloodPause, FloodMax time.Duration
+	// HaltPause is how long a token that VK refused (5, 27, 29, or 7
 	// with groups.getTokenPermissions confirming it) waits before trying
 	// again (default 1m).
 	HaltPause time.Duration
+	// CaptchaProbe is how long a token VK asked a captcha of (error 14)
+	// waits before one reply probes whether VK still asks (default 5s).
+	CaptchaProbe time.Duration
 	// RecordTimeout bounds the Redis calls that count a message and store
 	// its reply (default 30s). They go on after HandleMessage's context
 	// ends (the webhook answered 503 at its deadline): a late answer is
@@ -144,10 +153,10 @@ type Options struct {
 	OutageLogEvery time.Duration
 	// OnReplyDone, if set, is called once per reply when it leaves the
 	// outbox, with the class it left with: Delivered, Drop (VK refused it
-	// for good, or flood control met it a second time), Unknown (VK kept
-	// answering it with an error code the bot does not know) or Logged
-	// (dry-run); never Flood, Retry, Halt or Permission, whose replies
-	// stay. age is
+	// for good), FloodDropped (dropped as its peer's oldest past the bound
+	// under flood control), Unknown (VK kept answering it with an error
+	// code the bot does not know) or Logged (dry-run); never Flood, Retry,
+	// Halt, Permission, Paced or Captcha, whose replies stay. age is
 	// the time since the reply was stored.
 	OnReplyDone func(class Class, age time.Duration)
 	// Activity, if set, is fed once per message counted for the first time
@@ -187,6 +196,13 @@ func (o *Options) setDefaults() {
 	}
 	if o.FloodPause <= 0 {
 		o.FloodPause = 10 * time.Second
+	}
+	if o.FloodMax <= 0 {
+		o.FloodMax = time.Hour
+	}
+	o.FloodMax = max(o.FloodMax, o.FloodPause)
+	if o.CaptchaProbe <= 0 {
+		o.CaptchaProbe = 5 * time.Second
 	}
 	if o.HaltPause <= 0 {
 		o.HaltPause = time.Minute

@@ -171,8 +171,8 @@ func TestVKErrorClasses(t *testing.T) {
 		{"unknown error (1) is retried", []int{1}, 1, 0, 2},
 		{"peer refuses messages (901) is dropped", []int{901}, 0, 1, 1},
 		{"user blocked (900) is dropped", []int{900}, 0, 1, 1},
-		{"flood control (9) gets one more try", []int{9}, 1, 0, 2},
-		{"flood control twice is dropped", []int{9, 9}, 0, 1, 2},
+		{"flood control (9) is tried again after a pause", []int{9}, 1, 0, 2},
+		{"flood control twice: a longer pause, then delivered", []int{9, 9}, 1, 0, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -364,12 +364,15 @@ func TestClassify(t *testing.T) {
 		want bot.Class
 	}{
 		{nil, bot.Delivered},
-		{&api.Error{Code: 6}, bot.Retry},
+		{&api.Error{Code: 6}, bot.Paced},
+		{&api.Error{Code: 14}, bot.Captcha},
+		{&api.Error{Code: 15}, bot.Drop},
+		{&api.Error{Code: 932}, bot.Drop},
 		{&api.Error{Code: 10}, bot.Retry},
 		{&api.Error{Code: 9}, bot.Flood},
 		{&api.Error{Code: 5}, bot.Halt},
 		{&api.Error{Code: 29}, bot.Halt},
-		{&api.Error{Code: 912}, bot.Halt},
+		{&api.Error{Code: 912}, bot.Drop},
 		{&api.Error{Code: 945}, bot.Drop},
 		{&api.Error{Code: 100}, bot.Drop},
 		{api.Error{Code: 7}, bot.Permission},

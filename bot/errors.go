@@ -14,21 +14,30 @@ type Class int
 const (
 	// Delivered: no error.
 	Delivered Class = iota
-	// Retry: a transient failure (errors 1, 6, 10, 13, 36, 43, network
-	// errors, non-JSON answers); retried with exponential backoff. Error 13
-	// on a whole execute also makes the token's next batches smaller.
+	// Retry: a transient failure (errors 1, 10, 13, 36, 43, network
+	// errors, non-JSON answers); the reply is set aside with its own
+	// exponential backoff (Options.RetryBase to RetryMax) and retried until
+	// VK takes it, its peer's other replies waiting for it, while the token
+	// goes on with everyone else's. Error 13 on a whole execute also makes
+	// the token's next batches smaller.
 	Retry
-	// Flood: flood control (9); retried once after a long pause, then dropped.
+	// Flood: flood control (9), about one recipient: that peer's replies
+	// are set aside, the pause doubling from Options.FloodPause towards
+	// Options.FloodMax (VK's hourly horizon) while VK keeps refusing, one
+	// reply probing at the end of each; at most outbox.Options.FloodKeep of
+	// them are kept, the oldest dropped beyond.
 	Flood
 	// Drop: a permanent failure for this peer or this request (900, 901,
 	// 902, 914, 917, 945, 946 and the other refusals vkErrors lists); the
 	// reply is dropped with a log line. A quoted reply refused for its
 	// quote (vkError.quote) is sent again without it instead.
 	Drop
-	// Halt: the token is unusable (5, 27, 29, 912, or 7 when
+	// Halt: the token is unusable (5, 27, 29, or 7 when
 	// groups.getTokenPermissions confirms the token lacks the messages
-	// right); the token stops sending, keeps its replies, retries rarely,
-	// and the service reports not ready.
+	// right); the token stops sending for Options.HaltPause, its replies
+	// are set aside (another token of the community may send them), one
+	// reply probes at the end of each pause, and the service reports not
+	// ready.
 	Halt
 	// Logged: the reply was logged instead of sent (ErrDryRun); it leaves
 	// the outbox, but is neither sent nor delivered.
@@ -44,6 +53,18 @@ const (
 	// dropped; if VK confirms it has not, the token halts (Halt); if VK
 	// does not say, the reply is retried.
 	Permission
+	// Paced: too many requests per second (6), about the token's pace: the
+	// pace is lowered and the reply goes again in the token's next call,
+	// not counted as a try.
+	Paced
+	// Captcha: VK asks for a captcha (14), which it does after a method's
+	// quantity limit for the token. The bot cannot answer one: the token
+	// pauses for Options.CaptchaProbe, its replies set aside and kept,
+	// then one reply probes; once VK takes it, the rest follow.
+	Captcha
+	// FloodDropped names, for Options.OnReplyDone, a reply dropped as the
+	// oldest of a peer under flood control beyond the replies kept.
+	FloodDropped
 )
 
 // MaxUnknownTries is how many times a reply is sent while VK answers it
@@ -54,7 +75,8 @@ const MaxUnknownTries = 8
 var ErrDryRun = errors.New("bot: dry-run: reply logged, not sent")
 
 var classNames = [...]string{Delivered: "delivered", Retry: "retry", Flood: "flood", Drop: "drop", Halt: "halt", Logged: "dry_run",
-	Unknown: "unknown_error", Permission: "permission"}
+	Unknown: "unknown_error", Permission: "permission", Paced: "paced", Captcha: "captcha",
+	FloodDropped: "flood_dropped"}
 
 // String names the class, for logs and metric labels.
 func (c Class) String() string { return classNames[c] }
@@ -77,20 +99,20 @@ var vkErrors = map[int]vkError{
 	// Transient: nothing about the request or the token; the same send
 	// may succeed a moment later (the random_id makes a repeat harmless).
 	1:  {Retry, false, "Unknown error occurred: VK's own failure"},
-	6:  {Retry, false, "Too many requests per second: the token's rate, which pacing restores"},
+	6:  {Paced, false, "Too many requests per second: the token's pace, lowered for a while; the reply goes in the next call"},
 	10: {Retry, false, "Internal server error"},
 	13: {Retry, false, "Runtime error occurred during code invocation: a whole execute failed, each of its sends is retried, in smaller batches"},
 	36: {Retry, false, "Method execution was interrupted due to timeout"},
 	43: {Retry, false, "This section is temporary unavailable"},
 
-	9: {Flood, false, "Flood control: too many messages to this peer; one more try after a pause"},
+	9:  {Flood, false, "Flood control: too many messages to this peer (VK's limit per user is hourly); that peer waits, growing towards an hour"},
+	14: {Captcha, false, "Captcha needed: asked after a method's quantity limit; the token pauses and probes, every reply kept"},
 
 	// The token or the community: no reply can go out through it.
-	5:   {Halt, false, "User authorization failed: the token is invalid or revoked"},
-	27:  {Halt, false, "Group authorization failed: the community token is invalid"},
-	29:  {Halt, false, "Rate limit reached: the method's daily quota for the token"},
-	912: {Halt, false, "This is a chat bot feature, change this status in settings: the community's bot capabilities are off"},
-	7:   {Permission, false, "Permission to perform this action is denied: for this conversation, unless the token lacks the messages right"},
+	5:  {Halt, false, "User authorization failed: the token is invalid or revoked"},
+	27: {Halt, false, "Group authorization failed: the community token is invalid"},
+	29: {Halt, false, "Rate limit reached: the method's daily quota for the token"},
+	7:  {Permission, false, "Permission to perform this action is denied: for this conversation, unless the token lacks the messages right"},
 
 	// The quote: messages.send's errors about forward and reply_to.
 	100: {Drop, true, "One of the parameters specified was missing or invalid: a quoted message may be gone; unquoted, the request itself is wrong"},
@@ -100,15 +122,18 @@ var vkErrors = map[int]vkError{
 	969: {Drop, true, "Message cannot be forwarded"},
 
 	// This recipient or this conversation refuses the message for good.
+	15:   {Drop, false, "Access denied: to this conversation; the token goes on"},
 	18:   {Drop, false, "User was deleted or banned"},
 	900:  {Drop, false, "Can't send messages for users from blacklist"},
 	901:  {Drop, false, "Can't send messages for users without permission"},
 	902:  {Drop, false, "Can't send messages to this user due to their privacy settings"},
 	911:  {Drop, false, "Keyboard format is invalid"},
+	912:  {Drop, false, "This is a chat bot feature, change this status in settings: the community's chat-bot feature is off, so chats refuse; private dialogs and the token are unaffected"},
 	914:  {Drop, false, "Message is too long"},
 	917:  {Drop, false, "You don't have access to this chat"},
 	922:  {Drop, false, "You left this chat"},
 	925:  {Drop, false, "You are not admin of this chat"},
+	932:  {Drop, false, "Your community can't interact with this peer"},
 	936:  {Drop, false, "Contact not found"},
 	940:  {Drop, false, "Too many posts in messages"},
 	943:  {Drop, false, "Cannot use this intent"},

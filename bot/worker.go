@@ -16,6 +16,11 @@ import (
 // Options.RatePerToken calls per second, up to Options.MaxBatch replies per
 // call. Several workers of one community take from the same outbox, which
 // spreads the replies over the tokens.
+//
+// Each call's replies are sorted out on their own: a reply VK refuses for
+// now is set aside in the outbox (Outbox.Later) with its own retry state
+// and due time, and the worker takes new replies at once, so a reply that
+// fails never holds up another. The worker's state is its goroutine's.
 type tokenWorker struct {
 	bot    *Bot
 	group  int
@@ -24,9 +29,19 @@ type tokenWorker struct {
 	log    zerolog.Logger // with the community and the token's position
 	pace   *rate.Limiter  // Options.RatePerToken calls per second, no burst
 
-	// aside holds replies that met flood control, oldest first, each
-	// until its due time; they stay taken from the outbox meanwhile.
-	aside []asideReply
+	// carry holds replies for the next call: refused for the token's pace
+	// (6) or for their quote, or waiting for their peer's probe.
+	carry []Reply
+	// pause is when the token may send again after VK refused it (a halt,
+	// a captcha); zero if it is not paused. Its next call then carries one
+	// reply: a probe.
+	pause time.Time
+	probe bool
+	// peers gate the replies of peers VK refuses for now.
+	peers peerGates
+	// backoff is the wait after a call that got nothing through (VK down):
+	// doubling from Options.RetryBase to RetryMax, reset by progress.
+	backoff time.Duration
 	// drained is set once the bot drains and the outbox has nothing more
 	// for this worker: it sends what it holds, and stops.
 	drained bool
@@ -36,219 +51,320 @@ type tokenWorker struct {
 	limit int
 }
 
-// An asideReply waits for its one last try after flood control.
-type asideReply struct {
-	Reply
-	due time.Time
-}
-
 func (w *tokenWorker) run() {
 	b := w.bot
 	defer b.workers.Done()
-	backoff := b.opts.RetryBase
+	w.peers = peerGates{}
+	readBackoff := b.opts.RetryBase
 	for b.ctx.Err() == nil {
 		draining := b.draining.Load()
-		batch, flooded := w.due()
+		if wait := time.Until(w.pause); wait > 0 {
+			if draining {
+				break // what it carries is handed back
+			}
+			w.sleepUnlessDraining(wait)
+			continue
+		}
+		batch := w.carry
+		w.carry = nil
 		if room := w.batchLimit() - len(batch); room > 0 && !w.drained {
 			var taken []Reply
 			var err error
 			if draining {
 				taken, w.drained, err = b.outbox.Drain(b.ctx, w.group, room)
 			} else {
-				ctx, wait := b.ctx, w.wait(len(batch) > 0)
-				if wait > 0 {
-					ctx = b.waitCtx
+				ctx, wait := b.ctx, time.Duration(0)
+				if len(batch) == 0 {
+					ctx, wait = b.waitCtx, b.opts.Poll
 				}
 				taken, err = b.outbox.Take(ctx, w.group, room, wait)
 			}
 			if err != nil {
 				if b.ctx.Err() != nil {
+					w.carry = batch
 					break
 				}
 				if !draining && b.draining.Load() {
+					w.carry = batch
 					continue // Close ended the wait: drain
 				}
 				w.log.Error().Err(err).Msg("cannot read the outbox; retrying")
 				if len(batch) == 0 {
-					w.sleep(backoff)
-					backoff = min(2*backoff, b.opts.RetryMax)
+					w.sleep(readBackoff)
+					readBackoff = min(2*readBackoff, b.opts.RetryMax)
 					continue
 				}
 			} else {
-				backoff = b.opts.RetryBase
+				readBackoff = b.opts.RetryBase
 				batch = append(batch, taken...)
 			}
 		}
 		if len(batch) == 0 {
 			switch {
-			case w.drained && len(w.aside) == 0:
-				return
 			case w.drained:
-				w.sleep(time.Until(w.aside[0].due)) // wait for the replies put aside
+				return
 			case draining:
 				w.sleep(drainPause) // entries may be left that are too young to tell
 			}
 			continue
 		}
-		w.deliver(batch, flooded)
+		w.deliver(batch)
 	}
-	b.stats.unsent.Add(int64(len(w.aside)))
+	b.stats.unsent.Add(int64(len(w.carry)))
 }
 
 // drainPause is how long a draining worker waits before asking the
 // outbox again when it had nothing to give yet.
 const drainPause = 10 * time.Millisecond
 
-// batchLimit is the most replies the next call may carry.
+// batchLimit is the most replies the next call may carry: one while the
+// token probes after a pause.
 func (w *tokenWorker) batchLimit() int {
-	if w.limit > 0 {
+	switch {
+	case w.probe:
+		return 1
+	case w.limit > 0:
 		return w.limit
 	}
 	return w.bot.opts.MaxBatch
 }
 
-// due removes the replies put aside whose time has come (at most batchLimit)
-// and returns them, with the set of their IDs: each has met flood control once.
-func (w *tokenWorker) due() ([]Reply, map[string]bool) {
-	now := time.Now()
-	var batch []Reply
-	var flooded map[string]bool
-	for len(w.aside) > 0 && len(batch) < w.batchLimit() && !w.aside[0].due.After(now) {
-		if flooded == nil {
-			flooded = map[string]bool{}
-		}
-		batch = append(batch, w.aside[0].Reply)
-		flooded[w.aside[0].ID] = true
-		w.aside = w.aside[1:]
-	}
-	return batch, flooded
+// A callOutcome gathers what one call did with its replies.
+type callOutcome struct {
+	finished []string // left the outbox: delivered, dropped, logged
+	later    []Reply  // set aside until their Due
+	waiting  []Reply  // replies of a probed peer, sent after its probe or set aside with it
+	answered bool     // VK answered (or nothing was asked of it: dry-run)
+	progress bool     // a reply left the outbox or goes on at once
+	callErr  error    // the call's error when VK did not answer any of it
+	noAnswer bool     // a reply got no answer from VK at all (a transport failure)
+	shrink   bool     // VK failed a whole execute with 13
+	paced    bool     // VK refused a send for the token's pace (6)
+	pause    time.Duration
+	pauseErr error
 }
 
-// wait is how long a Take may wait for new replies: not at all when there
-// is something to send, else Poll, cut short when a reply put aside comes
-// due sooner.
-func (w *tokenWorker) wait(busy bool) time.Duration {
-	if busy {
-		return 0
-	}
-	wait := w.bot.opts.Poll
-	if len(w.aside) > 0 {
-		wait = max(min(wait, time.Until(w.aside[0].due)), time.Millisecond)
-	}
-	return wait
-}
-
-// deliver sends batch until VK accepted or refused each reply for good, or
-// the bot's context ends; replies still unsent then stay in the outbox.
-// Each call carries at most batchLimit replies. Replies that meet flood
-// control for the first time are put aside (see Options.FloodPause) and
-// the rest go on; flooded names those that met it before, which are
-// dropped if they meet it again. A reply VK answers with codes it does not
-// document (Unknown) is dropped after MaxUnknownTries sends.
-func (w *tokenWorker) deliver(batch []Reply, flooded map[string]bool) {
+// deliver makes one call with batch (at most batchLimit replies) and sorts
+// out each reply by VK's answer: finished, set aside with its retry state
+// (Outbox.Later), or carried into the next call. Replies of a peer VK
+// refuses for now are set aside without a call, but for one probe.
+func (w *tokenWorker) deliver(batch []Reply) {
 	b := w.bot
-	backoff := b.opts.RetryBase
-	unknown := map[string]int{} // sends of a reply answered with an unknown code
-	for len(batch) > 0 {
-		if w.pace.Wait(b.ctx) != nil { // the bot's context ended
-			b.stats.unsent.Add(int64(len(batch)))
-			return
+	var out callOutcome
+	now := time.Now()
+	call := make([]Reply, 0, len(batch))
+	probed := map[int]bool{}
+	for _, r := range batch {
+		if len(call) >= w.batchLimit() {
+			w.carry = append(w.carry, r)
+			continue
 		}
-		call, rest := batch, []Reply(nil)
-		if n := w.batchLimit(); len(call) > n {
-			call, rest = batch[:n:n], batch[n:]
+		if until, closed := w.peers.closed(r.PeerID, now); closed {
+			r.Due, r.Flood = until, max(r.Flood, w.peers.floodLevel(r.PeerID))
+			out.later = append(out.later, r)
+			continue
 		}
-		errs := w.sender.Send(b.ctx, call)
-		var again []Reply
-		var finished []string
-		var pause time.Duration
-		var callErr error // nil if VK answered any of the sends
-		answered := false
-		shrink := false
-		var token tokenAnswer // groups.getTokenPermissions, asked once per call at most
-		for i, r := range call {
-			err := errs[i]
-			class := Classify(err)
-			if class == Retry && unanswered(err) {
-				callErr = err
-			} else {
-				answered = true // VK answered, or nothing was asked of it (dry-run)
-			}
-			if quoteRefused(r, err) {
-				// A quote never costs the reply: it goes again without, in
-				// the next call the token's rate allows.
-				r.QuoteCMID, r.ReplyTo = 0, 0
-				again = append(again, r)
-				about(w.log.Debug(), r).Err(err).Msg("VK refused the quote; sending the reply without it")
+		if r.Flood > 0 && !w.peers.gated(r.PeerID) {
+			w.peers.close(r.PeerID, now, r.Flood, now) // learnt from the reply: probe first
+		}
+		if w.peers.gated(r.PeerID) {
+			if probed[r.PeerID] {
+				out.waiting = append(out.waiting, r)
 				continue
 			}
-			switch class {
-			case Flood:
-				if flooded[r.ID] {
-					class = Drop
-				}
-			case Retry:
-				shrink = shrink || len(call) > 1 && wholeExecuteFailed(err)
-			case Unknown:
-				if unknown[r.ID]++; unknown[r.ID] < MaxUnknownTries {
-					class = Retry
-				}
-			case Permission:
-				class, err = w.permission(&token, err)
-			}
-			switch class {
-			case Delivered:
-				b.stats.sent.Add(1)
-				b.halted.Delete(w)
-			case Logged:
-				b.stats.dryRun.Add(1)
-			case Drop:
-				b.dropped(r, err)
-				about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
-			case Unknown:
-				b.dropped(r, err)
-				about(w.log.Error(), r).Err(err).Int("sends", unknown[r.ID]).Msg("reply dropped: VK kept answering it with an error code the bot does not know")
-			case Flood:
-				w.aside = append(w.aside, asideReply{Reply: r, due: time.Now().Add(b.opts.FloodPause)})
-				about(w.log.Warn(), r).Err(err).Stringer("pause", b.opts.FloodPause).Msg("flood control for this peer; one more try after a pause, other replies go on")
-			case Retry:
-				b.stats.retried.Add(1)
-				pause = max(pause, backoff/2+rand.N(backoff/2+1)) // jitter, so tokens do not retry in step
-				about(w.log.Debug(), r).Err(err).Msg("send failed; retrying")
-			case Halt:
-				b.halted.Store(w, err)
-				b.tokens.Recheck(w.group, w.index) // the token's state then shows VK's answer
-				pause = max(pause, b.opts.HaltPause)
-				about(w.log.Error(), r).Err(err).Stringer("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
-			}
-			switch class {
-			case Delivered, Drop, Logged, Unknown:
-				finished = append(finished, r.ID)
-				if f := b.opts.OnReplyDone; f != nil {
-					f(class, time.Since(r.Queued))
-				}
-			case Retry, Halt:
-				again = append(again, r)
-			}
+			probed[r.PeerID] = true
 		}
-		if answered {
-			callErr = nil
-		}
-		w.resize(len(call), shrink)
-		b.outage.call(callErr, len(again)+len(rest)+len(w.aside))
-		w.finish(finished)
-		if len(again) < len(call) {
-			backoff = b.opts.RetryBase // progress: the remaining ones failed for their own reasons
-		} else {
-			backoff = min(2*backoff, b.opts.RetryMax)
-		}
-		batch = append(again, rest...)
-		if len(batch) > 0 && !w.sleep(pause) {
-			b.stats.unsent.Add(int64(len(batch)))
+		call = append(call, r)
+	}
+	if len(call) > 0 {
+		if w.pace.Wait(b.ctx) != nil { // the bot's context ended
+			w.carry = append(append(w.carry, call...), out.waiting...)
+			w.setAside(out.later)
 			return
+		}
+		errs := w.sender.Send(b.ctx, call)
+		var token tokenAnswer // groups.getTokenPermissions, asked once per call at most
+		for i, r := range call {
+			w.sort(&out, &token, r, errs[i], len(call))
+		}
+	}
+	if out.answered {
+		out.callErr = nil
+	}
+	for _, r := range out.waiting {
+		if until, closed := w.peers.closed(r.PeerID, time.Now()); closed {
+			r.Due, r.Flood = until, max(r.Flood, w.peers.floodLevel(r.PeerID))
+			out.later = append(out.later, r)
+		} else {
+			w.carry = append(w.carry, r) // the probe went through: the peer's others follow
+		}
+	}
+	w.resize(len(call), out.shrink)
+	b.outage.call(out.callErr, len(w.carry)+len(out.later))
+	w.finish(out.finished)
+	w.setAside(out.later)
+	switch {
+	case out.pause > 0:
+		w.pause, w.probe = time.Now().Add(out.pause), true
+	case w.probe && out.answered && out.pauseErr == nil:
+		w.pause, w.probe = time.Time{}, false // VK takes the token's calls again
+	}
+	if len(call) == 0 {
+		return
+	}
+	if out.progress || len(probed) == len(call) && !out.noAnswer {
+		// Something got through, or only gated peers' probes failed: they
+		// are paced by their own gates.
+		w.backoff = 0
+		return
+	}
+	// Nothing got through: VK is down or refuses everything for now.
+	w.backoff = min(max(2*w.backoff, b.opts.RetryBase), b.opts.RetryMax)
+	w.sleep(w.backoff/2 + rand.N(w.backoff/2+1)) // jitter, so tokens do not retry in step
+}
+
+// sort decides about reply r of a call of n replies, which VK answered
+// with err, and notes it in out.
+func (w *tokenWorker) sort(out *callOutcome, token *tokenAnswer, r Reply, err error, n int) {
+	b := w.bot
+	class := Classify(err)
+	if class == Retry && unanswered(err) {
+		out.callErr = err
+	} else {
+		out.answered = true // VK answered, or nothing was asked of it (dry-run)
+	}
+	if quoteRefused(r, err) {
+		// A quote never costs the reply: it goes again without, in the
+		// next call the token's rate allows.
+		r.QuoteCMID, r.ReplyTo = 0, 0
+		w.carry = append(w.carry, r)
+		out.progress = true
+		about(w.log.Debug(), r).Err(err).Msg("VK refused the quote; sending the reply without it")
+		return
+	}
+	switch class {
+	case Retry:
+		out.shrink = out.shrink || n > 1 && wholeExecuteFailed(err)
+	case Unknown:
+		if r.Unknown+1 < MaxUnknownTries {
+			class = Retry
+		}
+		r.Unknown++
+	case Permission:
+		class, err = w.permission(token, err)
+	}
+	now := time.Now()
+	switch class {
+	case Delivered:
+		b.stats.sent.Add(1)
+		b.halted.Delete(w)
+		w.peers.open(r.PeerID)
+	case Logged:
+		b.stats.dryRun.Add(1)
+	case Drop:
+		b.dropped(r, err)
+		about(w.log.Warn(), r).Err(err).Msg("reply dropped: VK refused it for good")
+	case Unknown:
+		b.dropped(r, err)
+		about(w.log.Error(), r).Err(err).Int("sends", r.Unknown).Msg("reply dropped: VK kept answering it with an error code the bot does not know")
+	case Paced:
+		out.paced = true
+		w.carry = append(w.carry, r)
+		b.stats.retried.Add(1)
+		about(w.log.Debug(), r).Err(err).Msg("VK refused the call for the token's pace; the reply goes in the next call")
+	case Flood:
+		level := max(r.Flood, w.peers.floodLevel(r.PeerID)) + 1
+		pause := floodPause(b.opts, level)
+		r.Flood, r.Due = level, now.Add(pause)
+		w.peers.close(r.PeerID, r.Due, level, now)
+		out.later = append(out.later, r)
+		about(w.log.Warn(), r).Err(err).Stringer("pause", pause).Msg("flood control for this peer: its replies wait, other replies go on")
+	case Retry:
+		b.stats.retried.Add(1)
+		r.Tries++
+		r.Due = now.Add(retryPause(b.opts, r.Tries))
+		if _, coded := vkErrorCode(err); !coded {
+			out.noAnswer = true
+		} else {
+			// VK answered about this reply: its peer's other replies wait
+			// for it, one send per pause, however many there are.
+			w.peers.close(r.PeerID, r.Due, w.peers.floodLevel(r.PeerID), now)
+		}
+		out.later = append(out.later, r)
+		about(w.log.Debug(), r).Err(err).Int("tries", r.Tries).Msg("send failed; set aside, other replies go on")
+	case Captcha:
+		b.stats.retried.Add(1)
+		out.pause, out.pauseErr = max(out.pause, b.opts.CaptchaProbe), err
+		r.Due = now.Add(b.opts.CaptchaProbe)
+		out.later = append(out.later, r)
+		about(w.log.Warn(), r).Err(err).Stringer("probe_in", b.opts.CaptchaProbe).Msg("VK asks for a captcha: the token pauses, its replies are kept")
+	case Halt:
+		b.halted.Store(w, err)
+		b.tokens.Recheck(w.group, w.index) // the token's state then shows VK's answer
+		out.pause, out.pauseErr = max(out.pause, b.opts.HaltPause), err
+		r.Due = now.Add(b.opts.HaltPause)
+		out.later = append(out.later, r)
+		about(w.log.Error(), r).Err(err).Stringer("pause", b.opts.HaltPause).Msg("VK refuses this token: replies held, service not ready")
+	}
+	switch class {
+	case Delivered, Drop, Logged, Unknown:
+		out.progress = true
+		out.finished = append(out.finished, r.ID)
+		if f := b.opts.OnReplyDone; f != nil {
+			f(class, time.Since(r.Queued))
 		}
 	}
 }
+
+// retryPause is how long a reply waits after its tries-th failed send:
+// Options.RetryBase doubling up to RetryMax, with jitter so that replies
+// failed together do not come due together.
+func retryPause(o Options, tries int) time.Duration {
+	d := o.RetryBase
+	for i := 1; i < tries && d < o.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, o.RetryMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// floodPause is how long a peer's replies wait after its level-th
+// refusal in a row by flood control: Options.FloodPause doubling up to
+// FloodMax.
+func floodPause(o Options, level int) time.Duration {
+	d := o.FloodPause
+	for i := 1; i < level && d < o.FloodMax; i++ {
+		d *= 2
+	}
+	return min(d, o.FloodMax)
+}
+
+// setAside stores replies in the outbox's later set, each until its Due;
+// the flooded peers' oldest beyond the bound are dropped there.
+func (w *tokenWorker) setAside(replies []Reply) {
+	if len(replies) == 0 {
+		return
+	}
+	b := w.bot
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), 5*time.Second)
+	defer cancel()
+	dropped, err := b.outbox.Later(ctx, w.group, replies...)
+	if err != nil {
+		w.log.Error().Err(err).Int("replies", len(replies)).Msg("cannot set replies aside in the outbox; they are taken over after OUTBOX_CLAIM_AFTER")
+		return
+	}
+	for _, r := range dropped {
+		err := errFloodKept
+		b.dropped(r, err)
+		about(w.log.Warn(), r).Err(err).Int("flood_level", r.Flood).Msg("reply dropped: its peer is under flood control with too many replies waiting")
+		if f := b.opts.OnReplyDone; f != nil {
+			f(FloodDropped, time.Since(r.Queued))
+		}
+	}
+}
+
+// errFloodKept is why a reply is dropped past outbox.Options.FloodKeep.
+var errFloodKept = errors.New("bot: flood control: the peer's oldest reply dropped, more are waiting than are kept")
 
 // resize sets the batch limit after a call of n replies: halved when VK
 // failed the whole execute with error 13 (shrink), else one more, up to
@@ -321,7 +437,17 @@ func (w *tokenWorker) finish(ids []string) {
 
 // sleep waits for d, or returns false at once if the bot's context ends.
 func (w *tokenWorker) sleep(d time.Duration) bool {
-	if err := w.bot.ctx.Err(); err != nil {
+	return sleepOn(w.bot.ctx, d)
+}
+
+// sleepUnlessDraining waits for d, or until the bot drains or ends.
+func (w *tokenWorker) sleepUnlessDraining(d time.Duration) bool {
+	return sleepOn(w.bot.waitCtx, d)
+}
+
+// sleepOn waits for d, or returns false at once if ctx ends.
+func sleepOn(ctx context.Context, d time.Duration) bool {
+	if err := ctx.Err(); err != nil {
 		return false
 	}
 	if d <= 0 {
@@ -332,7 +458,7 @@ func (w *tokenWorker) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-w.bot.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }

@@ -42,7 +42,7 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2.5, 16)
 // Known label values, created at start so that every series exists (at 0)
 // from the first scrape and rate() works from there.
 var (
-	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.Unknown, bot.Logged}
+	replyResults = []bot.Class{bot.Delivered, bot.Drop, bot.FloodDropped, bot.Unknown, bot.Logged}
 	vkMethods    = []string{"messages.send", "execute", "groups.getTokenPermissions"}
 	scriptCauses = []string{causeOutboxFull, causeRedis, causeRedisRefused}
 	// refusals are the counter port's statuses an alert reads, besides ok:
@@ -103,7 +103,7 @@ func New() *Metrics {
 	m.scriptErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "script_errors_total",
 		Help: "Counting script calls that failed (the webhook answered 503), by cause: outbox_full (the community's outbox holds OUTBOX_MAX_LEN replies) or redis (Redis failed, refused or was slower than the webhook's deadline)."}, []string{"cause"})
 	m.replies = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "replies_total",
-		Help: "Replies that left the outbox, by result (delivered, drop, unknown_error: dropped after VK kept answering an error code the bot does not know, dry_run: logged instead of sent)."}, []string{"result"})
+		Help: "Replies that left the outbox, by result (delivered, drop, flood_dropped: dropped as the oldest of a peer under flood control past the replies kept, unknown_error: dropped after VK kept answering an error code the bot does not know, dry_run: logged instead of sent)."}, []string{"result"})
 	m.replyAge = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "reply_age_seconds",
 		Help: "Time from storing a reply in the outbox to VK accepting (or refusing) it.", Buckets: latencyBuckets})
 	m.vkCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vk_api_calls_total",

@@ -31,6 +31,7 @@ func (s *Server) send(token string, form map[string][]string) (int, *apiError) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.peerCalls[peer]++
 	if len(s.failures) > 0 {
 		code := s.failures[0]
 		s.failures = s.failures[1:]

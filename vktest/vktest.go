@@ -8,8 +8,11 @@
 // FailLongPoll), records every accepted messages.send, and can be told
 // to fail with given VK error codes (every call, the next calls of a
 // method: FailCalls, the next sends whether single or sub-calls of
-// execute: FailNext, or one peer's sends: FailPeer), to be slow, to enforce VK's per-token rate limit,
-// and to go down as a whole (see Outage). Like VK, it delivers one message
+// execute: FailNext, or one peer's sends: FailPeer), to be slow, to
+// enforce VK's per-token rate limit (error 6 past SetRateLimit calls in
+// any second of a token), to ask for a captcha (FailAlways(14): error 14
+// with captcha_sid and captcha_img), and to go down as a whole (see
+// Outage); PeerCalls counts the sends for a peer. Like VK, it delivers one message
 // per random_id of a community over its whole history (messages.send:
 // random_id is unique "in relation to API_ID and the sender's ID"): a
 // send repeating one is answered with the earlier message's id and not
@@ -82,6 +85,7 @@ type Server struct {
 	released   chan struct{}      // closed when a Hang outage ends
 	hanging    int                // requests held by a Hang outage
 	peerFaults map[int]*peerFault // peer_id → how its sends fail
+	peerCalls  map[int]int        // peer_id → messages.send calls for it, sub-calls of execute and failed ones included
 
 	lp     longPoll  // the Bots Long Poll server (longpoll.go)
 	groups groupsAPI // the groups.* methods (groups.go)
@@ -172,7 +176,7 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{
 		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
 		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
-		tokenGroup: map[string]int{}, callFails: map[string][]int{},
+		tokenGroup: map[string]int{}, callFails: map[string][]int{}, peerCalls: map[int]int{},
 	}
 	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
@@ -293,7 +297,8 @@ func (s *Server) Violations() []string {
 	return append([]string(nil), s.violations...)
 }
 
-// FailAlways makes every call fail with code until called again with 0.
+// FailAlways makes every call fail with code until called again with 0;
+// 14 answers as VK asks for a captcha (with captcha_sid and captcha_img).
 func (s *Server) FailAlways(code int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -340,6 +345,16 @@ func (s *Server) FailPeer(peer, code, n int) {
 	s.peerFaults[peer] = &peerFault{code: code, left: n}
 }
 
+// PeerCalls returns how many messages.send calls for peer arrived (sub-calls
+// of execute included) and reached the send itself, failed ones included:
+// not those an outage, FailAlways, the rate limit or a whole call's
+// injected failure answered.
+func (s *Server) PeerCalls(peer int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peerCalls[peer]
+}
+
 // SetDelay makes every call wait d before answering.
 func (s *Server) SetDelay(d time.Duration) {
 	s.mu.Lock()
@@ -367,11 +382,19 @@ func (s *Server) WaitSends(ctx context.Context, n int) ([]Send, error) {
 	}
 }
 
-// apiError is VK's error object.
+// apiError is VK's error object; a captcha's (14) also names the
+// captcha to solve.
 type apiError struct {
-	Code int    `json:"error_code"`
-	Msg  string `json:"error_msg"`
+	Code       int    `json:"error_code"`
+	Msg        string `json:"error_msg"`
+	CaptchaSID string `json:"captcha_sid,omitempty"`
+	CaptchaImg string `json:"captcha_img,omitempty"`
 }
+
+// errCaptcha is VK's error 14, "Captcha needed" (errors.json): VK asks for
+// one after a method's quantity limit; the call is to be repeated with
+// captcha_sid and captcha_key, the answer a person reads off captcha_img.
+const errCaptcha = 14
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, longPollPath) {
@@ -530,7 +553,13 @@ func paramString(v any) string {
 }
 
 func errorFor(code int) *apiError {
-	return &apiError{Code: code, Msg: "vktest: injected error " + strconv.Itoa(code)}
+	e := &apiError{Code: code, Msg: "vktest: injected error " + strconv.Itoa(code)}
+	if code == errCaptcha {
+		e.Msg = "Captcha needed"
+		e.CaptchaSID = "vktest"
+		e.CaptchaImg = "https://api.vk.com/captcha.php?sid=vktest"
+	}
+	return e
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -37,6 +37,16 @@ type Entry struct {
 	// ReplyTo is the id of the message answered, quoted with reply_to
 	// when there is no forward; 0 means none.
 	ReplyTo int
+
+	// The reply's retry state, kept with it while it is set aside (Later):
+	// Tries counts its sends that failed for a reason that passes (VK's
+	// transient errors, no answer), Unknown those VK answered with a code
+	// the bot does not know, Flood those flood control refused; Due is
+	// when it is to be sent again (zero: now). A new reply has none.
+	Tries, Unknown, Flood int
+	Due                   time.Time
+
+	origin string // for a reply set aside: the stream id it was stored under
 }
 
 // Quoted reports whether e quotes the message it answers.

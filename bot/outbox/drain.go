@@ -26,7 +26,9 @@ type drain struct {
 
 // Drain returns up to n entries of group that this instance is still to
 // send while it shuts down, without waiting: first the entries Redis handed
-// to it whose answer was lost (see recoverOwn), then the new entries stored
+// to it whose answer was lost (see recoverOwn), then the replies set aside
+// come due (see Later; done waits for those this instance set aside that
+// come due within drainLater), then the new entries stored
 // before the first Drain of group, the horizon. Newer entries are left to
 // the other instances; any that a read returns past the horizon are handed
 // back at once (see Release). done reports that nothing is left for this
@@ -47,14 +49,26 @@ func (o *Outbox) Drain(ctx context.Context, group, n int) (out []Entry, done boo
 	if len(out) > 0 || err != nil {
 		return out, false, err
 	}
+	due, err := o.takeDue(ctx, c, n)
+	if len(due) == n || err != nil {
+		return due, false, err
+	}
 	c.mu.Lock()
 	newDone := c.drain.newDone
 	c.mu.Unlock()
 	if newDone {
-		return nil, !more, nil
+		if len(due) > 0 {
+			return due, false, nil
+		}
+		soon, err := o.mineDueSoon(ctx, c)
+		return nil, !more && !soon, err
 	}
-	out, err = o.readUpTo(ctx, c, group, n, d)
-	return out, false, err
+	out, err = o.readUpTo(ctx, c, group, n-len(due), d)
+	if err != nil && len(due) > 0 {
+		c.handouts.noteLost(true)
+		return due, false, nil // sent now; the next Drain meets the failure again
+	}
+	return append(due, out...), false, err
 }
 
 // drainOf returns group's drain as it began (its horizon), reading the
@@ -147,12 +161,16 @@ func splitID(id string) (ms, seq uint64) {
 // Release hands back every entry of group this instance took and has not
 // finished with Done — those it holds and those whose read it lost — as
 // new entries, which any instance reads at once instead of taking them
-// over after ClaimAfter. A shutting-down instance calls it for what its
+// over after ClaimAfter; the replies it took from the later set are made
+// due at once. A shutting-down instance calls it for what its
 // deadline left unsent; a send of one of them still under way may then be
 // repeated by another instance (VK delivers one message per random_id).
 // It returns how many entries were handed back.
 func (o *Outbox) Release(ctx context.Context, group int) (int, error) {
-	total := 0
+	total, err := o.releaseParked(ctx, o.community(group))
+	if err != nil {
+		return 0, err
+	}
 	for {
 		released, looked, err := o.release(ctx, group)
 		total += released

@@ -17,7 +17,8 @@
 // The files follow the life of an entry: add.go (Record, the one way a
 // message's count and reply are stored, Add, the entry's fields), take.go (Take), handout.go (the rule that one instance
 // never hands out an entry twice), recover.go (entries whose read was
-// lost, and takeover from other instances), done.go, drain.go (Drain and
+// lost, and takeover from other instances), later.go (replies set aside
+// until a due time, with their retry state), done.go, drain.go (Drain and
 // Release), blockers.go (the connections of reads that wait) and stats.go.
 package outbox
 
@@ -84,6 +85,9 @@ type Options struct {
 	// Store, and Record stores the reply with Add after it: two calls, as
 	// on a Redis Cluster. It is for counts kept elsewhere than the store.
 	Counter Counter
+	// FloodKeep is the most replies of one peer under flood control kept
+	// set aside (DefaultFloodKeep); Later drops the oldest beyond it.
+	FloodKeep int
 	// StatsEvery is the least time between two readings of a community's
 	// length and oldest entry (default 5s); see Stats.
 	StatsEvery time.Duration
@@ -116,6 +120,11 @@ type community struct {
 	claimFrom string     // where a takeover under way goes on (an XAUTOCLAIM cursor); "" if none
 	drain     drain      // how far Drain has gone
 	reading   reading    // the last reading of the length, for Stats
+	// laterDue is when a Take next looks at the later set (later.go):
+	// its earliest due time as last read; zero: at once.
+	laterDue   time.Time
+	parkedHeld map[string]struct{} // the later set's replies handed out and not finished
+	mine       map[string]struct{} // the later set's replies this instance set aside, as far as it knows
 }
 
 // New returns an Outbox on rdb. A prefix its own store (Options.Store nil)
@@ -136,6 +145,9 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	}
 	if opts.OnceFor <= 0 {
 		opts.OnceFor = time.Hour
+	}
+	if opts.FloodKeep <= 0 {
+		opts.FloodKeep = DefaultFloodKeep
 	}
 	if opts.StatsEvery <= 0 {
 		opts.StatsEvery = 5 * time.Second

@@ -24,6 +24,12 @@ var (
 	recoverLua string
 	//go:embed release.lua
 	releaseLua string
+	//go:embed later.lua
+	laterLua string
+	//go:embed due.lua
+	dueLua string
+	//go:embed forget.lua
+	forgetLua string
 )
 
 var (
@@ -32,4 +38,7 @@ var (
 	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)
 	recoverScript = redis.NewScript(recoverLua)
 	releaseScript = redis.NewScript(trimLib + releaseLua)
+	laterScript   = redis.NewScript(trimLib + laterLua)
+	dueScript     = redis.NewScript(dueLua)
+	forgetScript  = redis.NewScript(forgetLua)
 )

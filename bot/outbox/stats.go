@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/vkcounter/vkcounter/internal/age"
 )
 
@@ -54,13 +56,18 @@ func (o *Outbox) Stats(group int) Stats {
 }
 
 // Len reads from Redis how many entries group's outbox holds now (see
-// Report.Length).
+// Report.Length), the replies set aside (see Later) included.
 func (o *Outbox) Len(ctx context.Context, group int) (int64, error) {
-	n, err := o.rdb.XLen(ctx, o.key(group)).Result()
+	c := o.community(group)
+	var xlen, later *redis.IntCmd
+	_, err := o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		xlen, later = p.XLen(ctx, c.key), p.ZCard(ctx, c.laterKey())
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("outbox: length: %w", err)
 	}
-	return n, nil
+	return xlen.Val() + later.Val(), nil
 }
 
 // noteTaken marks group as busy after a Take that handed out n entries and

@@ -11,8 +11,9 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
-// Take returns up to n entries of group for this instance to send: first
-// entries other consumers held longer than ClaimAfter, then new entries,
+// Take returns up to n entries of group for this instance to send: the
+// replies set aside (Later) whose due time has come, topped up with
+// entries other consumers held longer than ClaimAfter, or else new entries,
 // waiting up to wait for new ones (0: do not wait). An empty result with a
 // nil error means there is nothing to send now.
 //
@@ -21,12 +22,29 @@ import (
 // waiting Take, kept for the next), which is closed to end the wait early.
 func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]Entry, error) {
 	c := o.community(group)
-	out, err := o.take(ctx, c, group, n, wait)
-	o.noteTaken(ctx, c, group, len(out))
+	due, err := o.takeDue(ctx, c, n)
+	if err != nil {
+		c.handouts.noteLost(true) // as for any failed Take: the next one recovers
+		return nil, err
+	}
+	if len(due) > 0 {
+		wait = 0 // something to send: top up with what is there
+	}
+	var out []Entry
+	if len(due) < n {
+		out, err = o.take(ctx, c, group, n-len(due), wait)
+	}
+	o.noteTaken(ctx, c, group, len(due)+len(out))
 	if err != nil {
 		c.handouts.noteLost(true)
+		if len(due) > 0 {
+			// Sent now, not left to come due in ClaimAfter; the next Take
+			// meets the failure again, or recovers what it lost.
+			o.log.Warn().Err(err).Int("group_id", group).Msg("outbox: cannot read new replies; sending those set aside")
+			return due, nil
+		}
 	}
-	return out, err
+	return append(due, out...), err
 }
 
 func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
@@ -47,6 +65,9 @@ func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time
 		if out, err := o.reclaim(ctx, c, group, n); len(out) > 0 || err != nil {
 			return out, err
 		}
+	}
+	if wait > 0 {
+		wait = c.laterWait(wait) // a reply set aside comes due
 	}
 	return o.readNew(ctx, c, group, n, wait)
 }
