@@ -174,10 +174,12 @@ func TestStatusPageHoldsNoSecret(t *testing.T) {
 		"COUNTERS_HTTP_TOKEN": "counters-token-0123456789",
 	}
 	// A VK that refuses the token with an answer quoting it: the page
-	// and /stats must not repeat it.
+	// and /stats must not repeat it. The token is read once: the handler
+	// runs while the test changes secrets.
+	token := secrets["VK_TOKEN"]
 	quoting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"error":{"error_code":5,"error_msg":"User authorization failed: invalid access_token (%s)."}}`, secrets["VK_TOKEN"])
+		fmt.Fprintf(w, `{"error":{"error_code":5,"error_msg":"User authorization failed: invalid access_token (%s)."}}`, token)
 	}))
 	defer quoting.Close()
 	secrets["VK_API_URL"] = quoting.URL + "/method/"
