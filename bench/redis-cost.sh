@@ -61,6 +61,17 @@ return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), to
   del 'bench:*'
 }
 
+record_alone() { # this tree's record script alone, as the reference runs (a new text and message each call, no drain): "µs-per-call calls/s"
+  local sha c0 rps
+  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat freq/text.lua freq/reply.lua freq/record.lua)")
+  c0=$(redis_cpu)
+  rps=$(redis-benchmark -p "$port" -n 50000 -c 50 -r 1000000000 EVALSHA "$sha" 5 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
+    'bench:o:{1}:rid' 'bench:f:{abc}__rand_int__' 3600 '__rand_int__' 100000 12345 '' '' 86400 86460 60 '' \
+    g 1 p 2 q 1764115200123 c 0 t 0 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
+  awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" 'BEGIN {printf "%.1f %s\n", (b - a) / 50000 * 1e6, r}'
+  del 'bench:*'
+}
+
 measure() { # measure LABEL BINARY
   local label=$1 bin=$2 m0 m1 m2 c0 k0 cpu inner client rcpu rcmd rrps
   echo "== $label"
@@ -78,11 +89,13 @@ measure() { # measure LABEL BINARY
   spawn "$bin" vkc: "$messages"
   cpu=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
   local total=$(($(calls) - k0))
+  redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$messages" \
+    '/^cmdstat/ {sub(/^cmdstat_/, "", $1); printf "%.2f %s %s calls, %s µs each\n", $5 / n, $1, $3, $7}' | sort -rn | head -8 >"$work/usec"
   stop_redis
   # The same load again on a fresh server, MONITOR counting what clients
   # sent (lines without "lua") and what scripts ran.
   start_redis 16960
-  redis-cli -p "$port" MONITOR >"$work/monitor" & local mon=$!
+  redis-cli -p "$port" MONITOR >"$work/monitor" 2>/dev/null & local mon=$!
   sleep 0.3
   spawn "$bin" vkc: "$messages" >/dev/null
   sleep 0.5; kill "$mon" 2>/dev/null || true; wait "$mon" 2>/dev/null || true
@@ -91,6 +104,8 @@ measure() { # measure LABEL BINARY
   stop_redis
   echo "   reference script alone (redis-benchmark, 50 clients): $rrps calls/s, Redis CPU $rcpu µs per call, $rcmd commands inside per call"
   echo "   Redis CPU per message, the drain included: $cpu µs = $(ratio "$cpu" "$rcpu") × the reference's"
+  echo "   Redis CPU per message by command (commandstats, µs per message, the scripts' inner commands inside their EVALSHA):"
+  sed 's/^/      /' "$work/usec"
   echo "   commands per message (commandstats, all): $(awk -v t="$total" -v n="$messages" 'BEGIN {printf "%.2f", t / n}')"
   echo "   commands run inside scripts per message (MONITOR): $(awk -v t="$inner" -v n="$messages" 'BEGIN {printf "%.2f", t / n}'); client commands per message: $(awk -v t="$client" -v n="$messages" 'BEGIN {printf "%.3f", t / n}')"
   grep ' lua\]' "$work/monitor" | awk '{print $4}' | sort | uniq -c | sort -rn | awk -v n="$messages" '{printf "      %s %.2f\n", $2, $1 / n}' | head -20
@@ -105,3 +120,9 @@ echo "== floor: one key per text with a TTL (a 20-byte name, an integer value), 
 stop_redis
 measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
+start_redis 16960
+read -r rcpu _ rrps < <(reference)
+read -r acpu arps < <(record_alone)
+read -r rcpu2 _ rrps2 < <(reference)
+echo "== the record script alone against the reference, alternated on one fresh server (redis-benchmark, 50 clients): reference $rcpu and $rcpu2 µs ($rrps, $rrps2 calls/s), record script $acpu µs ($arps calls/s): $(ratio "$acpu" "$(awk -v a="$rcpu" -v b="$rcpu2" 'BEGIN {print (a + b) / 2}')") × the reference's mean"
+stop_redis
