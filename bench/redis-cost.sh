@@ -83,7 +83,7 @@ measure() { # measure LABEL BINARY
   done
 
   start_redis 16960
-  read -r rcpu rcmd rrps < <(reference)
+  read -r rcpu rcmd rrps <<<"$(reference)"
   redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
   c0=$(redis_cpu); k0=$(calls)
   spawn "$bin" vkc: "$messages"
@@ -121,8 +121,8 @@ stop_redis
 measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
 start_redis 16960
-read -r rcpu _ rrps < <(reference)
-read -r acpu arps < <(record_alone)
-read -r rcpu2 _ rrps2 < <(reference)
+read -r rcpu _ rrps <<<"$(reference)"
+read -r acpu arps <<<"$(record_alone)"
+read -r rcpu2 _ rrps2 <<<"$(reference)"
 echo "== the record script alone against the reference, alternated on one fresh server (redis-benchmark, 50 clients): reference $rcpu and $rcpu2 µs ($rrps, $rrps2 calls/s), record script $acpu µs ($arps calls/s): $(ratio "$acpu" "$(awk -v a="$rcpu" -v b="$rcpu2" 'BEGIN {print (a + b) / 2}')") × the reference's mean"
 stop_redis
