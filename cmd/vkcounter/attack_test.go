@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -172,4 +174,173 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 		strings.Contains(m, `vkcounter_counters_growth_refused_total{reason="headroom"} 0`+"\n") {
 		t.Errorf("growth refusals not in /metrics")
 	}
+}
+
+// TestHoldingsFloodKeepsTheBotsHeadroom is issue 37's attack through
+// resource holdings: RESOURCE_STORE=redis on the bot's Redis (a server of
+// the test's own: maxmemory 32 MiB, noeviction), 300 counters created,
+// then 600 connections each acquire 1 of every counter (one pipeline of
+// 300 each, 2 connections at a time), while webhooks arrive at about 30
+// a second. used_memory_peak stays below maxmemory, every webhook is
+// answered 200 and every reply is exact, the holdings past the headroom
+// are refused (0x82), and once the connections close, within a lease,
+// no holding is left.
+func TestHoldingsFloodKeepsTheBotsHeadroom(t *testing.T) {
+	const maxmemory = 32 << 20
+	const counters, conns, together = 300, 600, 2
+	tg := redistest.OwnServer(t, "--maxmemory", strconv.Itoa(maxmemory), "--maxmemory-policy", "noeviction")
+	a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_STORE": "redis", "RESOURCE_LEASE": "10s"})
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Second)
+	defer cancel()
+	name := func(i int) string { return "lock" + strconv.Itoa(i) }
+
+	// The 300 counters, created and released (they stay until the
+	// interval ends, at 0).
+	creator, err := client.Dial(ctx, a.CounterAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new Redis refuses acquires for a lease (the birth rule).
+	eventually.NoError(t, 20*time.Second, "the first acquire granted", func() error {
+		_, err := creator.Acquire(ctx, name(0), 1, 1000000)
+		return err
+	})
+	if err := creator.Release(ctx, name(0), 1); err != nil {
+		t.Fatal(err)
+	}
+	p := creator.Pipeline()
+	for i := range counters {
+		p.Acquire(name(i), 1, 1000000)
+		p.Release(name(i), 1)
+	}
+	if res, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, r := range res {
+			if r.Status != wire.StatusOK {
+				t.Fatalf("creating the counters: %v %v", r.Op, r.Status)
+			}
+		}
+	}
+	creator.Close()
+
+	done := make(chan struct{})
+	var acquired, refused, closed atomic.Int64
+	var open []*client.Client
+	var openMu sync.Mutex
+	errs := make(chan error, conns)
+	go func() {
+		defer close(done)
+		sem := make(chan struct{}, together)
+		var wg sync.WaitGroup
+		for range conns {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				c, err := client.Dial(ctx, a.CounterAddr())
+				if err != nil {
+					errs <- err
+					return
+				}
+				openMu.Lock()
+				open = append(open, c)
+				openMu.Unlock()
+				p := c.Pipeline()
+				for i := range counters {
+					p.Acquire(name(i), 1, 1000000)
+				}
+				res, err := p.Exec(ctx)
+				if err != nil {
+					// The server closed it: its lease could not be
+					// renewed in time while Redis was flooded (the
+					// documented answer, counted below).
+					closed.Add(1)
+					return
+				}
+				for _, r := range res {
+					switch r.Status {
+					case wire.StatusOK:
+						acquired.Add(1)
+					case wire.StatusOutOfMemory:
+						refused.Add(1)
+					default:
+						errs <- fmt.Errorf("acquire: %v", r.Status)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}()
+
+	// The webhook, meanwhile, at about 30 a second: five texts, each from
+	// a peer of its own.
+	tick := time.NewTicker(time.Second / 30)
+	defer tick.Stop()
+	posted := 0
+	for stop := false; !stop; {
+		select {
+		case <-done:
+			stop = true
+		case <-tick.C:
+		}
+		text := posted % 5
+		if code, body, _ := a.post(t, event(fmt.Sprint("hold", posted), 7000+text, posted+1, "holdings text "+strconv.Itoa(text)), nil); code != 200 || body != "ok" {
+			t.Fatalf("webhook %d during the flood: %d %q, want 200 ok", posted, code, body)
+		}
+		posted++
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := map[int][]string{}
+	for _, s := range a.waitSends(t, posted) {
+		got[s.PeerID] = append(got[s.PeerID], s.Message)
+	}
+	for text := range 5 {
+		var want []string
+		for i := 0; i*5+text < posted; i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		if g := strings.Join(got[7000+text], ","); g != strings.Join(want, ",") {
+			t.Errorf("text %d answered %s, want %s", text, g, strings.Join(want, ","))
+		}
+	}
+	peak := redistest.InfoMemory(t, tg.Client, "used_memory_peak")
+	t.Logf("%d webhooks; %d holdings acquired, %d refused, %d connections closed by the server; used_memory_peak %.1f MiB of %d MiB",
+		posted, acquired.Load(), refused.Load(), closed.Load(), float64(peak)/(1<<20), maxmemory>>20)
+	if peak >= maxmemory {
+		t.Errorf("used_memory_peak %d reached maxmemory %d", peak, maxmemory)
+	}
+
+	// The connections close: within a lease every holding is gone.
+	closedAt := time.Now()
+	for _, c := range open {
+		c.Close()
+	}
+	defer func() {
+		t.Logf("no holding left %v after the connections closed", time.Since(closedAt).Round(100*time.Millisecond))
+	}()
+	eventually.NoError(t, 60*time.Second, "no holding left", func() error {
+		keys, err := tg.Client.Keys(ctx, a.prefix+"r:*").Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if typ, _ := tg.Client.Type(ctx, k).Result(); typ != "hash" {
+				continue
+			}
+			fields, err := tg.Client.HKeys(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			for _, f := range fields {
+				if strings.HasPrefix(f, "h:") {
+					return fmt.Errorf("%s still holds %s", k, f)
+				}
+			}
+		}
+		return nil
+	})
 }

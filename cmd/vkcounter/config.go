@@ -73,6 +73,7 @@ type Config struct {
 	ResourceStore         string
 	ResourceLease         time.Duration
 	ResourceMaxMemory     int64
+	ResourceMaxHoldings   int
 
 	CountersStore         string
 	CountersRedisURL      string
@@ -160,6 +161,7 @@ func settings(c *Config) []setting {
 		{"COUNTER_STATS_INTERVAL", strconv.Itoa(int(resource.DefaultInterval / time.Second)), "seconds of the epoch-aligned interval for maximum consumption and GC (minimum 10)", num(&c.CounterStatsInterval)},
 		{"RESOURCE_STORE", counters.StoreMemory, "where the resource counters (acquire/release) live: memory (this process; run one instance or use ring clients) or redis (the service's Redis: one maximum per name for every instance)", str(&c.ResourceStore)},
 		{"RESOURCE_LEASE", durDefault(resource.DefaultLease), "with RESOURCE_STORE=redis: how long a dead instance's holdings outlive it; an instance that cannot renew its leases closes its holding connections first; a Redis that lost its data (or a new deployment) refuses acquires this long; the same on every instance (minimum 1s)", dur(&c.ResourceLease)},
+		{"RESOURCE_MAX_HOLDINGS", strconv.Itoa(resource.DefaultMaxHoldings), "with RESOURCE_STORE=redis: most counter names one connection holds at once; an acquire of one more is refused (0x82)", num(&c.ResourceMaxHoldings)},
 		{"RESOURCE_MAX_MEMORY", strconv.FormatInt(resource.DefaultMaxMemory, 10), "with RESOURCE_STORE=memory: estimated bytes the resource counters may take (names, counters, holdings); when full, counters released to 0 are deleted first, oldest first, then a new counter or holding is refused (0x82)", func(fs *flag.FlagSet, n, h string) { fs.Int64Var(&c.ResourceMaxMemory, n, 0, h) }},
 		{"COUNTERS_STORE", counters.StoreRedis, "where access, participant, window and unique counters live: redis (the bot's Redis, embedded or real, shared by all instances), memory (this process) or file (BBS files under COUNTERS_DIR for access and participant counters; window and unique counters then in this process)", str(&c.CountersStore)},
 		{"COUNTERS_REDIS_URL", "", "redis:// or rediss:// URL of a Redis for the counters alone (COUNTERS_STORE=redis and RESOURCE_STORE=redis); empty = the bot's Redis. Recommended where the counter port or /counters/ serve other apps: their counters then cannot fill the bot's Redis", str(&c.CountersRedisURL)},
@@ -382,6 +384,9 @@ func (c *Config) validateCounterPort() error {
 	var errs []error
 	if c.CounterStatsInterval < 10 {
 		errs = append(errs, fmt.Errorf("COUNTER_STATS_INTERVAL %d: minimum is 10 seconds", c.CounterStatsInterval))
+	}
+	if c.ResourceMaxHoldings <= 0 {
+		errs = append(errs, fmt.Errorf("RESOURCE_MAX_HOLDINGS %d: must be > 0", c.ResourceMaxHoldings))
 	}
 	if c.CounterMaxConnections < 0 || c.CounterBuckets <= 0 {
 		errs = append(errs, errors.New("COUNTER_MAX_CONNECTIONS must be >= 0 and COUNTER_BUCKETS > 0"))

@@ -40,6 +40,8 @@ func (m *Main) openResources(ctx context.Context) error {
 		Lease:    m.cfg.ResourceLease,
 		Logger:   m.log,
 		Guard:    m.guard,
+
+		MaxHoldings: m.cfg.ResourceMaxHoldings,
 	})
 	if err != nil {
 		return fmt.Errorf("RESOURCE_STORE=redis: %w", err)

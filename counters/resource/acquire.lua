@@ -9,7 +9,8 @@
 -- was lost; nothing acquired), -2 not available because the store's data
 -- in this slot is younger than one lease (Redis lost it: see birth.lua;
 -- a fourth element then says in how many ms acquires are granted again),
--- -3 a new counter refused (nothing changed);
+-- -3 a new counter, or a new holding of one that exists, refused past the
+-- headroom (nothing changed);
 -- created 1 when this call created the counter; before what the holder
 -- held of it before the call (0 when its holding had expired, whichever
 -- script dropped it), so that the instance can tell when Redis holds less
@@ -34,9 +35,14 @@ if redis.call('EXISTS', K) == 0 then
   redis.call('HSET', K, 'n', name, 'c', 0, 'm', 0, 'u', now)
   redis.call('DEL', L)
   created = 1
-elseif purge(I, holder) then
+elseif purge(I, holder, false) then
   expire(I)
   return {-1, 0, 0}
+elseif redis.call('HEXISTS', K, 'h:' .. holder) == 0 and headroom_full(ARGV[8]) then
+  -- A new holding grows Redis (a hash field and a lease member) as a new
+  -- counter does. Checked after purge, which may have freed some.
+  expire(I)
+  return {-3, 0, 0}
 end
 local before = num('h:' .. holder)
 local c, m, u = num('c'), num('m'), num('u')

@@ -40,14 +40,25 @@ local function release(n, sec, I)
 end
 
 -- purge drops every holding whose lease ended before now, and reports
--- whether the holding of self was one of them.
-local function purge(I, self)
+-- whether the holding of self was one of them. With frees_first, each
+-- holding's HDEL comes before the HSET of its release: a script whose
+-- first write frees runs whole at maxmemory (Redis refuses a write that
+-- may grow memory only as a script's first write: HDEL, ZREM, DEL and
+-- EXPIREAT are never refused). Without it (an acquire), the HSET comes
+-- first, so that an acquire at maxmemory is refused whole.
+local function purge(I, self, frees_first)
   local gone = redis.call('ZRANGEBYSCORE', L, '-inf', '(' .. now_ms, 'WITHSCORES')
   local lost = false
   for i = 1, #gone, 2 do
     local holder = gone[i]
-    release(num('h:' .. holder), math.floor(tonumber(gone[i + 1]) / 1000), I)
-    redis.call('HDEL', K, 'h:' .. holder)
+    local held = num('h:' .. holder)
+    if frees_first then
+      redis.call('HDEL', K, 'h:' .. holder)
+    end
+    release(held, math.floor(tonumber(gone[i + 1]) / 1000), I)
+    if not frees_first then
+      redis.call('HDEL', K, 'h:' .. holder)
+    end
     if holder == self then
       lost = true
     end

@@ -7,7 +7,7 @@ local I = tonumber(ARGV[1])
 if redis.call('EXISTS', K) == 0 then
   return false
 end
-purge(I, '')
+purge(I, '', true)
 expire(I)
 if redis.call('EXISTS', K) == 0 then
   return false

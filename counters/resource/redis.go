@@ -48,6 +48,11 @@ const (
 	DefaultLease = 10 * time.Second
 	// MinLease is the shortest lease allowed.
 	MinLease = 100 * time.Millisecond
+	// DefaultMaxHoldings is the default RedisOptions.MaxHoldings: far more
+	// names than a client of the yrmcds protocol holds at once (a lock or
+	// a few), few enough that one connection's holdings are a few hundred
+	// KiB of Redis.
+	DefaultMaxHoldings = 1024
 	// scanCount is the COUNT of the SCAN of Dump and Stats: about how
 	// many keys of the database, whoever's, one round trip walks (there
 	// is no index of the counters: see scan).
@@ -95,9 +100,14 @@ type RedisOptions struct {
 	// own: on a prefix in use it gives up the guarantee when Redis loses
 	// its data. The service never sets it.
 	AssumeNoHolders bool
-	// Guard, when not nil, refuses new counters (ErrNoMemory) while it
-	// finds Redis full; existing counters keep working.
+	// Guard, when not nil, refuses new counters and new holdings of the
+	// counters that exist (ErrNoMemory) while it finds Redis full; the
+	// holdings that exist keep working, and releases always succeed.
 	Guard *headroom.Guard
+	// MaxHoldings is the most names one holder (one connection) holds at
+	// once; an acquire of one more is refused with ErrNoMemory, changing
+	// nothing. Zero means DefaultMaxHoldings.
+	MaxHoldings int
 }
 
 // Redis keeps the resource counters in Redis, so that every instance using
@@ -137,9 +147,13 @@ type Redis struct {
 	youngEnd      atomic.Int64
 	youngRefusals atomic.Uint64
 	guard         *headroom.Guard // nil: new counters always created
+	maxHeld       int             // names one holder may hold (RedisOptions.MaxHoldings)
 
 	holders atomic.Uint64
 	created atomic.Uint64
+
+	dropsMu sync.Mutex
+	drops   map[drop]struct{} // drops that failed, for retryDrops; at most maxPendingDrops
 
 	mu sync.Mutex
 	// names is guarded by mu. It maps a held counter to the holders of
@@ -192,6 +206,12 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 	if opts.Lease < MinLease {
 		return nil, fmt.Errorf("resource: lease %v: must be at least %v", opts.Lease, MinLease)
 	}
+	switch {
+	case opts.MaxHoldings < 0:
+		return nil, fmt.Errorf("resource: max holdings %d: must not be negative", opts.MaxHoldings)
+	case opts.MaxHoldings == 0:
+		opts.MaxHoldings = DefaultMaxHoldings
+	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
@@ -203,6 +223,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		lease:    opts.Lease,
 		log:      opts.Logger,
 		guard:    opts.Guard,
+		maxHeld:  opts.MaxHoldings,
 		instance: hex.EncodeToString(id[:]),
 		cluster:  isCluster(rdb),
 

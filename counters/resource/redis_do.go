@@ -51,6 +51,8 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		args   []any
 	}
 	var batch []sent
+	holding := len(h.held) // names held, and those this batch may add
+	adding := map[string]bool{}
 	for i, op := range ops {
 		switch {
 		case !validName(op.Name),
@@ -60,7 +62,13 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 			batch = append(batch, sent{i, peekScript, r.keys(op.Name), []any{r.interval}})
 		case h.gone.Load():
 			res[i].Err = errLost
+		case op.Kind == OpAcquire && h.held[string(op.Name)] == 0 && !adding[string(op.Name)] && holding >= r.maxHeld:
+			res[i].Err = fmt.Errorf("%w: this connection holds %d names already, the most allowed", ErrNoMemory, r.maxHeld)
 		case op.Kind == OpAcquire:
+			if h.held[string(op.Name)] == 0 && !adding[string(op.Name)] {
+				adding[string(op.Name)] = true
+				holding++
+			}
 			batch = append(batch, sent{i, acquireScript, r.acquireKeys(op.Name),
 				[]any{h.id, op.Resources, op.Maximum, r.interval, r.lease.Milliseconds(), op.Name, r.backdate(), r.guard.Check(int64(len(op.Name))*2 + 256)}})
 		case op.Kind == OpRelease:

@@ -81,9 +81,11 @@ func (r *Redis) forget(name string, h *RedisHolder) {
 func (h *RedisHolder) Held(name string) uint32 { return h.held[name] }
 
 // ReleaseAll gives back everything the holder holds, in one round trip,
-// and leaves it empty; the holder must not be used afterwards. Holdings
-// whose release fails stay in Redis until their lease, no longer renewed,
-// ends.
+// and leaves it empty; the holder must not be used afterwards. A release
+// that fails (Redis stalls, or the call's context ends) is tried again
+// with each renewal round until it succeeds (retryDrops), so a closed
+// connection's holdings leave Redis soon after, not when the counter is
+// next touched.
 func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 	h.gone.Store(true)
 	if len(h.held) == 0 {
@@ -98,9 +100,59 @@ func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 	h.held = map[string]uint32{}
 	failed, err := runEach(ctx, r.rdb, len(names), func(i int) (*redis.Script, []string, []any) {
 		return dropScript, r.keys([]byte(names[i])), []any{h.id, r.interval}
-	}, nil)
+	}, func(i int, cmd *redis.Cmd) {
+		if cmd.Err() != nil {
+			r.pendDrop(drop{names[i], h.id})
+		}
+	})
 	if err != nil {
 		r.log.Warn().Err(err).Int("counters", len(names)).Int("not_released", failed).Stringer("lease", r.lease).
-			Msg("some resource holdings of a closed connection were not released in Redis; they expire with their lease")
+			Msg("some resource holdings of a closed connection were not released in Redis; tried again with each renewal round")
 	}
+}
+
+// A drop is a release of everything holder holds of the counter name,
+// still to be done in Redis.
+type drop struct{ name, holder string }
+
+// maxPendingDrops bounds the drops kept for a retry; past it, a holding
+// whose drop failed leaves Redis when a script touches its counter after
+// its lease.
+const maxPendingDrops = 100000
+
+// pendDrop keeps d for retryDrops.
+func (r *Redis) pendDrop(d drop) {
+	r.dropsMu.Lock()
+	defer r.dropsMu.Unlock()
+	if r.drops == nil {
+		r.drops = map[drop]struct{}{}
+	}
+	if len(r.drops) < maxPendingDrops {
+		r.drops[d] = struct{}{}
+	}
+}
+
+// retryDrops runs the pending drops once, in one pipeline, within
+// renewEvery, and keeps those that fail again. drop.lua is harmless to
+// repeat.
+func (r *Redis) retryDrops() {
+	r.dropsMu.Lock()
+	pending := make([]drop, 0, len(r.drops))
+	for d := range r.drops {
+		pending = append(pending, d)
+	}
+	r.drops = nil
+	r.dropsMu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
+	defer cancel()
+	runEach(ctx, r.renewRdb, len(pending), func(i int) (*redis.Script, []string, []any) {
+		return dropScript, r.keys([]byte(pending[i].name)), []any{pending[i].holder, r.interval}
+	}, func(i int, cmd *redis.Cmd) {
+		if cmd.Err() != nil {
+			r.pendDrop(pending[i])
+		}
+	})
 }

@@ -63,6 +63,7 @@ func (r *Redis) renewing() {
 		if !r.renew() {
 			next = r.checkEvery()
 		}
+		r.retryDrops()
 		t.Reset(time.Until(began.Add(next)))
 	}
 }
