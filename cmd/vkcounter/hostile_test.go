@@ -250,3 +250,42 @@ func TestNoPasswordPrintedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestTextsAtOnce: past maxTextsAtOnce requests under way, /texts answers
+// 503 with Retry-After at once, and serves again once one ends.
+func TestTextsAtOnce(t *testing.T) {
+	a := startApp(t, nil, nil)
+	for range maxTextsAtOnce {
+		a.textsBusy <- struct{}{} // requests under way
+	}
+	get := func() *http.Response {
+		resp, err := http.Get(a.adminURL("/texts?text=a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("/texts with %d under way: %d, want 503 with Retry-After", maxTextsAtOnce, resp.StatusCode)
+	}
+	<-a.textsBusy
+	if resp := get(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/texts once one ended: %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestPageShowsHiddenCharactersEscaped: a text with a direction override
+// (U+202E) and a control character is shown on the status page with them
+// escaped, never as they are.
+func TestPageShowsHiddenCharactersEscaped(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"TOP_TEXTS": "10"})
+	a.mustOK(t, event("bidi", 1000, 1, "abc\u202edef\x07"))
+	code, page := a.getPage(t)
+	if code != 200 || !strings.Contains(page, `abc\u202edef\u0007`) {
+		t.Errorf("page %d without the text escaped", code)
+	}
+	if strings.ContainsRune(page, '\u202e') || strings.ContainsRune(page, '\x07') {
+		t.Errorf("the page holds the hidden characters as they are")
+	}
+}

@@ -43,6 +43,8 @@ type Main struct {
 	dryRun  bool          // no community has a token
 	history *history.Ring // messages and replies per minute, for the status page
 
+	textsBusy chan struct{} // one token per /texts request under way (maxTextsAtOnce)
+
 	healthMu sync.Mutex // guards readyAt
 	readyAt  time.Time  // when health last found the service ready (see healthEvery)
 
@@ -53,7 +55,7 @@ type Main struct {
 // NewMain returns a Main for cfg; nothing is opened until Run. log should
 // be newLogger's, whose writer removes every secret of cfg.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
-	return &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New()}
+	return &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New(), textsBusy: make(chan struct{}, maxTextsAtOnce)}
 }
 
 // Run connects to Redis, loads the script, starts the bot and listens.

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/callback"
@@ -51,6 +54,7 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"bytes": humanBytes,
 	"secs":  humanSeconds,
 	"half":  func(n int) int { return n / 2 },
+	"shown": visible,
 	"ago": func(a age.Seconds) string {
 		if a < 0 {
 			return "never"
@@ -58,6 +62,32 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 		return humanSeconds(time.Duration(a).Seconds()) + " ago"
 	},
 }).Parse(statusHTML))
+
+// visible is s with its control and direction-formatting characters
+// written as escapes (\u202e): a text from outside (a message, VK's error
+// text) cannot reorder or hide what the page shows around it.
+func visible(s string) string {
+	if !strings.ContainsFunc(s, hidden) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if hidden(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// hidden reports whether r changes the display of the text around it or
+// shows nothing: a control character, or a bidirectional formatting one
+// (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), or an invalid
+// byte.
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError
+}
 
 // historyTotals are the totals the history samples, in series order.
 func (m *Main) historyTotals() []int64 {

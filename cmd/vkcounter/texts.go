@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -112,12 +113,32 @@ func joinInts(ns []int) string {
 	return strings.Join(s, ", ")
 }
 
+// maxTextsAtOnce is how many /texts requests are answered at once; more
+// get 503 with Retry-After at once. With maxTextAnswers look-ups each,
+// it bounds the work /texts queues in Redis, whoever asks.
+const maxTextsAtOnce = 2
+
 // texts serves GET /texts?text=…[&text=…][&attachment=…][&group=ID] on the
-// admin port: countTexts' answer as JSON; 400 for a wrong question, 503
-// when Redis does not answer. It writes nothing.
+// admin port: countTexts' answer as JSON; 400 for a wrong question (a
+// text that is not UTF-8 among them), 503 when Redis does not answer or
+// maxTextsAtOnce requests are under way. It writes nothing.
 func (m *Main) texts(w http.ResponseWriter, r *http.Request) {
+	select {
+	case m.textsBusy <- struct{}{}:
+		defer func() { <-m.textsBusy }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, fmt.Errorf("%d /texts requests are under way, the most at once: ask again", maxTextsAtOnce))
+		return
+	}
 	v := r.URL.Query()
 	q := textsQuestion{Texts: v["text"], Attachments: v["attachment"]}
+	for _, t := range q.Texts {
+		if !utf8.ValidString(t) {
+			writeJSONError(w, http.StatusBadRequest, fmt.Errorf("text %q: not UTF-8 (VK's texts always are)", t))
+			return
+		}
+	}
 	var err error
 	if g := v.Get("group"); g != "" {
 		if q.Group, err = strconv.Atoi(g); err != nil || q.Group <= 0 {

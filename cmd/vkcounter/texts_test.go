@@ -242,6 +242,7 @@ func TestTextsBadQuestions(t *testing.T) {
 		{url.Values{"text": {"a"}, "group": {"5"}}, []string{"-group", "5", "a"}, "community 5 is not served (served: " + strconv.Itoa(testGroup) + ")"},
 		{url.Values{"text": {"a"}, "group": {"x"}}, nil, `group "x": want a community id`},
 		{many, nil, "more than 1000"},
+		{url.Values{"text": {"bad \xff byte"}}, nil, "not UTF-8"},
 	} {
 		code, _, body := a.getTexts(t, tc.q)
 		var e struct{ Error string }
