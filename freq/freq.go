@@ -110,8 +110,10 @@ type Store struct {
 	window  time.Duration
 	cluster bool
 	// Script arguments that never change, precomputed: window, a new text
-	// key's TTL, the margin and the dedupe period in seconds.
+	// key's TTL, the margin and the dedupe period in seconds; count.lua's
+	// first four and record.lua's ARGV[7..10], boxed once.
 	windowArg, keyTTLArg, marginArg, dedupeArg string
+	countFixed, recordFixed                    [4]any
 }
 
 // New returns a Store that runs its script on rdb (a *redis.Client,
@@ -151,6 +153,8 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
 	s.marginArg = strconv.FormatInt(int64(keyMargin/time.Second), 10)
 	s.dedupeArg = strconv.FormatInt(int64((dedupe+time.Second-1)/time.Second), 10)
+	s.countFixed = [4]any{s.windowArg, s.keyTTLArg, s.marginArg, s.dedupeArg}
+	s.recordFixed = [4]any{s.windowArg, s.keyTTLArg, s.marginArg, ""}
 	return s, nil
 }
 
@@ -218,7 +222,11 @@ func unixArg(at time.Time) (string, error) {
 // count runs count.lua; at is a unix second or "" for Redis TIME.
 func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result, error) {
 	k := s.keys(identity, dedupe)
-	v, err := countScript.Exec(ctx, s.rdb, k.names[:], []any{s.windowArg, s.keyTTLArg, s.marginArg, s.dedupeArg, at, &k.hash}).Result()
+	args := [6]any{s.countFixed[0], s.countFixed[1], s.countFixed[2], s.countFixed[3], emptyArg, &k.hash}
+	if at != "" {
+		args[4] = at
+	}
+	v, err := countScript.Exec(ctx, s.rdb, k.names[:], args[:]).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}

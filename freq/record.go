@@ -39,9 +39,10 @@ var ErrNotQueued = errors.New("freq: counted, reply not queued")
 // on to a new random point rather than give out ids VK has seen. Make one
 // with NewQueue per community and process; it is safe for concurrent use.
 type Queue struct {
-	keys   [4]string // the stream, the even and odd state hashes, the sequence
-	maxLen int64
-	span   string // the state hashes' period in seconds
+	keys [4]string // the stream, the even and odd state hashes, the sequence
+	// The state hashes' period in seconds and the most entries, as script
+	// arguments boxed once.
+	spanArg, maxLenArg any
 
 	mu        sync.Mutex
 	markEpoch int64 // 0: none seen yet
@@ -56,22 +57,19 @@ func NewQueue(stream string, maxLen int64, period time.Duration) (*Queue, error)
 	if maxLen < 1 || period < time.Second {
 		return nil, fmt.Errorf("%w: queue of %d entries, period %v", ErrInvalid, maxLen, period)
 	}
-	return &Queue{keys: [4]string{stream, stream + ":s0", stream + ":s1", stream + ":rid"}, maxLen: maxLen,
-		span: strconv.FormatInt(int64((period+time.Second-1)/time.Second), 10)}, nil
+	return &Queue{keys: [4]string{stream, stream + ":s0", stream + ":s1", stream + ":rid"}, maxLenArg: strconv.FormatInt(maxLen, 10),
+		spanArg: strconv.FormatInt(int64((period+time.Second-1)/time.Second), 10)}, nil
 }
 
 // Stream returns the queue's stream key.
 func (q *Queue) Stream() string { return q.keys[0] }
 
-// mark returns the arguments of the newest random_id seen (reply.lua's
-// ARGV[5] and ARGV[6]): "" and "" when none.
-func (q *Queue) mark() (epoch, id string) {
+// mark returns the newest random_id seen and its epoch (reply.lua's
+// ARGV[5] and ARGV[6]); epoch 0 when none.
+func (q *Queue) mark() (epoch, id int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.markEpoch == 0 {
-		return "", ""
-	}
-	return strconv.FormatInt(q.markEpoch, 10), strconv.FormatInt(int64(q.markID), 10)
+	return q.markEpoch, int64(q.markID)
 }
 
 // saw notes a random_id given out at epoch, when it is newer than the mark.
@@ -138,10 +136,9 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 		return Recorded{Previous: r.Previous, Duplicate: r.Duplicate, RandomID: id}, nil
 	}
 	c := s.newCall(m.Queue, m.Dedupe)
-	k := s.keys(m.Text, "")
-	keys := append(c.keys[:], k.names[0])
-	args := append(append(c.args[:], s.windowArg, s.keyTTLArg, s.marginArg, ""), m.Fields...)
-	v, err := recordScript.Exec(ctx, s.rdb, keys, args).Result()
+	c.keys[4] = s.keys(m.Text, "").names[0]
+	copy(c.args[6:], s.recordFixed[:])
+	v, err := recordScript.Exec(ctx, s.rdb, c.keys[:], c.with(10, m.Fields)).Result()
 	if err != nil {
 		return Recorded{}, queueError("record", err)
 	}
@@ -176,7 +173,8 @@ func (s *Store) Queue(ctx context.Context, q *Queue, dedupe, text string, fields
 // queue runs queue.lua; it returns the new entry's random_id too.
 func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (bool, int32, error) {
 	c := s.newCall(q, dedupe)
-	v, err := queueScript.Exec(ctx, s.rdb, c.keys[:], append(append(c.args[:], text), fields...)).Result()
+	c.args[6] = &text
+	v, err := queueScript.Exec(ctx, s.rdb, c.keys[:4], c.with(7, fields)).Result()
 	if err != nil {
 		return false, 0, queueError("queue", err)
 	}
@@ -197,18 +195,46 @@ func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields
 	return true, int32(id), nil
 }
 
-// A call is the keys and the first arguments of a script that queues a
-// reply (reply.lua's reply_args), built once for each call.
+// maxFields is the most entry fields a call holds without an allocation
+// of its own (the outbox's are 10).
+const maxFields = 12
+
+// A call is the keys and arguments of one run of a script that queues a
+// reply: reply.lua's reply_args (KEYS[1..4], ARGV[1..6]), then the
+// script's own. The numbers and strings that change per call are handed
+// to go-redis by pointer (it writes them as their values), so a call costs
+// one allocation for them all.
 type call struct {
-	keys [4]string
-	args [6]any
+	keys      [5]string
+	args      [10 + maxFields]any
+	field     string
+	start     int32
+	epoch, id int64
 }
 
-// newCall returns the reply_args of a reply to the message of dedupe key
-// dedupe in q.
+// emptyArg is an empty string argument, boxed once: the mark when the
+// queue saw no random_id yet, a count on Redis's clock.
+var emptyArg any = ""
+
+// newCall returns the call of a reply to the message of dedupe key dedupe
+// in q, with reply_args filled in.
 func (s *Store) newCall(q *Queue, dedupe string) *call {
-	epoch, id := q.mark()
-	return &call{keys: q.keys, args: [6]any{q.span, recordField(dedupe), q.maxLen, sequenceStart(), epoch, id}}
+	c := &call{field: recordField(dedupe), start: sequenceStart()}
+	copy(c.keys[:], q.keys[:])
+	c.args[0], c.args[1], c.args[2], c.args[3] = q.spanArg, &c.field, q.maxLenArg, &c.start
+	c.args[4], c.args[5] = emptyArg, emptyArg
+	if c.epoch, c.id = q.mark(); c.epoch != 0 {
+		c.args[4], c.args[5] = &c.epoch, &c.id
+	}
+	return c
+}
+
+// with returns the call's first n arguments followed by fields.
+func (c *call) with(n int, fields []any) []any {
+	if len(fields) > maxFields {
+		return append(c.args[:n:n], fields...)
+	}
+	return c.args[:n+copy(c.args[n:], fields)]
 }
 
 // sequenceStart returns where a community's random_id sequence begins if
