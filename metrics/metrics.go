@@ -207,7 +207,9 @@ func (m *Metrics) ObserveOutbox(total func() outbox.Stats, redeliveries, vkFailu
 // each scrape: refused is the new counter names refused so far
 // (headroom.Guard.Refusals), full whether the last reading was past the
 // limit. Call it once.
-func (m *Metrics) ObserveHeadroom(refused func() uint64, full func() bool) {
+func (m *Metrics) ObserveHeadroom(refused func() uint64, full, unknown func() bool) {
+	m.gaugeFunc("counters_redis_headroom_unknown", "1 while the headroom guard of the counters' Redis cannot read used_memory (INFO refused to the service's user: new counter names are not checked; or refused inside scripts: checked on the guard's own reading only), else 0.",
+		func() float64 { return boolValue(unknown()) })
 	m.counterFunc("counters_redis_new_names_refused_total", "New counter names refused because the counters' Redis is past maxmemory less COUNTERS_REDIS_HEADROOM.",
 		func() float64 { return float64(refused()) })
 	m.gaugeFunc("counters_redis_full", "1 while the last reading of the counters' Redis was past maxmemory less COUNTERS_REDIS_HEADROOM (new counter names refused), else 0.",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // texts, each 3 times) are answered 200 and their replies are exact;
 // /readyz answers 200; on the counter port, a resource acquire on a new
 // name (the resource store in Redis) and a counter on a new name are
-// granted, with the headroom guard's reading unknown.
+// granted, with the counters' headroom guard unknown (shown in /stats, the
+// metrics and the status page).
 func TestManagedProfile(t *testing.T) {
 	addr := redistest.StartServer(t, "--maxmemory", "256mb", "--maxmemory-policy", "noeviction")
 	tg := &redistest.Target{Kind: redistest.Real, Addr: addr, URL: redistest.ACLUser(t, addr, "managed", redistest.ManagedProfile...)}
@@ -51,6 +53,17 @@ func TestManagedProfile(t *testing.T) {
 	}
 	if code, body := get(t, a.adminURL("/readyz")); code != 200 {
 		t.Errorf("/readyz: %d %s", code, body)
+	}
+	// The counters' headroom guard cannot read INFO: it says so in /stats,
+	// the metrics and the status page.
+	if code, body := get(t, a.adminURL("/stats")); code != 200 || !strings.Contains(body, `"unknown":"INFO memory refused`) {
+		t.Errorf("/stats: %d, want redis_memory.unknown: %s", code, body)
+	}
+	if metrics := a.scrapeMetrics(t); !strings.Contains(metrics, "\nvkcounter_counters_redis_headroom_unknown 1\n") {
+		t.Error("vkcounter_counters_redis_headroom_unknown is not 1")
+	}
+	if code, body := get(t, a.adminURL("/")); code != 200 || !strings.Contains(body, "INFO memory refused") {
+		t.Errorf("status page: %d, want the guard unknown", code)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

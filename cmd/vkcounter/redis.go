@@ -133,8 +133,7 @@ func (m *Main) openCountersRedis(ctx context.Context) error {
 	r, err := g.Read(readCtx)
 	switch {
 	case err != nil:
-		m.log.Warn().Err(err).Msg("cannot read the counters' Redis INFO memory: COUNTERS_REDIS_HEADROOM is off, and counter clients can fill that Redis")
-		return nil
+		m.log.Warn().Err(err).Msg("cannot read the counters' Redis INFO memory: the headroom guard (COUNTERS_REDIS_HEADROOM) is unknown and refuses nothing, so counter clients can fill that Redis (/stats redis_memory.unknown)")
 	case r.Max == 0:
 		m.log.Info().Str("redis", r.Node).Msg("the counters' Redis has no maxmemory: COUNTERS_REDIS_HEADROOM refuses nothing until one is set")
 	}

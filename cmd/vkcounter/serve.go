@@ -109,7 +109,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
 	m.metrics.ObserveReadiness(func() metrics.Readiness { return m.health(context.Background()) })
-	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() })
+	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() }, func() bool { return m.guard.Unknown() != nil })
 	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
 	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
 	m.metrics.ObserveRedisWrites(&m.writes, m.refusingWrites)

@@ -97,6 +97,10 @@ type memorySection struct {
 	Full       bool        `json:"full"`
 	Refused    uint64      `json:"new_names_refused"`
 	Age        age.Seconds `json:"age_seconds"`
+	// Unknown says why the guard cannot check used_memory (INFO refused
+	// to the service's user, or inside scripts), when it cannot; the
+	// figures above are then those of the last reading, if any.
+	Unknown string `json:"unknown,omitempty"`
 }
 
 // statsDoc reads the process's figures: it makes no Redis call, so it
@@ -121,6 +125,12 @@ func (m *Main) statsDoc() statsDocument {
 	if r := m.guard.Last(); r != nil {
 		doc.RedisMemory = &memorySection{Node: r.Node, UsedBytes: r.Used, MaxBytes: r.Max, LimitBytes: r.Limit,
 			Full: r.Full(), Refused: m.guard.Refusals(), Age: age.Since(r.At)}
+	}
+	if err := m.guard.Unknown(); err != nil {
+		if doc.RedisMemory == nil {
+			doc.RedisMemory = &memorySection{Refused: m.guard.Refusals()}
+		}
+		doc.RedisMemory.Unknown = err.Error()
 	}
 	if m.pollers != nil {
 		doc.Longpoll = m.pollers.Stats()

@@ -25,6 +25,7 @@ import (
 	"bufio"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -67,7 +68,19 @@ type Guard struct {
 	readErr atomic.Uint64
 	pending atomic.Int64 // growth declared to Check since the last reading began
 	mu      sync.Mutex   // serializes readings (the background one and Read)
+	// unknown is why the guard cannot read used_memory, where it can
+	// not: INFO refused to the service's user (no reading), or inside
+	// scripts (Check then decides on the Go reading alone); nil when it
+	// reads.
+	unknown atomic.Pointer[error]
+	// blind is set once INFO was found refused inside scripts; probed is
+	// set once that was asked.
+	blind, probed atomic.Bool
 }
+
+// refusedRetry is how long a Guard waits to read again after Redis refused
+// INFO (a user without it): no command per request for an answer known.
+const refusedRetry = 10 * time.Minute
 
 // New returns a Guard on rdb, or an error if opts is invalid. It sends
 // nothing until a store asks.
@@ -125,6 +138,11 @@ func (g *Guard) Full() bool {
 // next reading) whatever Check returns. Check starts a new reading in the
 // background when the last one is older than Every. Before the first
 // reading it returns 0.
+//
+// Where scripts may not read INFO (some servers refuse it there), Check
+// decides on the Go reading alone: 0 until that reading is past the limit,
+// then BlindFull, which the scripts' headroom_full takes for full without
+// reading anything.
 func (g *Guard) Check(grow int64) int {
 	if g == nil {
 		return 0
@@ -135,7 +153,58 @@ func (g *Guard) Check(grow int64) int {
 	if r == nil || r.Limit == 0 || r.Used+p <= r.Limit/2 {
 		return 0
 	}
+	if g.scriptsBlind() {
+		if r.Used+p > r.Limit {
+			return BlindFull
+		}
+		return 0
+	}
 	return g.opts.Percent
+}
+
+// BlindFull is the percent Check hands the scripts when they may not read
+// INFO and the Go reading is past the limit: headroom_full is then true.
+const BlindFull = 100
+
+// probeScript reads INFO memory inside a script, as headroom_full does.
+var probeScript = redis.NewScript(`return redis.pcall('INFO', 'memory')`)
+
+// scriptsBlind reports whether the server refuses INFO inside scripts,
+// asking it once (on the first Check past half the limit).
+func (g *Guard) scriptsBlind() bool {
+	if g.probed.CompareAndSwap(false, true) {
+		ctx, cancel := context.WithTimeout(context.Background(), g.opts.Timeout)
+		defer cancel()
+		res, err := probeScript.Run(ctx, g.rdb, nil).Result() // no key: a user's key patterns do not matter
+		if _, ok := res.(string); !ok && err != nil && isRefusal(err) {
+			g.blind.Store(true)
+			reason := fmt.Errorf("INFO refused inside scripts: %w; new names are refused on the guard's own reading (every %v), not checked in the same step as the write", err, g.opts.Every/10)
+			g.unknown.Store(&reason)
+		} else if err != nil {
+			g.probed.Store(false) // not an answer: ask again next time
+		}
+	}
+	return g.blind.Load()
+}
+
+// isRefusal reports whether err is Redis's answer refusing a command (an
+// error reply), not a failure to reach it.
+func isRefusal(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// Unknown returns why the guard cannot check what it guards, or nil: INFO
+// refused to the service's user (the stores then grow unchecked) or inside
+// scripts (Check decides on the Go reading alone).
+func (g *Guard) Unknown() error {
+	if g == nil {
+		return nil
+	}
+	if p := g.unknown.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // maybeRead starts a reading in the background if none is under way and
@@ -249,7 +318,15 @@ func (g *Guard) Read(ctx context.Context) (*Reading, error) {
 	worst, err := read(ctx, g.rdb, g.opts.Percent, g.now)
 	if err != nil {
 		g.readErr.Add(1)
+		if isRefusal(err) {
+			g.next.Store(start.Add(refusedRetry).UnixNano())
+			reason := fmt.Errorf("INFO memory refused: %w; new counter names are not checked against maxmemory", err)
+			g.unknown.Store(&reason)
+		}
 		return nil, err
+	}
+	if !g.blind.Load() {
+		g.unknown.Store(nil)
 	}
 	g.state.Store(worst)
 	g.pending.Add(-declared)
