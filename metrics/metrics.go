@@ -318,7 +318,7 @@ func (m *Metrics) ObserveReadiness(read func() Readiness) {
 var (
 	readyDesc = prometheus.NewDesc(namespace+"_ready", "1 while /readyz answers 200 (Redis answers, VK accepts the tokens), else 0.", nil, nil)
 	redisDesc = prometheus.NewDesc(namespace+"_redis_up",
-		"1 while the bot's Redis answers a PING within a second, else 0 (asked at most every 30 s while the service is ready, at each scrape while it is not); a full outbox is not Redis being down.", nil, nil)
+		"1 while the bot's Redis answers, else 0: a call of the service's own answered in the last 150 s with none failed since, or else a PING within a second (read at most every 30 s while the service is ready, at each scrape while it is not); a full outbox is not Redis being down.", nil, nil)
 	tokenDesc = prometheus.NewDesc(namespace+"_vk_token_state",
 		"1 for the state each community token is in (ok, retrying: VK gave no definite answer yet, halted: the sender paused it after VK refused a send, refused: VK refuses it or it lacks the messages right), 0 for the others; token is its position in the community's list, from 0.",
 		[]string{"group", "token", "state"}, nil)

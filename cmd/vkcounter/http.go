@@ -87,8 +87,9 @@ func (m *Main) routes(groups []callback.Group) (public, admin http.Handler, err 
 }
 
 // readiness returns every reason the service cannot take traffic (none:
-// it is ready) and Redis's answer to a PING within a second (nil: it
-// answers). On a cluster, each slot range that cannot be reached is named
+// it is ready) and whether Redis answers (nil: it does): a call of the
+// service's own answered within restFor with none failed since
+// (redisconn.Answered), or else a PING answered within a second. On a cluster, each slot range that cannot be reached is named
 // (redisconn.CheckSlots). A Redis that answers but refuses writes
 // (writable, from the last readMemory) is a reason too, and so is VK
 // refusing a token (or, with REQUIRE_VK_TOKEN, not having accepted it yet:
@@ -98,7 +99,10 @@ func (m *Main) routes(groups []callback.Group) (public, admin http.Handler, err 
 func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if redisErr = m.rdb.Ping(ctx).Err(); redisErr != nil {
+	if !redisconn.Answered(m.rdb, restFor) {
+		redisErr = m.rdb.Ping(ctx).Err()
+	}
+	if redisErr != nil {
 		reasons = append(reasons, fmt.Errorf("redis: %w", redisErr))
 	}
 	if err := redisconn.CheckSlots(ctx, m.rdb); err != nil {
@@ -118,24 +122,52 @@ func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) 
 	return reasons, redisErr
 }
 
+// restFor is how long readiness rests on a call of the service's own that
+// Redis answered (none failed since) instead of a PING: longer than an
+// idle sender's wait for new replies (maxPoll), after which its next read
+// and takeover scan are answered. A Redis that stalls with its connections
+// open goes unseen that long; one that refuses or drops them is seen at
+// the next call that fails.
+const restFor = maxPoll + 30*time.Second
+
+// serverEvery is how often /readyz reads the server's memory (INFO memory)
+// and, under an evicting policy, its evictions (INFO stats) while all is
+// well: at every /readyz while the last reading or a refused write says
+// Redis refuses writes.
+const serverEvery = 10 * time.Minute
+
 // ready returns why the service cannot take traffic (every reason of
-// readiness, one per line, after reading Redis's memory now), or nil:
-// Redis does not answer within a second or refuses writes, or VK refuses
-// a token.
+// readiness, one per line, after reading Redis's memory and evictions
+// when due: readServer), or nil: Redis does not answer within a second or
+// refuses writes, or VK refuses a token.
 func (m *Main) ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second) // one second for both
 	defer cancel()
-	m.readMemory(ctx)
-	m.readEvictions(ctx)
+	m.readServer(ctx)
 	reasons, _ := m.readiness(ctx)
 	return errors.Join(reasons...)
 }
 
+// readServer reads the bot's Redis's memory (readMemory) and evictions
+// (readEvictions) when serverEvery has passed since the last try, Redis
+// refuses writes (writable), or its policy may evict keys (then at each
+// call): a probe every 15 s costs nothing while all is well. Run reads
+// once at start.
+func (m *Main) readServer(ctx context.Context) {
+	last := m.serverRead.Load()
+	if _, err := m.writable(); err == nil && len(m.evictions.evicting) == 0 && last != 0 && time.Since(time.Unix(0, last)) < serverEvery {
+		return
+	}
+	if !m.serverRead.CompareAndSwap(last, time.Now().UnixNano()) {
+		return // another probe reads now
+	}
+	m.readMemory(ctx)
+	m.readEvictions(ctx)
+}
+
 // healthEvery is how long the readiness metrics reuse a reading that found
-// the service ready, while the bot stays ready: however often they are
-// scraped, they cost Redis at most one PING per healthEvery when all is
-// well (an idle service's Redis commands stay under 0.2/s). A reading that
-// found it not ready is taken afresh at each scrape.
+// the service ready, while the bot stays ready. A reading that found it
+// not ready is taken afresh at each scrape.
 const healthEvery = 30 * time.Second
 
 // health is readiness as the readiness metrics show it, with the state

@@ -50,6 +50,9 @@ type redisPart struct {
 	// last readiness check's reading of the bot's Redis (writable.go).
 	writes  redisconn.WriteWatch
 	memRead atomic.Pointer[headroom.Reading]
+	// serverRead is when readServer last read memRead and the evictions
+	// (Unix nanoseconds; 0: never).
+	serverRead atomic.Int64
 	// evictions is the bot's Redis's eviction policy and the keys it
 	// evicted since start (eviction.go).
 	evictions evictionWatch

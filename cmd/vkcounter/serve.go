@@ -133,6 +133,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.sampleHistory()
 	m.warnRisky(ctx, communities)
+	readCtx, cancel := context.WithTimeout(ctx, time.Second)
+	m.readServer(readCtx) // the first reading, so that an idle service's probes send nothing
+	cancel()
 	v := version.Get()
 	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Func(m.callbackField).
 		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
@@ -291,7 +294,7 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		return nil, err
 	}
 	return bot.New(m.metrics.Recorder(rec), m.outbox, groups, bot.Options{
-		Poll:            min(m.cfg.ClaimAfter, maxPoll),
+		Poll:            maxPoll,
 		Normalize:       m.cfg.Normalize,
 		Quote:           m.quote(),
 		MaxBatch:        m.cfg.VKBatch,
@@ -305,12 +308,15 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 	})
 }
 
-// maxPoll bounds how long a sender waits in Redis for new replies, and so
-// how late its recovery of lost reads and its takeover of a dead
-// instance's replies (due every OUTBOX_CLAIM_AFTER) can start. Shutdown
-// does not wait for it: Close ends a waiting read at once by closing its
-// connection.
-const maxPoll = 15 * time.Second
+// maxPoll is how long a sender with nothing to send waits in Redis for new
+// replies: a new reply ends the wait at once, so it only sets how often an
+// idle sender asks Redis again (a read, and the takeover scan due every
+// OUTBOX_CLAIM_AFTER: three commands), the idle bill a command-priced plan
+// charges (BENCHMARKS.md). While nothing flows, a dead instance's replies
+// are taken over up to maxPoll late; a busy sender scans every
+// OUTBOX_CLAIM_AFTER. Shutdown does not wait for it: Close ends a waiting
+// read at once by closing its connection.
+const maxPoll = 2 * time.Minute
 
 // Close shuts down within SHUTDOWN_TIMEOUT, closing the parts in reverse
 // order: the background workers stop; the HTTP servers stop accepting

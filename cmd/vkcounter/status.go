@@ -27,9 +27,10 @@ import (
 // with no script and nothing fetched from elsewhere, that refreshes itself
 // every statusRefresh. Its figures are statsDoc's, as /stats serves them
 // (and /metrics reads the same owners), plus the readiness /readyz gives
-// and the per-minute history kept in memory. A view costs one PING of
-// Redis (the readiness); the history and everything else are read in
-// the process.
+// and the per-minute history kept in memory. A view costs at most one PING
+// of Redis (the readiness; none while a call of the service's own was
+// answered lately); the history and everything else are read in the
+// process.
 
 // statusRefresh is how often the page reloads itself.
 const statusRefresh = 5 * time.Second

@@ -148,7 +148,7 @@ func follow(c redis.UniversalClient) {
 		f.clients = append(f.clients, weak.Make(cc))
 		f.mu.Unlock()
 	}
-	c.AddHook(hook{f})
+	c.AddHook(hook{f, answersOf(c)})
 }
 
 // refused counts a call refused with err and, for a cause that may mean
@@ -213,7 +213,8 @@ func (f *follower) reloadAll() {
 // Refused is for a call made on a connection of the caller's own to a
 // node of c (a *redis.Client made from the node's options, as a read that
 // waits uses): it counts the refusal err, if it is one, and reloads c's
-// cluster's slot maps as a refused call of c would. ctx is the call's.
+// cluster's slot maps as a refused call of c would, and tells Answered of
+// it. ctx is the call's.
 func Refused(ctx context.Context, c redis.UniversalClient, err error) {
 	var f *follower
 	if cc, ok := c.(*redis.ClusterClient); ok {
@@ -224,14 +225,19 @@ func Refused(ctx context.Context, c redis.UniversalClient, err error) {
 		}
 	}
 	f.refused(ctx, err)
+	answersOf(c).note(err)
 }
 
 // uncounted is the context key of a call whose refusal is not counted
 // (the readiness probe's).
 type uncounted struct{}
 
-// hook is the go-redis hook of a follower.
-type hook struct{ f *follower }
+// hook is the go-redis hook of a follower, and of the answers of the
+// client's server.
+type hook struct {
+	f *follower
+	a *answers
+}
 
 func (h hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -241,6 +247,7 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if err != nil {
 			h.f.refused(ctx, err)
 		}
+		h.a.note(err)
 		return err
 	}
 }
@@ -252,6 +259,7 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 			if cerr := cmd.Err(); cerr != nil {
 				h.f.refused(ctx, cerr)
 			}
+			h.a.note(cmd.Err())
 		}
 		return err
 	}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vkcounter/vkcounter/internal/redistest"
+)
+
+// maxIdleCommandsPerSecond is the idle bill the README promises: the
+// commands one idle instance's clients send to Redis (a script is one;
+// the commands it runs are not the client's), with the platform probing /readyz and
+// /metrics every 15 s, so that two instances stay far inside a plan of
+// 500 000 commands a month (2 × 0.05 × 2.6 M s ≈ 260 000).
+const maxIdleCommandsPerSecond = 0.05
+
+// monitor is a MONITOR connection to a Redis server: every command any
+// other client sends, as the server saw it.
+type monitor struct {
+	conn  net.Conn
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+// startMonitor opens a MONITOR connection to addr, closed when t ends.
+func startMonitor(t *testing.T, addr string) *monitor {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &monitor{conn: c, done: make(chan struct{})}
+	if _, err := c.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR answered %q, %v", line, err)
+	}
+	go func() {
+		defer close(m.done)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			m.lines = append(m.lines, strings.TrimSpace(line))
+			m.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-m.done })
+	return m
+}
+
+// take returns the commands seen since the last take.
+func (m *monitor) take() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.lines
+	m.lines = nil
+	return out
+}
+
+// commandNames counts the commands of MONITOR lines by name.
+func commandNames(lines []string) string {
+	n := map[string]int{}
+	for _, l := range lines {
+		if _, cmd, ok := strings.Cut(l, "] \""); ok {
+			name, _, _ := strings.Cut(cmd, "\"")
+			n[strings.ToUpper(name)]++
+		}
+	}
+	var out []string
+	for k, v := range n {
+		out = append(out, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// TestIdleBillWithProbes: an idle service whose /readyz and /metrics are
+// asked every 15 s, as Fly.io's checks and a scrape do, sends at most
+// maxIdleCommandsPerSecond commands to Redis over a minute, counted with
+// MONITOR on a server of the test's own (every client's commands, the
+// connections' set-up included).
+func TestIdleBillWithProbes(t *testing.T) {
+	t.Parallel() // waits a minute
+	if testing.Short() {
+		t.Skip("waits an idle minute")
+	}
+	tg := redistest.OwnServer(t, "--maxmemory-policy", "noeviction")
+	a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"})
+	a.mustOK(t, event("warm", 900, 1, "warm-up"))
+	a.waitSends(t, 1)
+	a.waitSettled(t)
+	mon := startMonitor(t, tg.Addr)
+	time.Sleep(5 * time.Second) // the message's last acknowledgements and activity batch
+	mon.take()
+
+	const idle, probeEvery = time.Minute, 15 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), idle)
+	defer cancel()
+	start := time.Now()
+	for probe := time.NewTicker(probeEvery); ; {
+		if code, body := get(t, a.adminURL("/readyz")); code != 200 {
+			t.Errorf("/readyz while idle: %d %s", code, body)
+		}
+		a.scrapeMetrics(t)
+		select {
+		case <-probe.C:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	var lines, inScripts []string // the clients' commands; those scripts ran
+	for _, l := range mon.take() {
+		if strings.Contains(l, " lua] ") {
+			inScripts = append(inScripts, l)
+		} else {
+			lines = append(lines, l)
+		}
+	}
+	took := time.Since(start)
+	perSecond := float64(len(lines)) / took.Seconds()
+	t.Logf("idle %.0fs, /readyz and /metrics every %v: %d commands, %.3f/s: %s (and inside scripts: %s)",
+		took.Seconds(), probeEvery, len(lines), perSecond, commandNames(lines), commandNames(inScripts))
+	if perSecond > maxIdleCommandsPerSecond {
+		t.Errorf("%.3f commands/s idle, want at most %v:\n%s", perSecond, maxIdleCommandsPerSecond, strings.Join(lines, "\n"))
+	}
+}
