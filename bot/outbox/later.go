@@ -191,7 +191,7 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 	if len(v) == 0 {
 		return fmt.Errorf("empty reply")
 	}
-	next := time.Now().Add(o.opts.ClaimAfter)
+	next := time.Now().Add(o.opts.LaterIdle) // an empty set
 	if v[0] != "-1" {
 		ms, err := strconv.ParseFloat(v[0], 64)
 		if err != nil {

@@ -69,6 +69,11 @@ type Options struct {
 	// ClaimAfter is how long an entry may stay unacknowledged with another
 	// consumer before this one takes it over (DefaultClaimAfter).
 	ClaimAfter time.Duration
+	// LaterIdle is how long a Take leaves an empty later set unlooked at,
+	// for replies another instance may set aside meanwhile (default
+	// ClaimAfter); a waiting Take waits no longer than that either. Longer
+	// costs an idle sender fewer commands.
+	LaterIdle time.Duration
 	// Consumer names this instance in the consumer group (default
 	// hostname-pid-random). Two live instances must not share a name.
 	Consumer string
@@ -138,6 +143,9 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	}
 	if opts.ClaimAfter <= 0 {
 		opts.ClaimAfter = DefaultClaimAfter
+	}
+	if opts.LaterIdle <= 0 {
+		opts.LaterIdle = opts.ClaimAfter
 	}
 	if opts.Consumer == "" {
 		host, _ := os.Hostname()

@@ -97,7 +97,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.dryRun = isDryRun(communities)
 	webhookGroups := m.callbackGroups(ctx, communities)
 	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
-		ClaimAfter: m.cfg.ClaimAfter, Store: m.store, Logger: m.log})
+		ClaimAfter: m.cfg.ClaimAfter, LaterIdle: maxPoll, Store: m.store, Logger: m.log})
 	for _, c := range communities {
 		m.groups = append(m.groups, c.GroupID)
 	}
@@ -310,8 +310,9 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 
 // maxPoll is how long a sender with nothing to send waits in Redis for new
 // replies: a new reply ends the wait at once, so it only sets how often an
-// idle sender asks Redis again (a read, and the takeover scan due every
-// OUTBOX_CLAIM_AFTER: three commands), the idle bill a command-priced plan
+// idle sender asks Redis again (a read, the takeover scan due every
+// OUTBOX_CLAIM_AFTER and a look at the replies set aside, an empty set
+// being looked at every maxPoll: four commands), the idle bill a command-priced plan
 // charges (BENCHMARKS.md). While nothing flows, a dead instance's replies
 // are taken over up to maxPoll late; a busy sender scans every
 // OUTBOX_CLAIM_AFTER. Shutdown does not wait for it: Close ends a waiting
