@@ -155,3 +155,37 @@ func isSubcommandOrFlag(arg string) bool {
 	}
 	return false
 }
+
+// TestReadmeLogLinesAreLogged: each log line the README's deploy section
+// tells the reader to look for in `fly logs` is one the program logs,
+// word for word (it said "VK accepts every token" of a line that reads "VK
+// accepts the token").
+func TestReadmeLogLinesAreLogged(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^fly logs +#(.*)$").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no `fly logs` line with the lines to look for")
+	}
+	quoted := regexp.MustCompile(`"([^"]+)"`).FindAllSubmatch(m[1], -1)
+	if len(quoted) < 2 {
+		t.Fatalf("README's fly logs line names %d log lines, want the start-up line and VK's acceptance", len(quoted))
+	}
+	var sources []byte
+	for _, dir := range []string{".", "../../bot/tokens"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				b, _ := os.ReadFile(f)
+				sources = append(sources, b...)
+			}
+		}
+	}
+	for _, q := range quoted {
+		if !strings.Contains(string(sources), `Msg("`+string(q[1])+`")`) {
+			t.Errorf("README tells to look for %q in the logs: no such line is logged", q[1])
+		}
+	}
+}
