@@ -44,9 +44,9 @@ var (
 // prefix this process's tests got from Prefix must be gone (Prefix's
 // cleanup deletes them when the test ends) or carry a TTL; a key without
 // one (written after its test ended) fails the run, named. It then says
-// how many real-server and cluster variants were skipped, and which
-// variable runs them, on the terminal (go test shows a passing package's
-// output with -v only).
+// how many real-server and cluster variants ran and were skipped, and
+// which variable runs the skipped ones, in its output (go test shows a passing package's
+// output with -v only) and, without -v, on the terminal too.
 func Main(m *testing.M) int {
 	mainRunning.Store(true)
 	code := m.Run()
@@ -56,14 +56,8 @@ func Main(m *testing.M) int {
 			code = 1
 		}
 	}
-	if line := skipLine(); line != "" {
-		tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
-		if err == nil {
-			fmt.Fprintln(tty, line)
-			tty.Close()
-		} else {
-			fmt.Println(line)
-		}
+	if line := variantsLine(); line != "" {
+		report(line, !testing.Verbose() && anySkipped(), os.Stdout, openTTY)
 	}
 	if err := writeTally(); err != nil {
 		fmt.Fprintf(os.Stderr, "redistest: %s: %v\n", EnvTally, err)
@@ -79,6 +73,35 @@ func mustRunUnderMain(t testing.TB) {
 		t.Fatal("redistest: this package's TestMain must run the tests through redistest.Main: func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }")
 	}
 }
+
+// report writes the line of variants run and skipped where go test
+// shows it: in the test binary's output, which go test prints with -v and
+// for a failing package. A passing package's output is dropped without
+// -v, so Main asks for the line on the terminal too (toTerminal) when
+// variants were skipped and -v is not given: a person running go test
+// sees it. A run without -v and without a terminal (a CI job) counts the
+// variants with EnvTally, or makes a skip a failure with
+// VKCOUNTER_TEST_REQUIRE_REAL.
+func report(line string, toTerminal bool, stdout io.Writer, tty func() (io.WriteCloser, error)) {
+	fmt.Fprintln(stdout, line)
+	if !toTerminal {
+		return
+	}
+	if t, err := tty(); err == nil {
+		fmt.Fprintln(t, line)
+		t.Close()
+	}
+}
+
+// anySkipped reports whether a variant was skipped.
+func anySkipped() bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return skipped[Real]+skipped[Cluster] > 0
+}
+
+// openTTY opens the controlling terminal for writing.
+func openTTY() (io.WriteCloser, error) { return os.OpenFile("/dev/tty", os.O_WRONLY, 0) }
 
 // countVariant records that a variant of kind k ran or was skipped.
 func countVariant(k Kind, run bool) {
@@ -214,22 +237,24 @@ func prefixOf(key string) string {
 	return parts[0] + ":" + parts[1] + ":"
 }
 
-// skipLine says how many variants were skipped and how to run them, or
-// is empty when none was.
-func skipLine() string {
+// variantsLine says how many real-server and cluster variants ran and
+// were skipped, and how to run the skipped ones; "" when the package has
+// none.
+func variantsLine() string {
 	mu.Lock()
 	defer mu.Unlock()
-	var parts []string
-	if n := skipped[Real]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d real-server variants (set %s=redis://127.0.0.1:6379/0)", n, EnvRedis))
-	}
-	if n := skipped[Cluster]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d cluster variants (set %s=host1:port,host2:port,…)", n, EnvCluster))
-	}
-	if len(parts) == 0 {
+	if ran[Real]+ran[Cluster]+skipped[Real]+skipped[Cluster] == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s: skipped %s", packageDir(), strings.Join(parts, " and "))
+	kind := func(name string, k Kind, env, example string) string {
+		line := fmt.Sprintf("%s variants %d ran, %d skipped", name, ran[k], skipped[k])
+		if skipped[k] > 0 {
+			line += fmt.Sprintf(" (set %s=%s)", env, example)
+		}
+		return line
+	}
+	return fmt.Sprintf("%s: %s; %s", packageDir(), kind("real-server", Real, EnvRedis, "redis://127.0.0.1:6379/0"),
+		kind("cluster", Cluster, EnvCluster, "host1:port,host2:port,…"))
 }
 
 // packageDir is the tested package's directory relative to the module
