@@ -41,7 +41,9 @@ var messageFields = []string{
 // sender.
 func (d *decoder) message(object *fastjson.Value) (Message, error) {
 	if object == nil {
-		return Message{}, errors.New("message_new object: unexpected end of JSON input")
+		// Not "unexpected end of JSON input", which reads like a body cut
+		// short: the body was whole, the field is missing.
+		return Message{}, errors.New(`message_new object: the event has no "object" field (VK sends the message in it)`)
 	}
 	if object.GetObject() == nil {
 		if kind, _ := d.read(object); kind != kindNull {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -126,9 +127,13 @@ type botPart struct {
 	top     *toptexts.Table // TOP_TEXTS; nil when 0
 	// left says what a shutdown that did not drain the outbox leaves
 	// behind (Main.leftInOutbox).
-	left func(error) error
+	left func(context.Context, error) error
 	log  zerolog.Logger
 }
+
+// maxCountShare bounds the share of the shutdown kept, after the bot's
+// drain, for reading how many replies are left in the outbox.
+const maxCountShare = time.Second
 
 // close stops the pollers within ctx, drains the bot's replies (what is
 // not sent by then is handed back to the outbox) and closes the outbox.
@@ -143,8 +148,16 @@ func (p *botPart) close(ctx context.Context) error {
 		}
 	}
 	if p.bot != nil {
-		if berr := p.bot.Close(ctx); berr != nil {
-			err = p.left(berr)
+		// The count of the replies left is read within the shutdown too:
+		// the bot's drain ends a share of it earlier.
+		bctx, cancel := ctx, context.CancelFunc(func() {})
+		if d, ok := ctx.Deadline(); ok {
+			bctx, cancel = context.WithDeadline(ctx, d.Add(-min(time.Until(d)/10, maxCountShare)))
+		}
+		berr := p.bot.Close(bctx)
+		cancel()
+		if berr != nil {
+			err = p.left(ctx, berr)
 		}
 	}
 	if p.outbox != nil {

@@ -344,24 +344,36 @@ func (m *Main) close() error {
 }
 
 // leftInOutbox tells what a shutdown that did not drain the outbox (err,
-// wrapping bot.ErrNotDrained) leaves behind. With a real Redis the replies
-// wait there for the next start or another instance: logged, not a failure.
-// With the embedded Redis they are lost with the process: a failure.
-func (m *Main) leftInOutbox(err error) error {
+// wrapping bot.ErrNotDrained) leaves behind, asking Redis within what is
+// left of the shutdown (ctx). With a real Redis the replies wait there for
+// the next start or another instance: logged, not a failure. With the
+// embedded Redis they are lost with the process: a failure. When Redis
+// does not answer in time, it says what it knows: the outbox's length as
+// the senders last read it, and how long ago.
+func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 	if !errors.Is(err, bot.ErrNotDrained) {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var left int64
+	left, lerr := int64(0), error(nil)
 	for _, g := range m.groups {
-		n, lerr := m.outbox.Len(ctx, g)
-		if lerr != nil {
-			m.log.Warn().Err(lerr).Msg("shutdown: cannot read how many replies are left in the outbox")
-			left = -1
+		n, e := m.outbox.Len(ctx, g)
+		if e != nil {
+			lerr = e
 			break
 		}
 		left += n
+	}
+	if lerr != nil {
+		last := m.outbox.Total(m.groups...)
+		if m.embedded != nil {
+			return lostWithEmbedded(-1, err)
+		}
+		line := m.log.Warn().Err(lerr).Stringer("timeout", m.cfg.ShutdownTimeout)
+		if last.Age >= 0 {
+			line = line.Int64("outbox_length_last_read", last.Length).Float64("read_seconds_ago", last.Age.Round(time.Millisecond).Seconds())
+		}
+		line.Msg("shutdown: replies not sent in time stay in the outbox, but Redis did not say how many (the length last read is given, if any); the next start or another instance sends them")
+		return nil
 	}
 	if m.embedded != nil {
 		return lostWithEmbedded(left, err)
