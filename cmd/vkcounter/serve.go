@@ -348,8 +348,7 @@ func (m *Main) close() error {
 // left of the shutdown (ctx). With a real Redis the replies wait there for
 // the next start or another instance: logged, not a failure. With the
 // embedded Redis they are lost with the process: a failure. When Redis
-// does not answer in time, it says what it knows: the outbox's length as
-// the senders last read it, and how long ago.
+// does not answer in time, it says that their number is unknown.
 func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 	if !errors.Is(err, bot.ErrNotDrained) {
 		return err
@@ -364,15 +363,13 @@ func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 		left += n
 	}
 	if lerr != nil {
-		last := m.outbox.Total(m.groups...)
 		if m.embedded != nil {
 			return lostWithEmbedded(-1, err)
 		}
-		line := m.log.Warn().Err(lerr).Stringer("timeout", m.cfg.ShutdownTimeout)
-		if last.Age >= 0 {
-			line = line.Int64("outbox_length_last_read", last.Length).Float64("read_seconds_ago", last.Age.Round(time.Millisecond).Seconds())
-		}
-		line.Msg("shutdown: replies not sent in time stay in the outbox, but Redis did not say how many (the length last read is given, if any); the next start or another instance sends them")
+		// No count rather than a made-up one: the senders' last reading
+		// of the stream leaves out the replies set aside for a retry.
+		m.log.Warn().Err(lerr).Stringer("timeout", m.cfg.ShutdownTimeout).
+			Msg("shutdown: replies not sent in time stay in the outbox, how many is unknown (Redis did not answer within the shutdown); the next start or another instance sends them")
 		return nil
 	}
 	if m.embedded != nil {
