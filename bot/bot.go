@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/time/rate"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/pace"
 	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/callback"
 )
@@ -87,6 +87,10 @@ const MaxBatch = 25
 // VK's limit for a community token.
 const DefaultRatePerToken = 20
 
+// DefaultCaptchaProbe is the default of Options.CaptchaProbe: a token VK
+// asked a captcha of sends one reply every 5 s until VK takes it.
+const DefaultCaptchaProbe = 5 * time.Second
+
 // ErrClosed is returned by HandleMessage once Close has begun: the message
 // is not counted and VK should deliver it again (to another instance).
 var ErrClosed = errors.New("bot: shutting down")
@@ -103,6 +107,10 @@ type Group struct {
 	// Senders deliver this community's replies, one per token; replies
 	// are spread over them. Use DryRun when there is no token.
 	Senders []Sender
+	// Paces pace each sender's token, in the same order, across every
+	// instance sending with it (pace.Shared); nil (or a nil entry) paces
+	// it in this process alone, at Options.RatePerToken.
+	Paces []pace.Pace
 }
 
 // Options configure a Bot. Zero fields mean the documented defaults.
@@ -138,7 +146,8 @@ type Options struct {
 	// again (default 1m).
 	HaltPause time.Duration
 	// CaptchaProbe is how long a token VK asked a captcha of (error 14)
-	// waits before one reply probes whether VK still asks (default 5s).
+	// waits before one reply probes whether VK still asks
+	// (DefaultCaptchaProbe); give a pace.Shared the same.
 	CaptchaProbe time.Duration
 	// RecordTimeout bounds the Redis calls that count a message and store
 	// its reply (default 30s). They go on after HandleMessage's context
@@ -202,7 +211,7 @@ func (o *Options) setDefaults() {
 	}
 	o.FloodMax = max(o.FloodMax, o.FloodPause)
 	if o.CaptchaProbe <= 0 {
-		o.CaptchaProbe = 5 * time.Second
+		o.CaptchaProbe = DefaultCaptchaProbe
 	}
 	if o.HaltPause <= 0 {
 		o.HaltPause = time.Minute
@@ -304,7 +313,11 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 	}
 	for _, g := range groups {
 		for i, s := range g.Senders {
-			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s, pace: rate.NewLimiter(rate.Limit(b.opts.RatePerToken), 1),
+			var p pace.Pace = pace.NewLocal(b.opts.RatePerToken)
+			if i < len(g.Paces) && g.Paces[i] != nil {
+				p = g.Paces[i]
+			}
+			w := &tokenWorker{bot: b, group: g.ID, index: i, sender: s, pace: p,
 				log: b.log.With().Int("group_id", g.ID).Int("token", i).Logger()}
 			b.workers.Add(1)
 			go w.run()

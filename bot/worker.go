@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/time/rate"
 
+	"github.com/vkcounter/vkcounter/bot/pace"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
@@ -27,7 +27,7 @@ type tokenWorker struct {
 	index  int // position of the token in the community's list, for logs
 	sender Sender
 	log    zerolog.Logger // with the community and the token's position
-	pace   *rate.Limiter  // Options.RatePerToken calls per second, no burst
+	pace   pace.Pace      // the token's calls, across the fleet (or this process alone)
 
 	// carry holds replies for the next call: refused for the token's pace
 	// (6) or for their quote, or waiting for their peer's probe.
@@ -140,6 +140,7 @@ type callOutcome struct {
 	noAnswer bool     // a reply got no answer from VK at all (a transport failure)
 	shrink   bool     // VK failed a whole execute with 13
 	paced    bool     // VK refused a send for the token's pace (6)
+	captcha  bool     // VK asked for a captcha (14)
 	pause    time.Duration
 	pauseErr error
 }
@@ -176,11 +177,28 @@ func (w *tokenWorker) deliver(batch []Reply) {
 		}
 		call = append(call, r)
 	}
+	var slot pace.Slot
 	if len(call) > 0 {
-		if w.pace.Wait(b.ctx) != nil { // the bot's context ended
+		var err error
+		if slot, err = w.pace.Wait(b.ctx); err != nil { // the bot's context ended
 			w.carry = append(append(w.carry, call...), out.waiting...)
 			w.setAside(out.later)
 			return
+		}
+		if !slot.Paused.IsZero() {
+			// VK asked the token for a captcha (this instance or another):
+			// the replies wait, set aside, until the pause ends.
+			for _, r := range append(call, out.waiting...) {
+				r.Due = slot.Paused
+				out.later = append(out.later, r)
+			}
+			w.setAside(out.later)
+			w.pause = slot.Paused
+			return
+		}
+		if slot.Probe && len(call) > 1 {
+			w.carry = append(w.carry, call[1:]...) // the probe carries one reply
+			call = call[:1]
 		}
 		errs := w.sender.Send(b.ctx, call)
 		var token tokenAnswer // groups.getTokenPermissions, asked once per call at most
@@ -203,6 +221,16 @@ func (w *tokenWorker) deliver(batch []Reply) {
 	b.outage.call(out.callErr, len(w.carry)+len(out.later))
 	w.finish(out.finished)
 	w.setAside(out.later)
+	ctx := context.WithoutCancel(b.ctx)
+	switch {
+	case out.captcha:
+		w.pace.Pause(ctx, b.opts.CaptchaProbe) // for every instance
+	case slot.Probe && out.answered:
+		w.pace.Resume(ctx) // VK no longer asks
+	}
+	if out.paced {
+		w.pace.Slow(ctx)
+	}
 	switch {
 	case out.pause > 0:
 		w.pause, w.probe = time.Now().Add(out.pause), true
@@ -294,7 +322,7 @@ func (w *tokenWorker) sort(out *callOutcome, token *tokenAnswer, r Reply, err er
 		about(w.log.Debug(), r).Err(err).Int("tries", r.Tries).Msg("send failed; set aside, other replies go on")
 	case Captcha:
 		b.stats.retried.Add(1)
-		out.pause, out.pauseErr = max(out.pause, b.opts.CaptchaProbe), err
+		out.captcha = true
 		r.Due = now.Add(b.opts.CaptchaProbe)
 		out.later = append(out.later, r)
 		about(w.log.Warn(), r).Err(err).Stringer("probe_in", b.opts.CaptchaProbe).Msg("VK asks for a captcha: the token pauses, its replies are kept")
@@ -363,6 +391,10 @@ func (w *tokenWorker) setAside(replies []Reply) {
 	}
 }
 
+// errTokenPaused is why the token's rights were not asked about: VK asked
+// it for a captcha meanwhile.
+var errTokenPaused = errors.New("bot: the token is paused after a captcha")
+
 // errFloodKept is why a reply is dropped past outbox.Options.FloodKeep.
 var errFloodKept = errors.New("bot: flood control: the peer's oldest reply dropped, more are waiting than are kept")
 
@@ -402,7 +434,12 @@ func (w *tokenWorker) permission(t *tokenAnswer, sendErr error) (Class, error) {
 	if !t.asked {
 		t.asked = true
 		// A call like any other: within the token's rate.
-		if t.err = w.pace.Wait(w.bot.ctx); t.err == nil {
+		switch slot, err := w.pace.Wait(w.bot.ctx); {
+		case err != nil:
+			t.err = err
+		case !slot.Paused.IsZero():
+			t.err = errTokenPaused
+		default:
 			t.err = tc.CheckToken(w.bot.ctx)
 		}
 	}

@@ -92,6 +92,7 @@ func (s *Server) overLimit(token string) bool {
 	}
 	if len(calls) >= s.rateLimit {
 		s.recent[token] = calls
+		s.refused[token]++
 		return true
 	}
 	s.recent[token] = append(calls, now)

@@ -76,6 +76,8 @@ type Server struct {
 	failAlways int              // error code for every call, 0 = none
 	delay      time.Duration
 	rateLimit  int                    // calls per second per token, 0 = none
+	refused    map[string]int         // token → calls answered 6 by the rate limit
+	callTimes  map[string][]time.Time // token → when each of its calls arrived
 	recent     map[string][]time.Time // token → start times of its calls in the last second
 	delivered  map[delivery]int       // (community, random_id) → message id
 	tokenGroup map[string]int         // token → community, for the random_id rule
@@ -177,6 +179,7 @@ func Start(opts Options) (*Server, error) {
 		calls: map[string]int{}, recent: map[string][]time.Time{}, delivered: map[delivery]int{},
 		changed: make(chan struct{}), closing: make(chan struct{}), peerFaults: map[int]*peerFault{},
 		tokenGroup: map[string]int{}, callFails: map[string][]int{}, peerCalls: map[int]int{},
+		refused: map[string]int{}, callTimes: map[string][]time.Time{},
 	}
 	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
 	s.srv.Start()
@@ -255,6 +258,25 @@ func (s *Server) SetRateLimit(perSecond int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rateLimit = perSecond
+}
+
+// RateRefusals returns how many calls of token the rate limit answered
+// with error 6.
+func (s *Server) RateRefusals(token string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[token]
+}
+
+// maxCallTimes is how many calls of a token CallTimes keeps, the first.
+const maxCallTimes = 1 << 20
+
+// CallTimes returns when each call of token arrived (of every method,
+// refused ones included), in order: its first 2^20.
+func (s *Server) CallTimes(token string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.callTimes[token]...)
 }
 
 // Calls returns how many requests for method arrived, failed ones included.
@@ -415,6 +437,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.calls[method]++
+	if len(s.callTimes[token]) < maxCallTimes {
+		s.callTimes[token] = append(s.callTimes[token], time.Now())
+	}
 	s.mu.Unlock()
 	if !s.passOutage(w, r) {
 		return

@@ -145,7 +145,7 @@ func settings(c *Config) []setting {
 		{"REPLY_QUOTE", "chats", "which replies quote the message they answer: chats (group chats, with messages.send's forward), all (private dialogs too, with reply_to where the message id is known) or off", str(&c.ReplyQuote)},
 		{"LONGPOLL_WAIT", durDefault(longpoll.DefaultWait), "how long one Bots Long Poll request waits for events (whole seconds, 1s to " + strconv.Itoa(int(longpoll.MaxWait/time.Second)) + "s)", dur(&c.LongPollWait)},
 		{"VK_TIMEOUT", durDefault(vkapi.DefaultTimeout), "timeout of one VK API call", dur(&c.VKTimeout)},
-		{"VK_RATE", strconv.Itoa(bot.DefaultRatePerToken), "VK API calls per second per token", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
+		{"VK_RATE", strconv.Itoa(bot.DefaultRatePerToken), "VK API calls per second per token, in total over every instance sending with it (paced in Redis, 5 % spare)", func(fs *flag.FlagSet, n, h string) { fs.Float64Var(&c.VKRate, n, 0, h) }},
 		{"VK_BATCH", strconv.Itoa(bot.MaxBatch), "most replies sent in one VK call (several go as one execute; 1 disables batching)", num(&c.VKBatch)},
 		{"OUTBOX_MAX_LEN", strconv.Itoa(outbox.DefaultMaxLen), "replies that may wait per community in the outbox before the webhook answers 503", num(&c.OutboxMaxLen)},
 		{"OUTBOX_CLAIM_AFTER", durDefault(outbox.DefaultClaimAfter), "how long a reply may stay with a sender that stopped (a crashed instance) before another takes it over", dur(&c.ClaimAfter)},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/bot/pace"
 	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/memcap"
@@ -283,6 +284,12 @@ func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
 		g := bot.Group{ID: c.GroupID}
 		for _, t := range c.Tokens() {
 			g.Senders = append(g.Senders, bot.NewVKSender(t, bot.VKOptions{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout, OnCall: m.metrics.VKCall}))
+			// Every instance sending with the token shares its pace.
+			p, err := pace.NewShared(m.rdb, pace.Key(m.cfg.KeyPrefix, t), m.cfg.VKRate, bot.DefaultCaptchaProbe, m.log)
+			if err != nil {
+				return nil, err
+			}
+			g.Paces = append(g.Paces, p)
 		}
 		if len(g.Senders) == 0 {
 			g.Senders = []bot.Sender{bot.DryRun(m.log)}
