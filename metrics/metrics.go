@@ -186,7 +186,7 @@ func (m *Metrics) ObserveOutbox(total func() outbox.Stats, redeliveries, vkFailu
 	read := func(f func(outbox.Stats) float64) func() float64 {
 		return func() float64 { return f(total()) }
 	}
-	m.gaugeFunc("outbox_length", "Entries in the outbox, as last read (see outbox_reading_age_seconds): replies not yet accepted by VK, and those finished while an older one still waits.",
+	m.gaugeFunc("outbox_length", "Entries in the outbox, as last read (see outbox_reading_age_seconds): replies not yet accepted by VK (set aside for a retry included), and those finished while an older one still waits.",
 		read(func(s outbox.Stats) float64 { return float64(s.Length) }))
 	m.gaugeFunc("outbox_oldest_seconds", "Age of the oldest reply in the outbox, as last read.",
 		read(func(s outbox.Stats) float64 { return s.Oldest.Seconds() }))

@@ -35,8 +35,8 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 	for i := range ids {
 		args = append(args, &ids[i]) // by pointer: a string in an interface costs an allocation
 	}
-	v, err := doneScript.Run(ctx, o.rdb, []string{o.key(group)}, args...).Slice()
 	c := o.community(group)
+	v, err := doneScript.Run(ctx, o.rdb, c.readingKeys(), args...).Slice()
 	c.handouts.finished(ids, err == nil)
 	if err != nil {
 		return fmt.Errorf("outbox: done: %w", err)

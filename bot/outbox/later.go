@@ -83,8 +83,11 @@ func decodeParked(m string) (Entry, error) {
 		Tries: p.Tries, Unknown: p.Unknown, Flood: p.Flood}, nil
 }
 
-// laterKey is the community's later set; floodKey a flooded peer's list.
+// laterKey is the community's later set, laterAgeKey the same members
+// scored by when each was stored (the outbox's oldest reply is read from
+// it); floodKey a flooded peer's list.
 func (c *community) laterKey() string         { return c.key + ":later" }
+func (c *community) laterAgeKey() string      { return c.key + ":later:age" }
 func (c *community) floodKey(peer int) string { return c.key + ":fl:" + strconv.Itoa(peer) }
 
 // Later sets replies of group aside, each until its Due, with its retry
@@ -98,9 +101,9 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 		return nil, nil
 	}
 	c := o.community(group)
-	keys := []string{c.key, c.laterKey()}
+	keys := []string{c.key, c.laterKey(), c.laterAgeKey()}
 	lists := map[int]int{} // peer → index in keys
-	args := make([]any, 0, 3+5*len(replies))
+	args := make([]any, 0, 3+6*len(replies))
 	args = append(args, ConsumerGroup, o.opts.FloodKeep, floodListTTL.Milliseconds())
 	var acked, forgot []string
 	for _, e := range replies {
@@ -119,7 +122,7 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 				lists[e.PeerID] = list
 			}
 		}
-		args = append(args, id, old, member(e), e.Due.UnixMilli(), list)
+		args = append(args, id, old, member(e), e.Due.UnixMilli(), list, e.Queued.UnixMilli())
 	}
 	v, err := laterScript.Run(ctx, o.rdb, keys, args...).StringSlice()
 	c.handouts.finished(acked, err == nil)
@@ -218,7 +221,7 @@ func (c *community) laterWait(wait time.Duration) time.Duration {
 
 // forget removes finished replies from the later set and their peers' lists.
 func (o *Outbox) forget(ctx context.Context, c *community, members []string) error {
-	keys := []string{c.laterKey()}
+	keys := []string{c.laterKey(), c.laterAgeKey()}
 	lists := map[int]int{}
 	args := make([]any, 0, 2*len(members))
 	for _, m := range members {

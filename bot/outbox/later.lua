@@ -12,19 +12,21 @@
 --
 -- KEYS[1]  the outbox stream
 -- KEYS[2]  the later set
--- KEYS[3…] the flooded peers' lists
+-- KEYS[3]  its ages: each member scored by the Unix ms it was stored, for
+--          the outbox's oldest reply (reading.lua)
+-- KEYS[4…] the flooded peers' lists
 -- ARGV[1]  the consumer group
 -- ARGV[2]  the most replies kept per flooded peer
 -- ARGV[3]  how long a flooded peer's list lives after its last change, in ms
--- ARGV[4…] five per reply: its stream id or "", its former member or "",
+-- ARGV[4…] six per reply: its stream id or "", its former member or "",
 --          its new member, its due time in Unix ms, the index in KEYS of
---          its peer's list or 0
+--          its peer's list or 0, the Unix ms it was stored
 --
 -- Reply: {earliest due time in Unix ms or -1, dropped member, …}.
 local acked = false
 local dropped = {}
 local bound = tonumber(ARGV[2])
-for i = 4, #ARGV, 5 do
+for i = 4, #ARGV, 6 do
   local id, old, new, due, list = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
   if id ~= '' then
     redis.call('XACK', KEYS[1], ARGV[1], id)
@@ -32,8 +34,10 @@ for i = 4, #ARGV, 5 do
   end
   if old ~= '' then
     redis.call('ZREM', KEYS[2], old)
+    redis.call('ZREM', KEYS[3], old)
   end
   redis.call('ZADD', KEYS[2], due, new)
+  redis.call('ZADD', KEYS[3], ARGV[i + 5], new)
   if list > 0 then
     local key = KEYS[list]
     local pos = old ~= '' and redis.call('LPOS', key, old)
@@ -46,6 +50,7 @@ for i = 4, #ARGV, 5 do
     while redis.call('LLEN', key) > bound do
       local oldest = redis.call('LPOP', key)
       redis.call('ZREM', KEYS[2], oldest)
+      redis.call('ZREM', KEYS[3], oldest)
       dropped[#dropped + 1] = oldest
     end
   end

@@ -42,6 +42,12 @@ func TestLaterKeepsRetryStateAcrossInstances(t *testing.T) {
 		if n, err := a.Len(ctx, group); err != nil || n != 1 {
 			t.Errorf("Len = %d, %v; want 1 (the reply set aside)", n, err)
 		}
+		// Done's reading counts the reply set aside, with its age: a reply
+		// VK keeps refusing must not look fresh (VkcounterRepliesWaiting).
+		waited := time.Since(r.Queued)
+		if s := a.Stats(group); s.Length != 1 || s.Oldest < waited {
+			t.Errorf("Stats = %+v, want length 1 and the oldest at least %v old (the reply set aside)", s, waited)
+		}
 		if early, err := b.Take(ctx, group, 5, 0); err != nil || len(early) != 0 {
 			t.Fatalf("Take before it is due = %d, %v; want none", len(early), err)
 		}

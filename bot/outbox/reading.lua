@@ -1,11 +1,21 @@
 -- reading.lua is the library stats.lua and done.lua share: what /stats and
--- /metrics show of an outbox stream.
+-- /metrics show of an outbox.
 
--- reading returns the stream's length and the id of its oldest entry ("" if
--- none).
-local function reading(key)
-  local first = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
+-- reading returns how many replies the outbox holds, in the stream and set
+-- aside (later.lua), and when the oldest of them was stored: the id of the
+-- stream's oldest entry, or the Unix ms of the oldest reply set aside when
+-- that is older ("" if none). A reply set aside leaves the stream, so
+-- without the later set a reply VK keeps refusing would look fresh.
+local function reading(stream, later, age)
+  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
   local oldest = ''
   if first then oldest = first[1] end
-  return {redis.call('XLEN', key), oldest}
+  local aside = redis.call('ZCARD', later)
+  if aside > 0 then
+    local o = redis.call('ZRANGE', age, 0, 0, 'WITHSCORES')[2]
+    if o and (oldest == '' or tonumber(o) < tonumber(string.match(oldest, '^%d+'))) then
+      oldest = o
+    end
+  end
+  return {redis.call('XLEN', stream) + aside, oldest}
 end

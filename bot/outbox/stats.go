@@ -26,7 +26,7 @@ type reading struct {
 
 // Stats describes one community's outbox as last read.
 type Stats struct {
-	Length int64         // entries in the stream: see Report.Length
+	Length int64         // entries in the stream and replies set aside: see Report.Length
 	Oldest time.Duration // age of the oldest of them, now
 	// Age is how long ago Length and Oldest were read from Redis; -1 if
 	// they never were.
@@ -155,8 +155,8 @@ func (o *Outbox) stopWatch() {
 // refreshStats reads group's length and oldest entry. A failure keeps the
 // old reading, whose age then tells how stale it is.
 func (o *Outbox) refreshStats(ctx context.Context, group int) {
-	v, err := statsScript.Run(ctx, o.rdb, []string{o.key(group)}).Slice()
 	c := o.community(group)
+	v, err := statsScript.Run(ctx, o.rdb, c.readingKeys()).Slice()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reading.reading = false
@@ -165,7 +165,13 @@ func (o *Outbox) refreshStats(ctx context.Context, group int) {
 	}
 }
 
-// set takes the reply of reading.lua, {length, oldest id}, as read now; a
+// readingKeys are the keys reading.lua reads: the stream, its later set
+// and the later set's ages.
+func (c *community) readingKeys() []string {
+	return []string{c.key, c.laterKey(), c.laterAgeKey()}
+}
+
+// set takes the reply of reading.lua, {length, oldest id or Unix ms}, as read now; a
 // malformed reply changes nothing.
 func (rd *reading) set(v []any) {
 	if len(v) != 2 {
@@ -204,9 +210,9 @@ func (o *Outbox) Total(groups ...int) Stats {
 // A Report is the outbox of some communities as /stats shows it: their
 // last readings summed (see Total) and this instance's redeliveries.
 type Report struct {
-	// Length is the entries in the streams: the replies not yet accepted
-	// by VK, and those finished while an older one still waits, until it
-	// is finished too (see Done).
+	// Length is the entries in the streams and the replies set aside
+	// (see Later): the replies not yet accepted by VK, and those finished
+	// while an older one still waits, until it is finished too (see Done).
 	Length        int64       `json:"length"`
 	OldestSeconds float64     `json:"oldest_seconds"` // age of the oldest of them
 	Age           age.Seconds `json:"age_seconds"`    // how long ago they were read
