@@ -53,6 +53,33 @@ func Refusals(cause string) uint64 {
 	return 0
 }
 
+// scriptPrefix starts the reply Redis 6.2 gives for an error a script's
+// redis.call raised: "ERR Error running script (call to f_…):
+// @user_script:1: @user_script: 1: -OOM command not allowed…". Redis 7.0
+// and later pass the inner reply through as it is.
+const scriptPrefix = "ERR Error running script"
+
+// A replyText is an error reply read out of a wrapping one.
+type replyText string
+
+func (e replyText) Error() string { return string(e) }
+
+// RedisError marks replyText as a Redis error reply (redis.Error).
+func (replyText) RedisError() {}
+
+// scriptInner returns the error reply msg wraps, if msg is Redis 6.2's
+// wrapping of an error a script's call raised.
+func scriptInner(msg string) (redis.Error, bool) {
+	if !strings.HasPrefix(msg, scriptPrefix) {
+		return nil, false
+	}
+	i := strings.LastIndex(msg, ": -")
+	if i < 0 {
+		return nil, false
+	}
+	return replyText(msg[i+3:]), true
+}
+
 // Cause returns the cause (one of Causes) of err, the failure of a call,
 // or "" when err is no refusal: nil, redis.Nil, the caller's
 // cancellation, a closed client, or an error reply of a command or script
@@ -64,6 +91,9 @@ func Cause(err error) string {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) { // an error reply, maybe wrapped: its own text is read
+		if inner, ok := scriptInner(rerr.Error()); ok {
+			rerr = inner
+		}
 		switch {
 		case redis.IsClusterDownError(rerr):
 			return "clusterdown"
