@@ -14,9 +14,4 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, AR
 for _, m in ipairs(due) do
   redis.call('ZADD', KEYS[1], 'XX', ARGV[3], m)
 end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local out = {first[2] or '-1'}
-for _, m in ipairs(due) do
-  out[#out + 1] = m
-end
-return out
+return earliest(KEYS[1], due)

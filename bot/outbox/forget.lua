@@ -16,5 +16,4 @@ for i = 1, #ARGV, 2 do
     redis.call('LREM', KEYS[list], 1, ARGV[i])
   end
 end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return first[2] or '-1'
+return earliest(KEYS[1])[1]

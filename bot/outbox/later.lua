@@ -58,9 +58,4 @@ end
 if acked then
   trim(KEYS[1], ARGV[1])
 end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local out = {first[2] or '-1'}
-for _, m in ipairs(dropped) do
-  out[#out + 1] = m
-end
-return out
+return earliest(KEYS[2], dropped)

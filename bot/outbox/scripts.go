@@ -14,6 +14,9 @@ var (
 	readingLib string // the library stats.lua and done.lua share
 	//go:embed trim.lua
 	trimLib string // the library done.lua and release.lua share
+	//go:embed earliest.lua
+	earliestLib string // the library later.lua, due.lua and forget.lua share
+
 	//go:embed stats.lua
 	statsLua string
 	//go:embed prune.lua
@@ -38,7 +41,7 @@ var (
 	doneScript    = redis.NewScript(readingLib + trimLib + doneLua)
 	recoverScript = redis.NewScript(recoverLua)
 	releaseScript = redis.NewScript(trimLib + releaseLua)
-	laterScript   = redis.NewScript(trimLib + laterLua)
-	dueScript     = redis.NewScript(dueLua)
-	forgetScript  = redis.NewScript(forgetLua)
+	laterScript   = redis.NewScript(trimLib + earliestLib + laterLua)
+	dueScript     = redis.NewScript(earliestLib + dueLua)
+	forgetScript  = redis.NewScript(earliestLib + forgetLua)
 )
