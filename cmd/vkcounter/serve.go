@@ -220,16 +220,7 @@ func (m *Main) counterConnLimit(fdLimit int) int {
 	if fdLimit <= 0 {
 		return n
 	}
-	room := counterRoom(fdLimit)
-	switch {
-	case n == 0:
-		m.log.Warn().Int("open_file_limit", fdLimit).Msg("COUNTER_MAX_CONNECTIONS=0: counter connections are unlimited and can use up the open files the webhook and Redis need")
-	case n > room:
-		m.log.Warn().Int("configured", n).Int("used", room).Int("open_file_limit", fdLimit).
-			Msg("COUNTER_MAX_CONNECTIONS lowered to leave open files for HTTP and Redis")
-		n = room
-	}
-	return n
+	return m.fitConnLimit("COUNTER_MAX_CONNECTIONS", "counter", "HTTP and Redis", n, counterRoom(fdLimit), fdLimit)
 }
 
 // httpConnLimit is HTTP_MAX_CONNECTIONS (for each of the two HTTP
@@ -250,12 +241,19 @@ func (m *Main) httpConnLimit(fdLimit int) int {
 		}
 	}
 	room := max((fdLimit-counter-fdReserve)/2, minHTTPConnections)
+	return m.fitConnLimit("HTTP_MAX_CONNECTIONS", "HTTP", "the counter port and Redis", n, room, fdLimit)
+}
+
+// fitConnLimit returns the connection limit n of setting lowered to room,
+// warning when it is lowered (to leave open files for others) or
+// unlimited (0) in fdLimit open files.
+func (m *Main) fitConnLimit(setting, kind, others string, n, room, fdLimit int) int {
 	switch {
 	case n == 0:
-		m.log.Warn().Int("open_file_limit", fdLimit).Msg("HTTP_MAX_CONNECTIONS=0: HTTP connections are unlimited and can use up the open files the webhook and Redis need")
+		m.log.Warn().Int("open_file_limit", fdLimit).Msg(setting + "=0: " + kind + " connections are unlimited and can use up the open files the webhook and Redis need")
 	case n > room:
 		m.log.Warn().Int("configured", n).Int("used", room).Int("open_file_limit", fdLimit).
-			Msg("HTTP_MAX_CONNECTIONS lowered to leave open files for the counter port and Redis")
+			Msg(setting + " lowered to leave open files for " + others)
 		n = room
 	}
 	return n
