@@ -1,4 +1,4 @@
--- earliest.lua is the library later.lua, due.lua and forget.lua share.
+-- earliest.lua is the library later.lua, due.lua, forget.lua and claim.lua share.
 
 -- earliest returns {the later set's earliest due time in Unix ms, or '-1'
 -- when it is empty, then each member of more}.

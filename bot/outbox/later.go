@@ -147,12 +147,14 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 
 // takeDue hands out up to n replies of group come due in the later set,
 // when one may be: the earliest due time last read has come, or
-// ClaimAfter passed since the last look (another instance may have set
-// one aside).
+// LaterIdle passed since a look found the set empty (another instance may
+// have set one aside) — unless a takeover starts in this Take, whose call
+// reads the earliest due time anyway (reclaim): the next Take hands out
+// what it finds due.
 func (o *Outbox) takeDue(ctx context.Context, c *community, n int) ([]Entry, error) {
 	now := time.Now()
 	c.mu.Lock()
-	due := !now.Before(c.laterDue)
+	due := !now.Before(c.laterDue) && !(c.laterEmpty && c.takeoverDue(now, o.opts.ClaimAfter))
 	if due {
 		c.laterDue = now.Add(o.opts.ClaimAfter) // until the answer says sooner
 	}
@@ -194,8 +196,8 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 	if len(v) == 0 {
 		return fmt.Errorf("empty reply")
 	}
-	next := time.Now().Add(o.opts.LaterIdle) // an empty set
-	if v[0] != "-1" {
+	next, empty := time.Now().Add(o.opts.LaterIdle), v[0] == "-1"
+	if !empty {
 		ms, err := strconv.ParseFloat(v[0], 64)
 		if err != nil {
 			return fmt.Errorf("due time %q", v[0])
@@ -203,7 +205,7 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 		next = time.UnixMilli(int64(ms))
 	}
 	c.mu.Lock()
-	c.laterDue = next
+	c.laterDue, c.laterEmpty = next, empty
 	c.mu.Unlock()
 	return nil
 }

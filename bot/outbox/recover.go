@@ -18,9 +18,10 @@ import (
 // consumer's name, so no other read returns them and nobody else takes
 // them before ClaimAfter. It hands out those this instance does not hold
 // and no read under way may have been given (see handouts) — at once after
-// a failed Take (or always, when force is set), and every ClaimAfter
-// (periodic) for the failures nobody saw. more reports that entries may be
-// left: too young to tell, or more than n.
+// a failed Take (or always, when force is set, as Drain does). The
+// failures nobody saw leave entries the takeover finds once they are idle
+// for ClaimAfter (reclaim). more reports that entries may be left: too
+// young to tell, or more than n.
 func (o *Outbox) recoverOwn(ctx context.Context, c *community, group, n int, force bool) (out []Entry, more bool, err error) {
 	if !force && !c.handouts.mayHaveLost() {
 		return nil, false, nil
@@ -91,11 +92,15 @@ func scriptEntry(v any) (redis.XMessage, bool) {
 	return m, true
 }
 
-// reclaim takes over entries idle longer than ClaimAfter. Take starts it
-// every ClaimAfter per community (so an idle outbox costs Redis next to
-// nothing) and goes on with it in the following Takes, n entries at a
-// time, until it has looked at every pending entry. Entries this instance
-// still holds (a send being retried) are skipped, not handed out twice.
+// reclaim takes over entries idle longer than ClaimAfter, this
+// consumer's own among them (a read lost without a failure anybody saw),
+// and reads the later set's earliest due time in the same call
+// (claim.lua): while the later set is empty, the takeover's look at it is
+// the only one (see takeDue). Take starts it every ClaimAfter per
+// community (so an idle outbox costs Redis next to nothing) and goes on
+// with it in the following Takes, n entries at a time, until it has looked
+// at every pending entry. Entries this instance still holds (a send being
+// retried) are skipped, not handed out twice.
 func (o *Outbox) reclaim(ctx context.Context, c *community, group, n int) ([]Entry, error) {
 	c.mu.Lock()
 	from := c.claimFrom
@@ -105,8 +110,13 @@ func (o *Outbox) reclaim(ctx context.Context, c *community, group, n int) ([]Ent
 	}
 	_, end := c.handouts.beginRead()
 	defer end()
-	msgs, next, err := o.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: o.key(group), Group: ConsumerGroup,
-		Consumer: o.opts.Consumer, MinIdle: o.opts.ClaimAfter, Start: from, Count: int64(n)}).Result()
+	v, err := claimScript.Run(ctx, o.rdb, []string{o.key(group), c.laterKey()}, ConsumerGroup, o.opts.Consumer,
+		o.opts.ClaimAfter.Milliseconds(), from, n).Slice()
+	var next string
+	var msgs []redis.XMessage
+	if err == nil {
+		next, msgs, err = o.claimed(c, v)
+	}
 	if err != nil {
 		if redisconn.IsError(err, "NOGROUP") {
 			c.mu.Lock()
@@ -128,4 +138,26 @@ func (o *Outbox) reclaim(ctx context.Context, c *community, group, n int) ([]Ent
 		o.log.Warn().Int("group_id", group).Int("entries", len(out)).Msg("outbox: took over replies another sender held too long")
 	}
 	return out, nil
+}
+
+// claimed takes claim.lua's reply apart: the cursor, and the entries taken
+// over; it notes the later set's earliest due time in c.
+func (o *Outbox) claimed(c *community, v []any) (next string, msgs []redis.XMessage, err error) {
+	if len(v) < 2 {
+		return "", nil, fmt.Errorf("reply of %d elements", len(v))
+	}
+	next, ok := v[0].(string)
+	due, ok2 := v[1].(string)
+	if !ok || !ok2 {
+		return "", nil, fmt.Errorf("reply begins %T, %T", v[0], v[1])
+	}
+	if err := o.noteDue(c, []string{due}); err != nil {
+		return "", nil, err
+	}
+	for _, e := range v[2:] {
+		if m, ok := scriptEntry(e); ok {
+			msgs = append(msgs, m) // not one deleted meanwhile
+		}
+	}
+	return next, msgs, nil
 }

@@ -15,7 +15,7 @@ var (
 	//go:embed trim.lua
 	trimLib string // the library done.lua and release.lua share
 	//go:embed earliest.lua
-	earliestLib string // the library later.lua, due.lua and forget.lua share
+	earliestLib string // the library later.lua, due.lua, forget.lua and claim.lua share
 
 	//go:embed stats.lua
 	statsLua string
@@ -33,6 +33,8 @@ var (
 	dueLua string
 	//go:embed forget.lua
 	forgetLua string
+	//go:embed claim.lua
+	claimLua string
 )
 
 var (
@@ -44,4 +46,5 @@ var (
 	laterScript   = redis.NewScript(trimLib + earliestLib + laterLua)
 	dueScript     = redis.NewScript(earliestLib + dueLua)
 	forgetScript  = redis.NewScript(earliestLib + forgetLua)
+	claimScript   = redis.NewScript(earliestLib + claimLua)
 )

@@ -47,18 +47,23 @@ func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]
 	return append(due, out...), err
 }
 
+// take recovers this consumer's lost reads after a failure, goes on
+// with a takeover (one starts every ClaimAfter), or else reads new
+// entries. While nothing fails and nothing flows, an idle sender's cycle
+// is two commands: the takeover's step (which also finds this consumer's
+// own entries whose read was lost unseen, and looks at the later set) and
+// the read.
 func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
 	c.mu.Lock()
-	periodic := time.Since(c.lastClaim) >= o.opts.ClaimAfter
-	if periodic {
-		c.lastClaim = time.Now()
+	if now := time.Now(); c.takeoverDue(now, o.opts.ClaimAfter) {
+		c.lastClaim = now
 		if c.claimFrom == "" {
 			c.claimFrom = "0-0"
 		}
 	}
 	claiming := c.claimFrom != ""
 	c.mu.Unlock()
-	if out, _, err := o.recoverOwn(ctx, c, group, n, periodic); len(out) > 0 || err != nil {
+	if out, _, err := o.recoverOwn(ctx, c, group, n, false); len(out) > 0 || err != nil {
 		return out, err
 	}
 	if claiming {
@@ -118,6 +123,12 @@ func (o *Outbox) readNew(ctx context.Context, c *community, group, n int, wait t
 		return nil, fmt.Errorf("outbox: read: %w", err)
 	}
 	return o.decode(ctx, c, group, messages(streams)), nil
+}
+
+// takeoverDue reports whether a Take at now starts a takeover: ClaimAfter
+// passed since the last one began. c.mu must be held.
+func (c *community) takeoverDue(now time.Time, claimAfter time.Duration) bool {
+	return now.Sub(c.lastClaim) >= claimAfter
 }
 
 func messages(streams []redis.XStream) []redis.XMessage {
