@@ -42,7 +42,7 @@ func (o *Outbox) Done(ctx context.Context, group int, ids ...string) error {
 		return fmt.Errorf("outbox: done: %w", err)
 	}
 	c.mu.Lock()
-	c.reading.set(v)
+	c.reading.set(v, o.opts.Clock())
 	c.mu.Unlock()
 	return nil
 }

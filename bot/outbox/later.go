@@ -152,7 +152,7 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 // reads the earliest due time anyway (reclaim): the next Take hands out
 // what it finds due.
 func (o *Outbox) takeDue(ctx context.Context, c *community, n int) ([]Entry, error) {
-	now := time.Now()
+	now := o.opts.Clock()
 	c.mu.Lock()
 	due := !now.Before(c.laterDue) && !(c.laterEmpty && c.takeoverDue(now, o.opts.ClaimAfter))
 	if due {
@@ -196,7 +196,7 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 	if len(v) == 0 {
 		return fmt.Errorf("empty reply")
 	}
-	next, empty := time.Now().Add(o.opts.LaterIdle), v[0] == "-1"
+	next, empty := o.opts.Clock().Add(o.opts.LaterIdle), v[0] == "-1"
 	if !empty {
 		ms, err := strconv.ParseFloat(v[0], 64)
 		if err != nil {
@@ -211,14 +211,14 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 }
 
 // laterWait returns how long a Take of c may wait for new replies, wait
-// at most: not past the earliest due time of the later set.
-func (c *community) laterWait(wait time.Duration) time.Duration {
+// at most: not past the earliest due time of the later set, as of now.
+func (c *community) laterWait(wait time.Duration, now time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.laterDue.IsZero() {
 		return wait
 	}
-	return max(min(wait, time.Until(c.laterDue)), time.Millisecond)
+	return max(min(wait, c.laterDue.Sub(now)), time.Millisecond)
 }
 
 // forget removes finished replies from the later set and their peers' lists.
@@ -286,7 +286,7 @@ func (o *Outbox) releaseParked(ctx context.Context, c *community) (int, error) {
 	if len(members) == 0 {
 		return 0, nil
 	}
-	now := float64(time.Now().UnixMilli())
+	now := float64(o.opts.Clock().UnixMilli())
 	zs := make([]redis.Z, len(members))
 	for i, m := range members {
 		zs[i] = redis.Z{Score: now, Member: m}
@@ -345,7 +345,7 @@ func (o *Outbox) mineSoon(ctx context.Context, c *community) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read the replies set aside: %w", err)
 	}
-	horizon := float64(time.Now().Add(drainLater).UnixMilli())
+	horizon := float64(o.opts.Clock().Add(drainLater).UnixMilli())
 	var gone, soon []string
 	for i, sc := range scores {
 		switch {

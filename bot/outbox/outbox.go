@@ -96,7 +96,13 @@ type Options struct {
 	// StatsEvery is the least time between two readings of a community's
 	// length and oldest entry (default 5s); see Stats.
 	StatsEvery time.Duration
-	Logger     zerolog.Logger
+	// Clock tells the time (default time.Now): when a takeover is due
+	// (ClaimAfter), the due times of the replies set aside, and the ages
+	// Stats reports. Redis's own clock still measures how long an entry
+	// stayed idle with a consumer, and handouts how long a read is under
+	// way (it is compared with that).
+	Clock  func() time.Time
+	Logger zerolog.Logger
 }
 
 // An Outbox is a durable reply queue. It is safe for concurrent use.
@@ -163,6 +169,9 @@ func New(rdb redis.UniversalClient, opts Options) *Outbox {
 	}
 	if opts.OnceFor < time.Second {
 		opts.OnceFor = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	o := &Outbox{rdb: rdb, opts: opts, store: opts.Store, log: opts.Logger, communities: map[int]*community{}}
 	if o.store == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/testclock"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
 
@@ -94,6 +97,37 @@ func peers(rs []outbox.Entry) []int {
 	return ps
 }
 
+// idleFor makes every entry pending in stream look idle for d to Redis,
+// as d of waiting would, without the wait: each is claimed again by the
+// consumer holding it (XCLAIM … IDLE, JUSTID: no delivery counted). The
+// outbox's own clock (Options.Clock) is the test's to move.
+func idleFor(t *testing.T, tg *redistest.Target, stream string, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	pending, err := tg.Client.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: outbox.ConsumerGroup,
+		Start: "-", End: "+", Count: 10000}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pending {
+		if err := tg.Client.Do(ctx, "XCLAIM", stream, outbox.ConsumerGroup, p.Consumer, 0, p.ID,
+			"IDLE", d.Milliseconds(), "JUSTID").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// idTime returns the time of Redis's clock a stream entry's id holds.
+func idTime(t *testing.T, id string) time.Time {
+	t.Helper()
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		t.Fatalf("stream id %q: %v", id, err)
+	}
+	return time.UnixMilli(n)
+}
+
 // ids returns the ids of rs.
 func ids(rs []outbox.Entry) []string {
 	var out []string
@@ -140,7 +174,10 @@ func TestTakeWaitsForNewReplies(t *testing.T) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
 		go func() {
-			time.Sleep(50 * time.Millisecond) // lands while Take blocks; the assertion does not depend on it
+			// Once Take's read that waits is under way: the reply lands
+			// while Redis blocks it or, rarely, just before; either way
+			// Take must return it.
+			eventually.True(t, 5*time.Second, "Take waits", func() bool { return o.Waiting() == 1 })
 			o.Add(ctx, reply(1))
 		}()
 		got, err := o.Take(ctx, group, 5, 5*time.Second)
@@ -157,9 +194,11 @@ func TestStaleEntriesAreTakenOver(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		// Long enough that alive's first Take reads reply 2 rather than
-		// taking reply 1 over, even on a loaded machine.
-		opts := outbox.Options{ClaimAfter: time.Second}
+		// ClaimAfter passes when the test says (clock, idleFor): alive's
+		// first Take reads reply 2 rather than taking reply 1 over, on a
+		// machine however loaded.
+		var clock testclock.Clock
+		opts := outbox.Options{ClaimAfter: time.Minute, Clock: clock.Now}
 		dead := newOutbox(t, tg, prefix, "dead", opts)
 		alive := newOutbox(t, tg, prefix, "alive", opts)
 		dead.Add(ctx, reply(1))
@@ -171,7 +210,8 @@ func TestStaleEntriesAreTakenOver(t *testing.T) {
 		if len(held) != 1 {
 			t.Fatal("alive consumer took nothing")
 		}
-		time.Sleep(1100 * time.Millisecond) // both entries are now idle past ClaimAfter
+		clock.Advance(opts.ClaimAfter) // both entries are now idle past ClaimAfter
+		idleFor(t, tg, prefix+"o:{42}", opts.ClaimAfter)
 		got, err := alive.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take after ClaimAfter = %+v, %v; want only the dead consumer's reply", got, err)
@@ -243,7 +283,8 @@ func TestStats(t *testing.T) {
 		proxy := redistest.NewProxy(t, tg.Addr)
 		via := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})
 		defer via.Close()
-		o := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "a", StatsEvery: time.Millisecond})
+		var clock testclock.Clock
+		o := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "a", StatsEvery: time.Hour, Clock: clock.Now})
 		if st := o.Stats(group); st.Age != -1 {
 			t.Errorf("Stats before any reading = %+v, want Age -1", st)
 		}
@@ -255,14 +296,14 @@ func TestStats(t *testing.T) {
 		}
 		o.Add(ctx, reply(1))
 		o.Add(ctx, reply(2))
-		time.Sleep(20 * time.Millisecond)
+		clock.Advance(time.Hour) // StatsEvery passed: Take reads again
 		got, err := o.Take(ctx, group, 1, 0)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("Take = %v, %v", got, err)
 		}
 		st := o.Stats(group)
-		if st.Length != 2 || st.Oldest < 10*time.Millisecond || st.Oldest > time.Minute {
-			t.Errorf("Stats after Take = %+v; want two entries, the oldest about 20ms old", st)
+		if st.Length != 2 || st.Oldest < time.Hour || st.Oldest > time.Hour+time.Minute || st.Age > time.Minute {
+			t.Errorf("Stats after Take = %+v; want two entries, the oldest about an hour old, read now", st)
 		}
 		proxy.Cut()
 		done := make(chan outbox.Stats)
@@ -275,9 +316,9 @@ func TestStats(t *testing.T) {
 		case <-time.After(time.Second):
 			t.Fatal("Stats waited for Redis")
 		}
-		time.Sleep(5 * time.Millisecond)
+		clock.Advance(time.Hour)
 		o.Take(ctx, group, 1, 0) // fails: the reading stays, and ages
-		if st2 := o.Stats(group); st2.Length != 2 || st2.Age <= st.Age {
+		if st2 := o.Stats(group); st2.Length != 2 || st2.Age < st.Age+time.Hour {
 			t.Errorf("Stats after a failed refresh = %+v, want the old reading, older than %v", st2, st.Age)
 		}
 	}, redistest.Mini, redistest.Real) // a proxy in front of one cluster node is not a cluster
@@ -290,24 +331,38 @@ func TestStats(t *testing.T) {
 func TestStatsFollowDone(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{StatsEvery: time.Hour})
-		const gap = 200 * time.Millisecond // between the two entries' times
+		var clock testclock.Clock
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{StatsEvery: time.Hour, Clock: clock.Now})
 		o.Add(ctx, reply(1))
-		time.Sleep(gap)
-		second := time.Now() // the younger entry is added after this
+		entries, err := tg.Client.XRange(ctx, prefix+"o:{42}", "-", "+").Result()
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("the stream after one Add: %v, %v", entries, err)
+		}
+		first := idTime(t, entries[0].ID)
+		// The younger entry's id must be of a later millisecond of Redis's
+		// clock, which no test clock moves: at most a millisecond's wait.
+		eventually.True(t, 5*time.Second, "Redis's clock passes the first entry's millisecond", func() bool {
+			now, err := tg.Client.Time(ctx).Result()
+			return err == nil && now.UnixMilli() > first.UnixMilli()
+		})
 		o.Add(ctx, reply(2))
 		got, err := o.Take(ctx, group, 2, 0)
 		if err != nil || len(got) != 2 {
 			t.Fatalf("Take = %v, %v", got, err)
 		}
+		second := idTime(t, got[1].ID)
+		clock.Advance(time.Hour) // the two entries' ages are an hour apart from a millisecond
 		if err := o.Done(ctx, group, got[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		// The younger entry is at most time.Since(second) old (plus the
-		// millisecond its id rounds down); the older one at least gap more.
+		// The oldest entry now is the younger one: its age is the clock's
+		// time less its id's, which the older one's exceeds.
+		lo := clock.Now().Sub(second)
 		st := o.Stats(group)
-		if younger := time.Since(second) + gap/2; st.Length != 1 || st.Oldest > younger || st.Age < 0 || st.Age > time.Second {
-			t.Errorf("Stats after the first Done = %+v, want one entry, the younger one (at most %v old), read now", st, younger)
+		hi := clock.Now().Sub(second)
+		if st.Length != 1 || st.Oldest < lo || st.Oldest > hi || st.Age < 0 || st.Age > time.Second {
+			t.Errorf("Stats after the first Done = %+v, want one entry, the younger one (%v to %v old), read now", st, lo, hi)
 		}
 		if err := o.Done(ctx, group, got[1].ID); err != nil {
 			t.Fatal(err)
@@ -360,7 +415,10 @@ func TestIdleConsumersPruned(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		opts := outbox.Options{Prefix: prefix, ClaimAfter: 100 * time.Millisecond}
+		// Redis's clock tells a consumer's idle time, and no command sets
+		// it: ClaimAfter is a millisecond, and the new start is tried until
+		// Redis has seen the old consumers idle that long.
+		opts := outbox.Options{Prefix: prefix, ClaimAfter: time.Millisecond}
 		for i, name := range []string{"old1", "old2", "holder"} {
 			opts.Consumer = name
 			o := outbox.New(tg.Client, opts)
@@ -372,26 +430,26 @@ func TestIdleConsumersPruned(t *testing.T) {
 			}
 			o.Take(ctx, group, 10, 0)
 		}
-		if tg.Kind == redistest.Mini {
-			tg.Mini.FastForward(time.Second)
-		} else {
-			time.Sleep(200 * time.Millisecond)
-		}
 		opts.Consumer = "new"
-		if err := outbox.New(tg.Client, opts).Init(ctx, group); err != nil {
-			t.Fatal(err)
-		}
-		cs, err := tg.Client.XInfoConsumers(ctx, prefix+"o:{42}", outbox.ConsumerGroup).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, c := range cs {
-			names = append(names, c.Name)
-		}
-		if !slices.Equal(names, []string{"holder"}) {
-			t.Errorf("consumers after a new start: %v, want only the one holding a reply", names)
-		}
+		eventually.NoError(t, 10*time.Second, "a new start prunes the idle consumers", func() error {
+			o := outbox.New(tg.Client, opts)
+			defer o.Close()
+			if err := o.Init(ctx, group); err != nil {
+				t.Fatal(err)
+			}
+			cs, err := tg.Client.XInfoConsumers(ctx, prefix+"o:{42}", outbox.ConsumerGroup).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, c := range cs {
+				names = append(names, c.Name)
+			}
+			if !slices.Equal(names, []string{"holder"}) {
+				return fmt.Errorf("consumers after a new start: %v, want only the one holding a reply", names)
+			}
+			return nil
+		})
 	})
 }
 
@@ -446,7 +504,7 @@ func TestCancelEndsAWaitingTake(t *testing.T) {
 			got, err := o.Take(wait, group, 10, time.Minute)
 			done <- result{got, err}
 		}()
-		time.Sleep(100 * time.Millisecond) // blocked in Redis by now; the assertion does not depend on it
+		eventually.True(t, 5*time.Second, "Take waits", func() bool { return o.Waiting() == 1 })
 		cancel()
 		select {
 		case r := <-done:
@@ -475,7 +533,9 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		o := newOutbox(t, tg, prefix, "a", outbox.Options{ClaimAfter: time.Second})
+		var clock testclock.Clock
+		opts := outbox.Options{ClaimAfter: time.Minute, Clock: clock.Now}
+		o := newOutbox(t, tg, prefix, "a", opts)
 		o.Take(ctx, group, 1, 0) // the first periodic check, on an empty outbox
 		o.Add(ctx, reply(1))
 		if err := tg.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: outbox.ConsumerGroup, Consumer: "a",
@@ -485,7 +545,8 @@ func TestUnseenLostReadIsRecovered(t *testing.T) {
 		if got, _ := o.Take(ctx, group, 10, 0); len(got) != 0 {
 			t.Fatalf("Take before the periodic check = %+v", got)
 		}
-		time.Sleep(1100 * time.Millisecond) // past ClaimAfter: the periodic check is due
+		clock.Advance(opts.ClaimAfter) // past ClaimAfter: the periodic check is due
+		idleFor(t, tg, prefix+"o:{42}", opts.ClaimAfter)
 		got, err := o.Take(ctx, group, 10, 0)
 		if err != nil || len(got) != 1 || got[0].PeerID != 1 {
 			t.Fatalf("Take after ClaimAfter = %+v, %v; want the entry pending under this consumer", got, err)
@@ -501,7 +562,9 @@ func TestHeldIsPerCommunity(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "a", ClaimAfter: 50 * time.Millisecond})
+		var clock testclock.Clock
+		o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "a", ClaimAfter: time.Minute, Clock: clock.Now})
+		defer o.Close()
 		if err := o.Init(ctx, 1, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +587,8 @@ func TestHeldIsPerCommunity(t *testing.T) {
 		if err := o.Done(ctx, 1, first[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // past ClaimAfter: the periodic recovery is due
+		clock.Advance(time.Minute) // past ClaimAfter: the periodic recovery is due
+		idleFor(t, tg, prefix+"o:{2}", time.Minute)
 		if again, err := o.Take(ctx, 2, 10, 0); err != nil || len(again) != 0 {
 			t.Errorf("Take of community 2 = %+v, %v; want nothing: its reply %s is still held", again, err, second[0].ID)
 		}
@@ -574,7 +638,8 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		opts := outbox.Options{ClaimAfter: 200 * time.Millisecond}
+		var clock testclock.Clock
+		opts := outbox.Options{ClaimAfter: time.Minute, Clock: clock.Now}
 		dead := newOutbox(t, tg, prefix, "dead", opts)
 		live := newOutbox(t, tg, prefix, "live", opts)
 		addReplies(t, dead, 1, 60)
@@ -586,8 +651,7 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 			taken += len(got)
 		}
 		// The live consumer's periodic takeover runs at its first Take: it
-		// finds nothing idle yet, or (on a machine slow enough that 200 ms
-		// passed since the dead one's Takes) a first batch, counted too.
+		// finds nothing idle yet.
 		seen := map[int]bool{}
 		first, err := live.Take(ctx, group, 25, 0)
 		if err != nil {
@@ -596,7 +660,11 @@ func TestTakeOverContinuesPastOneBatch(t *testing.T) {
 		for _, r := range first {
 			seen[r.PeerID] = true
 		}
-		time.Sleep(300 * time.Millisecond)
+		if len(first) != 0 {
+			t.Fatalf("the live consumer's first Take took over %d replies held less than ClaimAfter", len(first))
+		}
+		clock.Advance(opts.ClaimAfter)
+		idleFor(t, tg, prefix+"o:{42}", opts.ClaimAfter)
 		for range 4 {
 			got, err := live.Take(ctx, group, 25, 0)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/testclock"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
 
@@ -20,7 +21,8 @@ func TestRandomIDKeptByEveryRetry(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		opts := outbox.Options{ClaimAfter: 100 * time.Millisecond}
+		var clock testclock.Clock
+		opts := outbox.Options{ClaimAfter: time.Minute, Clock: clock.Now}
 		dead, _ := newRecorder(t, tg, prefix, "dead", opts)
 		alive, _ := newRecorder(t, tg, prefix, "alive", opts)
 		for _, o := range []*outbox.Outbox{dead, alive, dead} { // the message three times
@@ -34,7 +36,8 @@ func TestRandomIDKeptByEveryRetry(t *testing.T) {
 		}
 		want := held[0].RandomID
 
-		time.Sleep(150 * time.Millisecond) // the dead instance's hold is older than ClaimAfter
+		clock.Advance(opts.ClaimAfter) // the dead instance's hold is older than ClaimAfter
+		idleFor(t, tg, prefix+"o:{42}", opts.ClaimAfter)
 		claimed, err := alive.Take(ctx, group, 10, 0)
 		if err != nil || len(claimed) != 1 || claimed[0].RandomID != want {
 			t.Fatalf("taken over: %+v, %v; want the reply with random_id %d", claimed, err, want)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,9 +49,10 @@ func (o *Outbox) Stats(group int) Stats {
 	if rd.at.IsZero() {
 		return Stats{Age: -1}
 	}
-	s := Stats{Length: rd.length, Age: time.Since(rd.at)}
+	now := o.opts.Clock()
+	s := Stats{Length: rd.length, Age: now.Sub(rd.at)}
 	if !rd.oldest.IsZero() {
-		s.Oldest = max(0, time.Since(rd.oldest))
+		s.Oldest = max(0, now.Sub(rd.oldest))
 	}
 	return s
 }
@@ -78,7 +80,7 @@ func (o *Outbox) noteTaken(ctx context.Context, c *community, group, n int) {
 	if n > 0 {
 		rd.busy = true
 	}
-	due := !rd.reading && (rd.busy || rd.length > 0) && time.Since(rd.at) >= o.opts.StatsEvery
+	due := !rd.reading && (rd.busy || rd.length > 0) && o.opts.Clock().Sub(rd.at) >= o.opts.StatsEvery
 	if due {
 		rd.reading = true
 	}
@@ -104,6 +106,7 @@ func (o *Outbox) watchStats() {
 			return
 		case <-tick.C:
 		}
+		o.watch.rounds.Add(1)
 		o.mu.Lock()
 		groups := make(map[int]*community, len(o.communities))
 		maps.Copy(groups, o.communities)
@@ -111,7 +114,7 @@ func (o *Outbox) watchStats() {
 		for g, c := range groups {
 			c.mu.Lock()
 			rd := &c.reading
-			due := !rd.reading && (rd.busy || rd.length > 0) && time.Since(rd.at) >= o.opts.StatsEvery
+			due := !rd.reading && (rd.busy || rd.length > 0) && o.opts.Clock().Sub(rd.at) >= o.opts.StatsEvery
 			if due {
 				rd.reading = true
 			}
@@ -130,6 +133,7 @@ type statsWatch struct {
 	start, end sync.Once
 	stop       chan struct{}
 	wg         sync.WaitGroup
+	rounds     atomic.Int64 // rounds made: the tests' way to know the ticker ticked
 }
 
 // startWatch starts watchStats, once.
@@ -161,7 +165,7 @@ func (o *Outbox) refreshStats(ctx context.Context, group int) {
 	defer c.mu.Unlock()
 	c.reading.reading = false
 	if err == nil {
-		c.reading.set(v)
+		c.reading.set(v, o.opts.Clock())
 	}
 }
 
@@ -171,15 +175,15 @@ func (c *community) readingKeys() []string {
 	return []string{c.key, c.laterKey(), c.laterAgeKey()}
 }
 
-// set takes the reply of reading.lua, {length, oldest id or Unix ms}, as read now; a
-// malformed reply changes nothing.
-func (rd *reading) set(v []any) {
+// set takes the reply of reading.lua, {length, oldest id or Unix ms}, as
+// read at now; a malformed reply changes nothing.
+func (rd *reading) set(v []any, now time.Time) {
 	if len(v) != 2 {
 		return
 	}
 	n, _ := v[0].(int64)
 	oldest, _ := v[1].(string)
-	rd.length, rd.oldest, rd.at, rd.busy = n, time.Time{}, time.Now(), false
+	rd.length, rd.oldest, rd.at, rd.busy = n, time.Time{}, now, false
 	if ms, err := strconv.ParseInt(strings.SplitN(oldest, "-", 2)[0], 10, 64); err == nil && oldest != "" {
 		rd.oldest = time.UnixMilli(ms)
 	}

@@ -42,8 +42,8 @@ func TestStatsWhileNoSenderReads(t *testing.T) {
 		if err := o.Init(ctx, group); err != nil {
 			t.Fatal(err)
 		}
-		before := calls.n.Load()
-		time.Sleep(20 * every) // 20 ticks of the watch
+		before, rounds := calls.n.Load(), o.WatchRounds()
+		eventually.True(t, 10*time.Second, "20 rounds of the watch", func() bool { return o.WatchRounds() >= rounds+20 })
 		if n := calls.n.Load() - before; n != 0 {
 			t.Errorf("an empty, idle outbox: %d Redis calls in 20 × StatsEvery, want 0", n)
 		}

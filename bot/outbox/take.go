@@ -55,7 +55,7 @@ func (o *Outbox) Take(ctx context.Context, group, n int, wait time.Duration) ([]
 // the read.
 func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time.Duration) ([]Entry, error) {
 	c.mu.Lock()
-	if now := time.Now(); c.takeoverDue(now, o.opts.ClaimAfter) {
+	if now := o.opts.Clock(); c.takeoverDue(now, o.opts.ClaimAfter) {
 		c.lastClaim = now
 		if c.claimFrom == "" {
 			c.claimFrom = "0-0"
@@ -72,7 +72,7 @@ func (o *Outbox) take(ctx context.Context, c *community, group, n int, wait time
 		}
 	}
 	if wait > 0 {
-		wait = c.laterWait(wait) // a reply set aside comes due
+		wait = c.laterWait(wait, o.opts.Clock()) // a reply set aside comes due
 	}
 	return o.readNew(ctx, c, group, n, wait)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/testclock"
 )
 
 // TestDoneInOrderTrims: a batch finished in order leaves an empty stream,
@@ -59,9 +60,10 @@ func TestDoneOutOfOrder(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
-		// ClaimAfter is long enough that fast's first Take reads reply 2
-		// rather than taking reply 1 over, even on a loaded machine.
-		opts := outbox.Options{ClaimAfter: time.Second}
+		// ClaimAfter passes when the test says (clock, idleFor): fast's
+		// first Take reads reply 2 rather than taking reply 1 over.
+		var clock testclock.Clock
+		opts := outbox.Options{ClaimAfter: time.Minute, Clock: clock.Now}
 		slow := newOutbox(t, tg, prefix, "slow", opts)
 		fast := newOutbox(t, tg, prefix, "fast", opts)
 		addReplies(t, slow, 1, 2)
@@ -82,7 +84,8 @@ func TestDoneOutOfOrder(t *testing.T) {
 		if st := fast.Stats(group); st.Length != 2 {
 			t.Errorf("Stats = %+v, want length 2", st)
 		}
-		time.Sleep(1100 * time.Millisecond) // past ClaimAfter: fast takes reply 1 over from slow
+		clock.Advance(opts.ClaimAfter) // past ClaimAfter: fast takes reply 1 over from slow
+		idleFor(t, tg, prefix+"o:{42}", opts.ClaimAfter)
 		got, err := fast.Take(ctx, group, 10, 0)
 		for err == nil && len(got) > 0 {
 			if slices.Contains(peers(got), 2) {

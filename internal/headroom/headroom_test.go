@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/headroom"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -86,19 +87,16 @@ func TestGuardReadsOncePerPeriodAndOnlyWhenAsked(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC).UnixNano())
 	g.SetClock(func() time.Time { return time.Unix(0, now.Load()) })
-	time.Sleep(50 * time.Millisecond)
+	// A reading starts only in a call (Full), which marks it under way
+	// (Busy) before it returns: with no call there is nothing to wait for,
+	// and once the calls returned and no reading is under way, every INFO
+	// they caused has been sent.
 	if n := infos.n.Load(); n != 0 {
 		t.Fatalf("an idle guard sent %d INFO", n)
 	}
 	waitRead := func(want int64) {
 		t.Helper()
-		for range 2000 {
-			if infos.n.Load() == want && !g.Busy() {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond) // a second reading would show by now
+		eventually.True(t, 10*time.Second, "the reading ended", func() bool { return !g.Busy() })
 		if n := infos.n.Load(); n != want {
 			t.Fatalf("INFO sent %d times, want %d", n, want)
 		}
