@@ -184,10 +184,19 @@ type Options struct {
 	// Tokens, if set, has VK asked about every token of a sender that can
 	// check it (TokenChecker): see Bot.Tokens and Bot.Ready.
 	Tokens *tokens.Options
+	// Clock tells the time (default time.Now) by which a reply set aside
+	// comes due (flood control, a peer VK refuses, a retry) and a peer's
+	// gate opens; give the outbox the same one (outbox.Options.Clock),
+	// which hands the reply out once due. The token's own pauses and the
+	// calls' timeouts wait on the machine's timers.
+	Clock  func() time.Time
 	Logger zerolog.Logger
 }
 
 func (o *Options) setDefaults() {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
 	if o.MaxBatch <= 0 || o.MaxBatch > MaxBatch {
 		o.MaxBatch = MaxBatch
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -85,7 +86,7 @@ func newBotOutbox(t *testing.T, c outbox.Counter, vk *vktest.Server, opts bot.Op
 	for _, tok := range tokens {
 		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
-	o := newOutbox(t, outbox.Options{Counter: c})
+	o := newOutbox(t, outbox.Options{Counter: c, Clock: opts.Clock}) // the bot's clock, as the service gives both
 	b, err := bot.New(o, o, []bot.Group{g}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -205,24 +206,13 @@ func TestRejectedTokenMakesBotNotReadyUntilItWorks(t *testing.T) {
 	if err := b.HandleMessage(context.Background(), msg(1, "x")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Ready() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("error 5 did not make the bot not ready")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "error 5 makes the bot not ready", func() bool { return b.Ready() != nil })
 	if code, _ := bot.VKErrorCode(b.Ready()); code != 5 {
 		t.Errorf("Ready() = %v, want VK error 5", b.Ready())
 	}
 	vk.FailAlways(0) // the operator fixed the token: the held reply goes out
 	waitSends(t, vk, 1)
-	for b.Ready() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("still not ready after a successful send")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.NoError(t, 5*time.Second, "ready after a successful send", b.Ready)
 }
 
 func TestTokensShareTheLoad(t *testing.T) {

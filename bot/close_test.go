@@ -22,8 +22,19 @@ import (
 // outbox names this instance consumer; Close runs when the test ends.
 func startBot(t *testing.T, tg *redistest.Target, prefix, consumer string, c outbox.Counter, opts bot.Options, senders ...bot.Sender) (*bot.Bot, *outbox.Outbox) {
 	t.Helper()
+	return startBotHooked(t, tg, prefix, consumer, c, nil, opts, senders...)
+}
+
+// startBotHooked is startBot with hook, when not nil, added to the
+// outbox's connections for reads that wait (outbox.AddHook) before the
+// bot starts.
+func startBotHooked(t *testing.T, tg *redistest.Target, prefix, consumer string, c outbox.Counter, hook redis.Hook, opts bot.Options, senders ...bot.Sender) (*bot.Bot, *outbox.Outbox) {
+	t.Helper()
 	o := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: consumer, Counter: c})
 	t.Cleanup(func() { o.Close() })
+	if hook != nil {
+		o.AddHook(hook)
+	}
 	if err := o.Init(context.Background(), 7); err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +69,23 @@ func pendingUnder(t *testing.T, tg *redistest.Target, prefix, consumer string) i
 	return len(p)
 }
 
+// waitingReads counts the reads that wait under way on the connections an
+// outbox opens of its own for them (outbox.AddHook): a command is counted
+// from when it is sent until its answer.
+type waitingReads struct{ n atomic.Int64 }
+
+func (w *waitingReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (w *waitingReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		w.n.Add(1)
+		defer w.n.Add(-1)
+		return next(ctx, cmd)
+	}
+}
+func (w *waitingReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // heldCounter is an outbox.Counter that answers only once release is closed.
 type heldCounter struct {
 	outbox.Counter
@@ -84,7 +112,8 @@ func TestCloseSendsReplyRecordedDuringClose(t *testing.T) {
 		t.Fatal("HandleMessage answered before the count did")
 	}
 	go func() {
-		time.Sleep(200 * time.Millisecond) // Close is under way by now; the assertions do not depend on it
+		// Once Close has begun: it must wait for the count still under way.
+		eventually.True(t, 5*time.Second, "Close began", b.Closing)
 		close(c.release)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -110,23 +139,23 @@ func TestCloseEndsWaitingSendersAtOnce(t *testing.T) {
 		defer vk.Close()
 		prefix := redistest.Prefix(t)
 		opts := fastOptions()
-		opts.Poll = 10 * time.Second
-		b, _ := startBot(t, tg, prefix, "closing", newMemCounter(), opts, vkSenders(vk, "t1", "t2")...)
+		opts.Poll = time.Minute
+		var waiting waitingReads
+		b, _ := startBotHooked(t, tg, prefix, "closing", newMemCounter(), &waiting, opts, vkSenders(vk, "t1", "t2")...)
 		other := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "other"})
 		defer other.Close()
+		other.AddHook(&waiting)
 		otherWait, stopOther := context.WithCancel(context.Background())
 		defer stopOther()
 		go other.Take(otherWait, 7, 25, time.Minute)
-		time.Sleep(300 * time.Millisecond) // all three wait in Redis by now; the assertions do not depend on it
+		eventually.True(t, 10*time.Second, "three reads wait", func() bool { return waiting.n.Load() == 3 })
 
+		// Close's deadline is far below Poll: it ends in time, with nothing
+		// left, only if it ended its senders' waits.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		start := time.Now()
 		if err := b.Close(ctx); err != nil {
 			t.Errorf("Close = %v, want nil: nothing to send", err)
-		}
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("Close took %v with senders waiting (Poll %v)", took, opts.Poll)
 		}
 	}, redistest.Mini, redistest.Real)
 }
@@ -175,7 +204,11 @@ func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
 			t.Errorf("another instance's Take = %+v, %v; want the reply handed back", got, err)
 		}
 		once.Do(func() { close(release) })
-		time.Sleep(100 * time.Millisecond)
+		// Close again waits for the worker the hung send held; once it is
+		// gone, no send can begin.
+		again, cancelAgain := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancelAgain()
+		b.Close(again)
 		if n := calls.Load(); n != 1 {
 			t.Errorf("%d sends, want none after Close returned", n)
 		}
@@ -197,6 +230,7 @@ func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
 		live := outbox.New(tg.Client, outbox.Options{Prefix: prefix, Consumer: "live"})
 		defer live.Close()
 		stop := make(chan struct{})
+		var added atomic.Int64
 		var wg sync.WaitGroup
 		wg.Go(func() { // the live instance's webhook
 			for i := 0; ; i++ {
@@ -210,20 +244,20 @@ func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				added.Add(1)
 			}
 		})
 		defer wg.Wait()
 		defer close(stop)
-		time.Sleep(200 * time.Millisecond)
+		eventually.True(t, 10*time.Second, "the live instance stored replies", func() bool { return added.Load() >= 50 })
 
+		// The live instance stores replies for as long as Close runs: Close
+		// ends within its deadline only if the closing instance takes none
+		// of those stored after it began to drain.
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		start := time.Now()
 		if err := b.Close(ctx); err != nil {
 			t.Errorf("Close = %v, want nil", err)
-		}
-		if took := time.Since(start); took > time.Second {
-			t.Errorf("Close took %v: the closing instance kept taking the live one's replies", took)
 		}
 		if n := pendingUnder(t, tg, prefix, "closing"); n != 0 {
 			t.Errorf("%d replies pending under the closed instance, want none", n)

@@ -12,45 +12,48 @@ import (
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/testclock"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
 // TestFloodControlDelaysOnlyThatPeer: flood control (9) on a reply to one
 // peer puts that reply aside for FloodPause; the other peers' replies keep
-// flowing meanwhile, and the flooded one goes out once after the pause.
+// flowing meanwhile, and the flooded one goes out once after the pause, on
+// the clock the bot and its outbox share (an hour passes when the test
+// says so).
 func TestFloodControlDelaysOnlyThatPeer(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
+	var clock testclock.Clock
 	opts := fastOptions()
-	opts.FloodPause = 2 * time.Second
+	opts.FloodPause, opts.FloodMax = time.Hour, time.Hour
 	opts.MaxBatch = 1 // one send per call, so the flooded call is the flooded reply alone
+	opts.Clock = clock.Now
 	b, _ := newBotOutbox(t, newMemCounter(), vk, opts, "tok")
 	flooded := msg(1, "flood")
 	vk.FailPeer(flooded.PeerID, 9, 1)
-	start := time.Now() // before the flooded send, which may go out at once
 	if err := b.HandleMessage(context.Background(), flooded); err != nil {
 		t.Fatal(err)
 	}
+	eventually.True(t, 10*time.Second, "the flooded send refused", func() bool { return vk.PeerCalls(flooded.PeerID) >= 1 })
 	for i := 2; i <= 4; i++ {
 		if err := b.HandleMessage(context.Background(), msg(i, "others")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	others := waitSends(t, vk, 3)
-	if took := time.Since(start); took >= opts.FloodPause {
-		t.Errorf("the other peers' replies took %v, as long as the flood pause", took)
-	}
 	for _, s := range others {
 		if s.PeerID == flooded.PeerID {
 			t.Fatalf("the flooded reply went out before its pause: %+v", others)
 		}
 	}
+	if n := vk.PeerCalls(flooded.PeerID); n != 1 {
+		t.Fatalf("the flooded peer was called %d times before its pause passed, want once", n)
+	}
+	clock.Advance(opts.FloodPause)
 	all := waitSends(t, vk, 4)
 	if last := all[3]; last.PeerID != flooded.PeerID || last.Message != "0" {
 		t.Errorf("last send %+v, want the flooded reply", last)
-	}
-	if took := time.Since(start); took < opts.FloodPause {
-		t.Errorf("the flooded reply went out after %v, before its pause of %v", took, opts.FloodPause)
 	}
 	b.Close(context.Background())
 	if n := len(vk.Sends()); n != 4 {
@@ -74,6 +77,8 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		defer via.Close()
 		senderSide := outbox.New(via, outbox.Options{Prefix: prefix, Consumer: "sender", Counter: newMemCounter()})
 		defer senderSide.Close()
+		var waiting waitingReads
+		senderSide.AddHook(&waiting)
 		if err := senderSide.Init(ctx, 7); err != nil {
 			t.Fatal(err)
 		}
@@ -97,11 +102,16 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 			}
 		}
 
+		// A real stall, on the machine's clock (no test clock moves Redis's
+		// or the proxy's): longer than Poll, so the read's own wait ends
+		// inside it.
+		const stall = 3 * time.Second
+
 		// The sender is blocked in its read when Redis stalls.
-		time.Sleep(100 * time.Millisecond)
+		eventually.True(t, 10*time.Second, "the sender's read waits", func() bool { return waiting.n.Load() == 1 })
 		proxy.Stall()
 		add(1, 6)
-		time.Sleep(3 * time.Second)
+		time.Sleep(stall)
 		proxy.Resume()
 		waitSends(t, vk, 5)
 
@@ -112,7 +122,7 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 		add(6, 11)
 		eventually.True(t, 10*time.Second, "a send under way", func() bool { return calls() > before }) // a send is under way: its Done comes after the stall begins
 		proxy.Stall()
-		time.Sleep(3 * time.Second)
+		time.Sleep(stall)
 		proxy.Resume()
 		vk.SetDelay(0)
 		waitSends(t, vk, 10)
@@ -120,7 +130,12 @@ func TestRedisStallDuringReadAndAck(t *testing.T) {
 			n, err := writer.Len(ctx, 7)
 			return err == nil && n == 0
 		})
-		time.Sleep(300 * time.Millisecond)
+		// Once Close returned no send can begin: the sends are all there were.
+		closing, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := b.Close(closing); err != nil {
+			t.Errorf("Close = %v, want nil: the outbox is empty", err)
+		}
 		var peers []int
 		for _, s := range vk.Sends() {
 			peers = append(peers, s.PeerID)

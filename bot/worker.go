@@ -152,7 +152,7 @@ type callOutcome struct {
 func (w *tokenWorker) deliver(batch []Reply) {
 	b := w.bot
 	var out callOutcome
-	now := time.Now()
+	now := b.opts.Clock()
 	call := make([]Reply, 0, len(batch))
 	probed := map[int]bool{}
 	for _, r := range batch {
@@ -210,7 +210,7 @@ func (w *tokenWorker) deliver(batch []Reply) {
 		out.callErr = nil
 	}
 	for _, r := range out.waiting {
-		if until, closed := w.peers.closed(r.PeerID, time.Now()); closed {
+		if until, closed := w.peers.closed(r.PeerID, b.opts.Clock()); closed {
 			r.Due, r.Flood = until, max(r.Flood, w.peers.floodLevel(r.PeerID))
 			out.later = append(out.later, r)
 		} else {
@@ -281,7 +281,7 @@ func (w *tokenWorker) sort(out *callOutcome, token *tokenAnswer, r Reply, err er
 	case Permission:
 		class, err = w.permission(token, err)
 	}
-	now := time.Now()
+	now := b.opts.Clock()
 	switch class {
 	case Delivered:
 		b.stats.sent.Add(1)
