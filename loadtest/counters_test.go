@@ -261,7 +261,13 @@ func TestSharedMaximumClosedByServer(t *testing.T) {
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
-		time.Sleep(200 * time.Millisecond)
+		// Once the run's 4 connections are open (bounded: the run lasts
+		// 10 s), every one of them is cut.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for end := time.Now().Add(10 * time.Second); p.Open() < 4 && time.Now().Before(end); {
+			<-tick.C
+		}
 		p.Drop()
 	}()
 	rep := runCounters(t, loadtest.CountersOptions{

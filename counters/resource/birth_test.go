@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/counters/resource"
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 )
@@ -170,7 +171,16 @@ func TestRedisBirthKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond) // the clock moves on
+		// Redis's clock moves on past the first start's millisecond, so a
+		// rewritten birth would differ.
+		started, err := tg.Client.Time(bg()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually.True(t, 5*time.Second, "Redis's clock moves on", func() bool {
+			now, err := tg.Client.Time(bg()).Result()
+			return err == nil && now.UnixMilli() > started.UnixMilli()
+		})
 		openNew(t, rdb, prefix, 0, zerolog.Nop())
 		if after, err := tg.Client.Get(bg(), keys[0]).Result(); err != nil || after != before {
 			t.Fatalf("a second start rewrote the birth %s: %s, %v", before, after, err)

@@ -99,6 +99,13 @@ func (p *Proxy) Drop() {
 	}
 }
 
+// Open is how many connections are open through the proxy now.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.links)
+}
+
 // Restore lets connections through again after Cut.
 func (p *Proxy) Restore() {
 	p.mu.Lock()

@@ -124,6 +124,9 @@ func TestForwards(t *testing.T) {
 	c := dial(t, p.Addr())
 	c.send("hello\n")
 	c.expect("hello\n")
+	if n := p.Open(); n != 1 {
+		t.Errorf("%d connections open after a round trip on one, want 1", n)
+	}
 	big := strings.Repeat("x", 200<<10) + "\n" // several chunks
 	c.send(big)
 	c.expect(big)
