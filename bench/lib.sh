@@ -23,9 +23,11 @@ wait_port() {
   for _ in $(seq "${2:-50}"); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && break; sleep 0.1; done
 }
 
-# start_redis FIRST_PORT sets $port and $url to a new Redis server.
+# start_redis FIRST_PORT sets $port and $url to a new Redis server, on the
+# first free port from BENCH_PORT when it is set (a port range of one's own on
+# a shared machine), else from FIRST_PORT.
 start_redis() {
-  port=$(free_port "$1")
+  port=$(free_port "${BENCH_PORT:-$1}")
   redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
