@@ -67,20 +67,23 @@ end
 -- q.ttl (a new cur's TTL); q.record, the message's record if there is
 -- one; q.id, q.epoch, q.limit, q.left from the period's hash, else the one
 -- before (q.new: the period's hash is new). One HMGET of the period's
--- hash, and one of the hash before when the message is not found there or
--- the period is new.
+-- hash; then, when the message is not found there, an HGET of its field
+-- in the hash before, or an HMGET of that hash when the period is new.
 local function state(q, clk)
   q.cur, q.prev, q.ttl = period(q.even, q.odd, q.span, clk)
   local f = q.field or 'r'
   local v = redis.call('HMGET', q.cur, f, 'r', 'e', 'l', 'x')
   q.new = not v[2]
   if q.field and v[1] then q.record = v[1] return end
-  if q.new or q.field then
-    local p = redis.call('HMGET', q.prev, f, 'r', 'e', 'l', 'x')
-    if q.field and p[1] then q.record = p[1] return end
-    if q.new then v = p end
+  if q.new then
+    v = redis.call('HMGET', q.prev, f, 'r', 'e', 'l', 'x')
+    if q.field and v[1] then q.record = v[1] return end
+  elseif q.field then
+    q.record = redis.call('HGET', q.prev, f) or nil
+    if q.record then return end
   end
   q.id, q.epoch, q.limit, q.left = tonumber(v[2]), tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
+  q.stored_epoch, q.stored_limit = q.epoch, q.limit
 end
 
 -- behind reports whether the community's sequence, at epoch and id, is
@@ -145,16 +148,18 @@ end
 
 -- push appends the entry, text as its field "m" and the community's next
 -- random_id as "r" and the fields from ARGV[from] on, and writes the
--- period's state with the message's record. It returns {entry id,
--- random_id, epoch}.
+-- period's state with the message's record: the epoch and the reserved
+-- block's end only when the period's hash is new or they changed.
+-- It returns {entry id, random_id, epoch}.
 local function push(q, text, from)
   local id = next_random_id(q)
   local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', id, unpack(ARGV, from))
-  if q.field then
-    redis.call('HSET', q.cur, q.field, text, 'r', id, 'e', q.epoch, 'l', q.limit, 'x', q.left)
-  else
-    redis.call('HSET', q.cur, 'r', id, 'e', q.epoch, 'l', q.limit, 'x', q.left)
+  local f = {'r', id, 'x', q.left}
+  if q.field then f[5], f[6] = q.field, text end
+  if q.new or q.epoch ~= q.stored_epoch or q.limit ~= q.stored_limit then
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'e', q.epoch, 'l', q.limit
   end
+  redis.call('HSET', q.cur, unpack(f))
   if q.new then redis.call('EXPIRE', q.cur, q.ttl) end
   return {entry, id, q.epoch}
 end
