@@ -12,5 +12,4 @@
 --
 -- Reply: {length, oldest id or ""}, as stats.lua.
 redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-trim(KEYS[1], ARGV[1])
-return reading(KEYS[1], KEYS[2], KEYS[3])
+return reading(KEYS[1], KEYS[2], KEYS[3], trim(KEYS[1], ARGV[1]))

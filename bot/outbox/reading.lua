@@ -5,8 +5,9 @@
 -- aside (later.lua), and when the oldest of them was stored: the id of the
 -- stream's oldest entry, or the Unix ms of the oldest reply set aside when
 -- that is older ("" if none). A reply set aside leaves the stream, so
--- without the later set a reply VK keeps refusing would look fresh.
-local function reading(stream, later, age)
+-- without the later set a reply VK keeps refusing would look fresh. len is
+-- the stream's length when the caller knows it (nil: read with XLEN).
+local function reading(stream, later, age, len)
   local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
   local oldest = ''
   if first then oldest = first[1] end
@@ -17,5 +18,5 @@ local function reading(stream, later, age)
       oldest = o
     end
   end
-  return {redis.call('XLEN', stream) + aside, oldest}
+  return {(len or redis.call('XLEN', stream)) + aside, oldest}
 end

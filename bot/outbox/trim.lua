@@ -5,6 +5,11 @@
 -- needed is the older of the group's oldest pending entry and the first
 -- entry it has not delivered yet (after its last-delivered-id); every
 -- entry before it is finished, and one exact XTRIM MINID removes them all.
+-- A group delivers entries in the stream's order, so every entry it
+-- delivered (every pending one among them) comes before every entry it
+-- has not: with an entry pending, the oldest pending one is the oldest
+-- needed (XPENDING's summary alone), and the group's last-delivered-id
+-- (XINFO GROUPS) is read only when none is.
 -- An entry finished while an older one is still pending (another sender's,
 -- or one put aside by flood control) stays in the stream, acknowledged, so
 -- no read returns it again, until that older one is finished too.
@@ -31,33 +36,24 @@ local function next_id(id)
   return nil
 end
 
--- id_less reports whether stream id a sorts before b.
-local function id_less(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if am ~= bm then
-    if #am ~= #bm then return #am < #bm end
-    return am < bm
-  end
-  if #as ~= #bs then return #as < #bs end
-  return as < bs
-end
-
 -- trim removes the finished entries at the head of stream key, of consumer
--- group group; a stream that is empty or lost, or without the group, is
--- left as it is.
+-- group group, and returns the stream's length after it; a stream that is
+-- empty or lost, or without the group, is left as it is.
 local function trim(key, group)
-  if redis.call('XLEN', key) == 0 then return end
-  local keep
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-    local name, last
-    for i = 1, #g, 2 do
-      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+  local len = redis.call('XLEN', key)
+  if len == 0 then return 0 end
+  local pending = redis.pcall('XPENDING', key, group)
+  if pending.err then return len end -- NOGROUP
+  local keep = pending[2]
+  if not keep then
+    for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+      local name, last
+      for i = 1, #g, 2 do
+        if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+      end
+      if name == group then keep = next_id(last) or last end
     end
-    if name == group then keep = next_id(last) or last end
+    if not keep then return len end
   end
-  if not keep then return end
-  local oldest = redis.call('XPENDING', key, group)[2]
-  if oldest and id_less(oldest, keep) then keep = oldest end
-  redis.call('XTRIM', key, 'MINID', keep)
+  return len - redis.call('XTRIM', key, 'MINID', keep)
 end
