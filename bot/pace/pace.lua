@@ -62,7 +62,7 @@ local slot = math.max(tonumber(h[1]) or now, now)
 redis.call('HSET', key, 'n', num(slot + interval))
 if interval > base then
   redis.call('HSET', key, 'i', num(interval), 's', num(now))
-else
+elseif h[2] or h[3] then
   redis.call('HDEL', key, 'i', 's')
 end
 keep()
