@@ -32,17 +32,31 @@ end
 local score = string.format('%d', now)
 local cutoff = now - timeout -- a key last seen before it has expired
 
--- Newness is read before anything changes, once per distinct key.
-local added = 0
-local fresh = 0   -- keys not in the set: each takes a member
-local revived = 0 -- keys in the set but expired: the ZADD keeps them
+-- unpack is limited by Lua's C stack (8000 values in Redis): 2000 values
+-- per call stays well under it.
+local chunk = 2000
+
+-- Newness is read before anything changes, once per distinct key: one
+-- ZMSCORE per chunk of them, none for a new set.
+local keys = {}
 local seen_keys = {}
-local zadd = {} -- score, member, score, member, ...
 for i = 5, #ARGV do
   local key = ARGV[i]
   if not seen_keys[key] then
     seen_keys[key] = true
-    local seen = redis.call('ZSCORE', set, key)
+    keys[#keys + 1] = key
+  end
+end
+local added = 0
+local fresh = 0   -- keys not in the set: each takes a member
+local revived = 0 -- keys in the set but expired: the ZADD keeps them
+local zadd = {} -- score, member, score, member, ...
+for i = 1, #keys, chunk do
+  local last = math.min(i + chunk - 1, #keys)
+  local scores = {}
+  if exists then scores = redis.call('ZMSCORE', set, unpack(keys, i, last)) end
+  for j = i, last do
+    local seen = scores[j - i + 1]
     if not seen then
       fresh = fresh + 1
       added = added + 1
@@ -51,7 +65,7 @@ for i = 5, #ARGV do
       added = added + 1
     end
     zadd[#zadd + 1] = score
-    zadd[#zadd + 1] = key
+    zadd[#zadd + 1] = keys[j]
   end
 end
 
@@ -71,9 +85,7 @@ if fresh > 0 and (max_keys > 0 or ARGV[3] ~= '0') then
   end
 end
 
--- unpack is limited by Lua's C stack (8000 values in Redis): 1000
--- members (2000 values) per ZADD stays well under it.
-local chunk = 2000
+-- 1000 members (2000 values) per ZADD.
 for i = 1, #zadd, chunk do
   redis.call('ZADD', set, unpack(zadd, i, math.min(i + chunk - 1, #zadd)))
 end
