@@ -111,14 +111,17 @@ func TestCloseSendsReplyRecordedDuringClose(t *testing.T) {
 	if err := b.HandleMessage(hctx, msg(1, "late")); err == nil {
 		t.Fatal("HandleMessage answered before the count did")
 	}
-	go func() {
-		// Once Close has begun: it must wait for the count still under way.
-		eventually.True(t, 5*time.Second, "Close began", b.Closing)
-		close(c.release)
-	}()
+	var release sync.Once
+	defer release.Do(func() { close(c.release) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := b.Close(ctx); err != nil {
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close(ctx) }()
+	// Once Close has begun, the count under way answers: Close must wait
+	// for it.
+	eventually.True(t, 5*time.Second, "Close began", b.Closing)
+	release.Do(func() { close(c.release) })
+	if err := <-closed; err != nil {
 		t.Fatalf("Close = %v, want nil", err)
 	}
 	if n, err := o.Len(context.Background(), 7); err != nil || n != 0 {

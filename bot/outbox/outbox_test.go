@@ -173,16 +173,24 @@ func TestTakeWaitsForNewReplies(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		o := newOutbox(t, tg, redistest.Prefix(t), "a", outbox.Options{})
+		type result struct {
+			got []outbox.Entry
+			err error
+		}
+		done := make(chan result, 1)
 		go func() {
-			// Once Take's read that waits is under way: the reply lands
-			// while Redis blocks it or, rarely, just before; either way
-			// Take must return it.
-			eventually.True(t, 5*time.Second, "Take waits", func() bool { return o.Waiting() == 1 })
-			o.Add(ctx, reply(1))
+			got, err := o.Take(ctx, group, 5, 5*time.Second)
+			done <- result{got, err}
 		}()
-		got, err := o.Take(ctx, group, 5, 5*time.Second)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("Take = %v, %v; want the reply added while it waited", got, err)
+		// Once Take's read that waits is under way: the reply lands while
+		// Redis blocks it or, rarely, just before; either way Take must
+		// return it.
+		eventually.True(t, 5*time.Second, "Take waits", func() bool { return o.Waiting() == 1 })
+		if err := o.Add(ctx, reply(1)); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil || len(r.got) != 1 {
+			t.Fatalf("Take = %v, %v; want the reply added while it waited", r.got, r.err)
 		}
 	})
 }
