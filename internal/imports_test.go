@@ -39,6 +39,11 @@ var rules = []rule{
 		forbidden: func(d string) bool { return under(d, "freq/...") }},
 	{name: "bot/outbox does not import bot", pkgs: "bot/outbox",
 		forbidden: func(d string) bool { return d == module+"bot" }},
+	{name: "admin reads the service through its snapshot and interfaces: no cmd, settings, counting store or Redis client", pkgs: "admin", direct: true,
+		forbidden: func(d string) bool {
+			return under(d, "cmd/...") || under(d, "freq/...") || under(d, "internal/config") || under(d, "internal/redisconn") ||
+				strings.Contains(d, "go-redis")
+		}},
 	{name: "loadtest reaches the program only through its public surfaces", pkgs: "loadtest",
 		forbidden: func(d string) bool {
 			return inModule(d) && !under(d, "counters/wire") && !under(d, "counters/internal/names") &&

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/vkcounter/vkcounter/admin"
 )
 
 // demoEnv is the README's demo: no Redis, no token, no community set
@@ -40,9 +42,9 @@ func TestCountAsksTheDemo(t *testing.T) {
 		t.Errorf("count: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, _ = runCountCmd(env, "-json", "hello")
-	var ans textsAnswer
+	var ans admin.Answer
 	if err := json.Unmarshal([]byte(out), &ans); code != exitOK || err != nil || len(ans.Texts) != 1 ||
-		fmt.Sprint(ans.Texts[0]) != fmt.Sprint(textCount{GroupID: demoGroupID, Text: "hello", Count: 2}) || ans.WindowSeconds != 86400 {
+		fmt.Sprint(ans.Texts[0]) != fmt.Sprint(admin.TextCount{GroupID: demoGroupID, Text: "hello", Count: 2}) || ans.WindowSeconds != 86400 {
 		t.Errorf("count -json: exit %d, stdout %q (%v)", code, out, err)
 	}
 

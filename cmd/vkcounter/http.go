@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
 	"github.com/vkcounter/vkcounter/internal/connlimit"
@@ -53,10 +54,10 @@ func (m *Main) serveHTTP(env, addr string, maxConns int, h http.Handler) (net.Li
 }
 
 // routes returns the public handler (the webhook, the token-guarded
-// counters API, /healthz) and the admin one (the status page at /,
-// /metrics, /stats, /texts, /readyz, /healthz), served on separate addresses so that nothing private sits on
-// the public port.
-func (m *Main) routes(groups []callback.Group) (public, admin http.Handler, err error) {
+// counters API, /healthz) and the admin one (package admin: the status
+// page at /, /metrics, /stats, /texts, /readyz, /healthz), served on
+// separate addresses so that nothing private sits on the public port.
+func (m *Main) routes(groups []callback.Group) (public, adm http.Handler, err error) {
 	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
 		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
 	if err != nil {
@@ -67,59 +68,48 @@ func (m *Main) routes(groups []callback.Group) (public, admin http.Handler, err 
 	if err != nil {
 		return nil, nil, err
 	}
-	healthz := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") }
 	pub := http.NewServeMux()
 	if m.cfg.VKMode == ModeCallback {
 		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
 	}
 	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))
-	pub.HandleFunc("GET /healthz", healthz)
-	adm := http.NewServeMux()
-	adm.Handle("GET /metrics", m.metrics.Handler())
-	adm.HandleFunc("GET /healthz", healthz)
-	// What is served with free text (errors, VK's answers, texts) goes
-	// out through the one redactor.
-	adm.HandleFunc("GET /readyz", m.redacted(m.readyz))
-	adm.HandleFunc("GET /stats", m.redacted(m.stats))
-	adm.HandleFunc("GET /texts", m.redacted(m.texts))
-	adm.HandleFunc("GET /{$}", m.redacted(m.statusPage))
-	return pub, adm, nil
+	pub.HandleFunc("GET /healthz", admin.Healthz)
+	if m.admin, err = admin.New(admin.Options{Source: adminSource{m}, Readiness: m.readiness, History: m.history,
+		Texts:   admin.TextsOptions{Counter: m.store, Groups: m.groups, Normalize: m.cfg.Normalize, Timeout: m.cfg.RedisTimeout},
+		Metrics: m.metrics.Handler(), Redactor: m.redact}); err != nil {
+		return nil, nil, err
+	}
+	return pub, m.admin.Handler(), nil
 }
 
-// readiness returns every reason the service cannot take traffic (none:
-// it is ready) and whether Redis answers (nil: it does): a call of the
-// service's own answered within restFor with none failed since
-// (redisconn.Answered), or else a PING answered within a second. On a cluster, each slot range that cannot be reached is named
+// newReadiness is the service's readiness (admin.Readiness: /readyz, the
+// status page, the readiness metrics). Redis answers when a call of the
+// service's own was answered within restFor with none failed since
+// (redisconn.Answered), or else a PING within the check's second. On a
+// cluster, each slot range that cannot be reached is named
 // (redisconn.CheckSlots). A Redis that answers but refuses writes
-// (writable, from the last readMemory) is a reason too, and so is VK
-// refusing a token (or, with REQUIRE_VK_TOKEN, not having accepted it yet:
-// bot.Bot.Ready). A VK outage does not make the service unready: the
-// outbox keeps the replies until VK is back, and the webhook goes on
-// counting.
-func (m *Main) readiness(ctx context.Context) (reasons []error, redisErr error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if !redisconn.Answered(m.rdb, restFor) {
-		redisErr = m.rdb.Ping(ctx).Err()
+// (writable, from the last readMemory) or evicted keys (evicted) is a
+// reason too, and so is VK refusing a token (or, with REQUIRE_VK_TOKEN,
+// not having accepted it yet: bot.Bot.Ready). A VK outage does not make
+// the service unready: the outbox keeps the replies until VK is back, and
+// the webhook goes on counting. /readyz reads the server's memory and
+// evictions first when due (readServer).
+func (m *Main) newReadiness() *admin.Readiness {
+	return &admin.Readiness{
+		Redis: func(ctx context.Context) error {
+			if redisconn.Answered(m.rdb, restFor) {
+				return nil
+			}
+			return m.rdb.Ping(ctx).Err()
+		},
+		Slots: func(ctx context.Context) error { return redisconn.CheckSlots(ctx, m.rdb) },
+		Server: []func() error{
+			func() error { _, err := m.writable(); return err },
+			m.evicted,
+		},
+		VK:      func() error { return m.bot.Ready() },
+		Refresh: m.readServer,
 	}
-	if redisErr != nil {
-		reasons = append(reasons, fmt.Errorf("redis: %w", redisErr))
-	}
-	if err := redisconn.CheckSlots(ctx, m.rdb); err != nil {
-		reasons = append(reasons, fmt.Errorf("redis cluster: %w", err))
-	}
-	if redisErr == nil {
-		if _, err := m.writable(); err != nil {
-			reasons = append(reasons, fmt.Errorf("redis: %w", err))
-		}
-		if err := m.evicted(); err != nil {
-			reasons = append(reasons, fmt.Errorf("redis: %w", err))
-		}
-	}
-	if err := m.bot.Ready(); err != nil {
-		reasons = append(reasons, fmt.Errorf("vk: %w", err))
-	}
-	return reasons, redisErr
 }
 
 // restFor is how long readiness rests on a call of the service's own that
@@ -135,18 +125,6 @@ const restFor = maxPoll + 30*time.Second
 // well: at every /readyz while the last reading or a refused write says
 // Redis refuses writes.
 const serverEvery = 10 * time.Minute
-
-// ready returns why the service cannot take traffic (every reason of
-// readiness, one per line, after reading Redis's memory and evictions
-// when due: readServer), or nil: Redis does not answer within a second or
-// refuses writes, or VK refuses a token.
-func (m *Main) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second) // one second for both
-	defer cancel()
-	m.readServer(ctx)
-	reasons, _ := m.readiness(ctx)
-	return errors.Join(reasons...)
-}
 
 // readServer reads the bot's Redis's memory (readMemory) and evictions
 // (readEvictions) when serverEvery has passed since the last try, Redis
@@ -179,20 +157,12 @@ func (m *Main) health(ctx context.Context) metrics.Readiness {
 	if time.Since(m.readyAt) < healthEvery && m.bot.Ready() == nil {
 		return r // ready, as last read
 	}
-	reasons, redisErr := m.readiness(ctx)
+	reasons, redisErr := m.readiness.Check(ctx)
 	r.NotReady, r.RedisDown = errors.Join(reasons...), redisErr != nil
 	if r.NotReady == nil {
 		m.readyAt = time.Now()
 	}
 	return r
-}
-
-func (m *Main) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := m.ready(r.Context()); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ready")
 }
 
 // HTTPAddr is the address the public HTTP server listens on.

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"flag"
-	"io"
-	"net/http"
 	"regexp"
 	"strings"
 
@@ -129,34 +127,5 @@ var groupField = regexp.MustCompile(`"(?:token|secret|confirmation)"\s*:\s*"([^"
 
 // newRedactor is the one redactor of everything the service prints or
 // serves: the log's writer (newLogger), the errors at start, /stats,
-// /texts, /readyz and the status page (redacted).
+// /texts, /readyz and the status page (admin.Options.Redactor).
 func newRedactor(cfg Config) *redact.Redactor { return redact.New(secretsOf(cfg)...) }
-
-// redacted serves h's answer without secrets: the whole body is held,
-// redacted and written at once.
-func (m *Main) redacted(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		rec := &heldResponse{header: w.Header(), status: http.StatusOK}
-		h(rec, r)
-		body := m.redact.Bytes(rec.body)
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.status)
-		w.Write(body)
-	}
-}
-
-// heldResponse is a ResponseWriter that holds the body.
-type heldResponse struct {
-	header http.Header
-	status int
-	body   []byte
-}
-
-func (h *heldResponse) Header() http.Header  { return h.header }
-func (h *heldResponse) WriteHeader(code int) { h.status = code }
-func (h *heldResponse) Write(p []byte) (int, error) {
-	h.body = append(h.body, p...)
-	return len(p), nil
-}
-
-var _ io.Writer = (*heldResponse)(nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
 	"github.com/vkcounter/vkcounter/bot/pace"
@@ -18,7 +19,6 @@ import (
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/freq"
-	"github.com/vkcounter/vkcounter/internal/history"
 	"github.com/vkcounter/vkcounter/internal/redact"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -40,11 +40,12 @@ type Main struct {
 	httpPart
 	background background
 
-	started time.Time     // when Run began
-	dryRun  bool          // no community has a token
-	history *history.Ring // messages and replies per minute, for the status page
+	started time.Time      // when Run began
+	dryRun  bool           // no community has a token
+	history *admin.History // messages and replies per minute, for the status page
 
-	textsBusy chan struct{} // one token per /texts request under way (maxTextsAtOnce)
+	readiness *admin.Readiness // newReadiness
+	admin     *admin.Admin     // the admin server's routes (routes)
 
 	healthMu sync.Mutex // guards readyAt
 	readyAt  time.Time  // when health last found the service ready (see healthEvery)
@@ -56,7 +57,9 @@ type Main struct {
 // NewMain returns a Main for cfg; nothing is opened until Run. log should
 // be newLogger's, whose writer removes every secret of cfg.
 func NewMain(cfg Config, log zerolog.Logger) *Main {
-	return &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New(), textsBusy: make(chan struct{}, maxTextsAtOnce)}
+	m := &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New(), history: admin.NewHistory()}
+	m.readiness = m.newReadiness()
+	return m
 }
 
 // Run connects to Redis, loads the script, starts the bot and listens.

@@ -96,7 +96,7 @@ func steadyTraffic(b *testing.B, a *app, rate int, stop <-chan struct{}) (posted
 	return n.Load, wg.Wait
 }
 
-// BenchmarkStatusPage measures one view of the status page (renderStatus,
+// BenchmarkStatusPage measures one view of the status page (admin.View,
 // what GET / runs, without the HTTP hop) while the service takes 1,000
 // messages a second through its webhook, and, as the reference in the
 // same run, the /stats document (statsDoc encoded as JSON). It reports
@@ -118,7 +118,7 @@ func BenchmarkStatusPage(b *testing.B) {
 				name   string
 				render func(ctx context.Context, w io.Writer) error
 			}{
-				{"page", func(ctx context.Context, w io.Writer) error { return a.renderStatus(ctx, w, time.Now()) }},
+				{"page", func(ctx context.Context, w io.Writer) error { return a.admin.View(ctx, w, time.Now()) }},
 				{"stats", func(_ context.Context, w io.Writer) error { return json.NewEncoder(w).Encode(a.statsDoc()) }},
 			} {
 				b.Run(ref.name, func(b *testing.B) {

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/vkcounter/vkcounter/admin/admintest"
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -46,34 +44,15 @@ func (a *app) getStats(t testing.TB) map[string]string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var doc map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	flat := map[string]string{}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, x := range v {
-				walk(prefix+k+".", x)
-			}
-		default:
-			flat[strings.TrimSuffix(prefix, ".")] = fmt.Sprint(v)
-		}
+	flat, err := admintest.Flat(body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	walk("", doc)
 	return flat
-}
-
-// pageStats are the page's figures tagged data-stat="path", by path.
-func pageStats(t testing.TB, page string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, m := range regexp.MustCompile(`data-stat="([^"]+)">([^<]*)<`).FindAllStringSubmatch(page, -1) {
-		out[m[1]] = m[2]
-	}
-	return out
 }
 
 // TestStatusPageMatchesStats renders the page of a live service that
@@ -125,23 +104,9 @@ func TestStatusPageMatchesStats(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("page: %d %s", code, page)
 		}
-		shown := pageStats(t, page)
-		for _, want := range []string{"bot.received", "bot.duplicates", "bot.sent", "bot.dropped", "outbox.length", "counter_port.connections",
-			"counter_port.requests.hit", "counter_port.failed.not_found", "counter_port.http_requests./counters/access/{name}", "ready", "service.version"} {
-			if _, ok := shown[want]; !ok {
-				t.Errorf("the page does not show %s", want)
-			}
-		}
-		for path, v := range shown {
-			if path == "ready" {
-				if v != "ready" {
-					t.Errorf("the page says %q, /readyz says ready", v)
-				}
-				continue
-			}
-			if got, ok := stats[path]; !ok || got != v {
-				t.Errorf("the page shows %s = %q, /stats %q", path, v, got)
-			}
+		for _, e := range admintest.Disagree(page, stats, "bot.received", "bot.duplicates", "bot.sent", "bot.dropped", "outbox.length", "counter_port.connections",
+			"counter_port.requests.hit", "counter_port.failed.not_found", "counter_port.http_requests./counters/access/{name}", "ready", "service.version") {
+			t.Error(e)
 		}
 		if stats["bot.received"] != "5" || stats["bot.dropped"] != "1" || stats["counter_port.requests.hit"] != "3" || stats["counter_port.connections"] != "1" {
 			t.Errorf("/stats: %v", stats)
@@ -285,31 +250,6 @@ func TestStatusPageRedisDown(t *testing.T) {
 	})
 }
 
-// TestReadyzGivesEveryReason: /readyz says every reason, one per line.
-func TestReadyzGivesEveryReason(t *testing.T) {
-	mr := miniredis.RunT(t)
-	// VK unreachable: the token cannot be checked (REQUIRE_VK_TOKEN).
-	a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()},
-		env("SHUTDOWN_TIMEOUT", "100ms", "REQUIRE_VK_TOKEN", "true", "VK_API_URL", "http://"+freePort(t)+"/method/"))
-	eventually.NoError(t, 10*time.Second, "the token asked about", func() error {
-		for _, s := range a.bot.Tokens() {
-			if s.Checks == 0 {
-				return errors.New("the token is not asked about yet")
-			}
-		}
-		return nil
-	})
-	mr.Close() // the sender's waiting read fails: readiness rests on no answered call
-	eventually.NoError(t, 5*time.Second, "/readyz with every reason", func() error {
-		code, b := get(t, a.adminURL("/readyz"))
-		lines := strings.Split(strings.TrimSpace(b), "\n")
-		if code != 503 || len(lines) != 2 || !strings.HasPrefix(lines[0], "not ready: redis: ") || !strings.HasPrefix(lines[1], "vk: cannot check the token of community ") {
-			return fmt.Errorf("/readyz: %d %q", code, b)
-		}
-		return nil
-	})
-}
-
 // TestStatusPageRedisCommands: a view sends no Redis command while a call
 // of the service's own was answered lately (readiness rests on it; the
 // charts are read in the process).
@@ -322,7 +262,7 @@ func TestStatusPageRedisCommands(t *testing.T) {
 		a.Main.rdb.AddHook(views)
 		var b strings.Builder
 		for range 3 {
-			if err := a.renderStatus(context.WithValue(context.Background(), viewKey{}, true), &b, time.Now()); err != nil {
+			if err := a.admin.View(context.WithValue(context.Background(), viewKey{}, true), &b, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}

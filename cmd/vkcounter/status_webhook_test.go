@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkcounter/vkcounter/admin/admintest"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -43,7 +44,7 @@ func TestStatusPageShowsRejections(t *testing.T) {
 	want := map[string]string{"wrong_secret": "10", "unknown_community": "1", "malformed": "1", "too_large": "1", "no_confirmation": "0", "wrong_method": "0"}
 	stats := a.getStats(t)
 	_, page := a.getPage(t)
-	shown := pageStats(t, page)
+	shown := admintest.PageStats(page)
 	for _, r := range callback.Reasons() {
 		path := "webhook.rejected." + r.String()
 		if stats[path] != want[r.String()] || shown[path] != want[r.String()] {
@@ -67,33 +68,6 @@ func TestStatusPageShowsRejections(t *testing.T) {
 	for _, s := range []string{`vkcounter_webhook_rejected_total{reason="wrong_secret"} 10`, `vkcounter_webhook_rejected_total{reason="too_large"} 1`, `vkcounter_webhook_rejected_total{reason="wrong_method"} 0`} {
 		if !strings.Contains(string(metrics), s) {
 			t.Errorf("/metrics lacks %s", s)
-		}
-	}
-}
-
-// TestStatusPageFollowsTheMode: a bot with a token and a fake VK has a
-// page that says nothing of dry-run; the README's demo's page says its
-// replies are logged, not sent.
-func TestStatusPageFollowsTheMode(t *testing.T) {
-	a := startApp(t, nil, nil)
-	a.mustOK(t, event("m1", 7, 1, "hello"))
-	a.waitSends(t, 1)
-	_, page := a.getPage(t)
-	for _, s := range []string{"dry-run", "dry run", "logged"} {
-		if strings.Contains(strings.ToLower(page), s) {
-			t.Errorf("the page of a bot that sends says %q", s)
-		}
-	}
-	if !strings.Contains(page, "Replies sent per minute") {
-		t.Errorf("the page lacks the replies chart's title")
-	}
-
-	demo := startApp(t, nil, demoEnv)
-	demo.mustOK(t, demoEvent("e1", 11, "hello"))
-	_, page = demo.getPage(t)
-	for _, s := range []string{"Replies logged per minute (dry-run: not sent)", "dry-run (replies are logged, not sent)"} {
-		if !strings.Contains(page, s) {
-			t.Errorf("the demo's page lacks %q", s)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
-	"github.com/vkcounter/vkcounter/internal/age"
 	"github.com/vkcounter/vkcounter/internal/toptexts"
 )
 
@@ -39,40 +38,4 @@ func (m *Main) openTopTexts(rec bot.Recorder) (bot.Recorder, error) {
 	}
 	m.top = top
 	return topTextsRecorder{next: rec, top: top}, nil
-}
-
-// topTextsSection is /stats' top_texts (TOP_TEXTS): the texts with the
-// highest count this instance has seen in the window.
-type topTextsSection struct {
-	SeenBy string    `json:"seen_by"` // always "this instance"
-	Max    int       `json:"max"`     // TOP_TEXTS
-	Texts  []topText `json:"texts"`   // the highest count first
-}
-
-// A topText is one of the top texts: its community and text (or, without
-// text, its attachments), its count when this instance last saw it, and
-// how long ago that was.
-type topText struct {
-	GroupID     int         `json:"group_id"`
-	Text        string      `json:"text"`
-	Attachments []string    `json:"attachments,omitempty"`
-	Cut         bool        `json:"cut,omitempty"` // the text is longer than shown (toptexts.MaxKeyBytes)
-	Count       int64       `json:"count"`
-	Seen        age.Seconds `json:"seen_seconds_ago"`
-}
-
-// topTextsReport reads the top texts; nil with TOP_TEXTS=0.
-func (m *Main) topTextsReport() *topTextsSection {
-	if m.top == nil {
-		return nil
-	}
-	s := &topTextsSection{SeenBy: "this instance", Max: m.top.N(), Texts: []topText{}}
-	for _, e := range m.top.Top(time.Now()) {
-		g, text, atts, ok := bot.SplitTextKey(e.Key)
-		if !ok {
-			continue
-		}
-		s.Texts = append(s.Texts, topText{GroupID: g, Text: text, Attachments: atts, Cut: e.Cut, Count: e.Count, Seen: age.Since(e.Seen)})
-	}
-	return s
 }
