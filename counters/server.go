@@ -155,6 +155,10 @@ type ServerOptions struct {
 	// Acquire that would create a counter past it is answered Out of
 	// memory. Default resource.DefaultMaxMemory.
 	MaxMemory int64
+	// MaxHoldings is the most names one connection holds at once: an
+	// Acquire of one more is answered Out of memory. Default
+	// resource.DefaultMaxHoldings. See resource.Options.MaxHoldings.
+	MaxHoldings int
 	// WriteTimeout bounds each write to a client; a client that does not
 	// read its responses for that long is disconnected, releasing what it
 	// holds. Default DefaultWriteTimeout.
@@ -175,9 +179,10 @@ type ServerOptions struct {
 	// given (see Stores).
 	Stores Stores
 	// Resources holds the resource counters. Nil means a table in this
-	// process's memory, made with Buckets, StatsInterval, MaxMemory and
-	// Clock and garbage-collected just after each interval boundary; with
-	// a store of its own (RedisResources), those four options are unused.
+	// process's memory, made with Buckets, StatsInterval, MaxMemory,
+	// MaxHoldings and Clock and garbage-collected just after each interval
+	// boundary; with a store of its own (RedisResources), those five
+	// options are unused.
 	Resources ResourceStore
 }
 
@@ -243,10 +248,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	res := opts.Resources
 	if res == nil {
 		table, err = resource.New(resource.Options{
-			Buckets:   opts.Buckets,
-			Interval:  opts.StatsInterval,
-			MaxMemory: opts.MaxMemory,
-			Clock:     opts.Clock,
+			Buckets:     opts.Buckets,
+			Interval:    opts.StatsInterval,
+			MaxMemory:   opts.MaxMemory,
+			MaxHoldings: opts.MaxHoldings,
+			Clock:       opts.Clock,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("counters: %w", err)

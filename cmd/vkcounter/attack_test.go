@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters/client"
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -188,8 +189,9 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 func TestHoldingsFloodKeepsTheBotsHeadroom(t *testing.T) {
 	const maxmemory = 32 << 20
 	const counters, conns, together = 300, 600, 2
+	const lease = 10 * time.Second
 	tg := redistest.OwnServer(t, "--maxmemory", strconv.Itoa(maxmemory), "--maxmemory-policy", "noeviction")
-	a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_STORE": "redis", "RESOURCE_LEASE": "10s"})
+	a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_STORE": "redis", "RESOURCE_LEASE": lease.String()})
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Second)
 	defer cancel()
 	name := func(i int) string { return "lock" + strconv.Itoa(i) }
@@ -319,44 +321,8 @@ func TestHoldingsFloodKeepsTheBotsHeadroom(t *testing.T) {
 	for _, c := range open {
 		c.Close()
 	}
-	defer func() {
-		t.Logf("no holding left %v after the connections closed", time.Since(closedAt).Round(100*time.Millisecond))
-	}()
-	// Known defect, open in the issue "Hostile clients": under this flood a
-	// few holdings can outlive their closed connection until their counter
-	// is next touched (seen once in CI: 1 of 152,000). A straggler past a
-	// minute is logged, not failed, until it is fixed.
-	giveUp := time.Now().Add(60 * time.Second)
-	eventually.NoError(t, 90*time.Second, "no holding left", func() error {
-		err := holdingLeftIn(ctx, tg, a.prefix)
-		if err != nil && time.Now().After(giveUp) {
-			t.Logf("KNOWN DEFECT: a holding outlived its connection by a minute: %v", err)
-			return nil
-		}
-		return err
+	eventually.NoError(t, lease, "no holding left within a lease", func() error {
+		return counterstest.HoldingLeft(ctx, tg.Client, a.prefix)
 	})
-}
-
-// holdingLeftIn returns an error naming a resource holding left in the
-// keys under prefix, if any.
-func holdingLeftIn(ctx context.Context, tg *redistest.Target, prefix string) error {
-	keys, err := tg.Client.Keys(ctx, prefix+"r:*").Result()
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if typ, _ := tg.Client.Type(ctx, k).Result(); typ != "hash" {
-			continue
-		}
-		fields, err := tg.Client.HKeys(ctx, k).Result()
-		if err != nil {
-			return err
-		}
-		for _, f := range fields {
-			if strings.HasPrefix(f, "h:") {
-				return fmt.Errorf("%s still holds %s", k, f)
-			}
-		}
-	}
-	return nil
+	t.Logf("no holding left %v after the connections closed", time.Since(closedAt).Round(100*time.Millisecond))
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -317,3 +318,29 @@ func (c *Clock) Now() time.Time { return time.Unix(c.sec.Load(), 0) }
 
 // Set moves the clock to sec seconds after the epoch.
 func (c *Clock) Set(sec int64) { c.sec.Store(sec) }
+
+// HoldingLeft returns an error naming a resource holding left in the
+// Redis store's keys under prefix (the service's base prefix), or nil
+// when there is none. It reads the keys without running a script, which
+// would drop the holdings whose lease has ended.
+func HoldingLeft(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	keys, err := rdb.Keys(ctx, prefix+"r:*").Result()
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if typ, _ := rdb.Type(ctx, k).Result(); typ != "hash" {
+			continue
+		}
+		fields, err := rdb.HKeys(ctx, k).Result()
+		if err != nil {
+			return err
+		}
+		for _, f := range fields {
+			if strings.HasPrefix(f, "h:") {
+				return fmt.Errorf("%s still holds %s", k, f)
+			}
+		}
+	}
+	return nil
+}

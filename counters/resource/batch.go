@@ -20,6 +20,7 @@ const (
 
 // A call is one script run waiting for a batch.
 type call struct {
+	ctx    context.Context // the caller's: a call whose caller gave up is not sent
 	script *redis.Script
 	keys   []string
 	args   []any
@@ -37,7 +38,7 @@ type call struct {
 // Scripts of one connection stay in order: a connection sends the next
 // only after the previous answered.
 func (r *Redis) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	c := call{script: script, keys: keys, args: args, done: make(chan *redis.Cmd, 1)}
+	c := call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan *redis.Cmd, 1)}
 	select {
 	case r.calls <- c:
 	case <-ctx.Done():
@@ -56,6 +57,18 @@ func (r *Redis) run(ctx context.Context, script *redis.Script, keys []string, ar
 	}
 }
 
+// append adds c to calls, unless its caller has given up (its context
+// ended while it waited for a batcher): a call not sent has a known
+// outcome, nothing done, where one sent late could acquire for a holder
+// whose owner has already been told it failed.
+func (c call) append(calls []call) []call {
+	if err := c.ctx.Err(); err != nil {
+		c.done <- failedCmd(c.ctx, err)
+		return calls
+	}
+	return append(calls, c)
+}
+
 func failedCmd(ctx context.Context, err error) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
 	cmd.SetErr(err)
@@ -72,16 +85,19 @@ func (r *Redis) batch() {
 		case <-r.stop:
 			return
 		case c := <-r.calls:
-			calls = append(calls, c)
+			calls = c.append(calls)
 		}
 	more:
 		for len(calls) < maxBatch {
 			select {
 			case c := <-r.calls:
-				calls = append(calls, c)
+				calls = c.append(calls)
 			default:
 				break more
 			}
+		}
+		if len(calls) == 0 {
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		runEach(ctx, r.rdb, len(calls), func(i int) (*redis.Script, []string, []any) {

@@ -1,19 +1,29 @@
--- drop.lua: release everything one holder holds of the counter (its
--- connection closed). Running it twice is harmless. It succeeds at
--- maxmemory: its first write frees (purge's HDEL or the holding's own),
+-- drop.lua: release everything the given holders hold of the counter
+-- (their connections closed). Running it twice is harmless. It succeeds
+-- at maxmemory: its first write frees (purge's HDEL or a holding's own),
 -- as release.lua's does.
--- ARGV: holder, interval s.
+-- ARGV: interval s, holder...
 -- Reply: the resources released.
-local holder, I = ARGV[1], tonumber(ARGV[2])
+local I = tonumber(ARGV[1])
 if redis.call('EXISTS', K) == 0 then
   return 0
 end
-purge(I, holder, true)
-local held = num('h:' .. holder)
-redis.call('HDEL', K, 'h:' .. holder)
-redis.call('ZREM', L, holder)
-if held > 0 then
-  release(held, now, I)
+purge(I, '', true)
+local released = 0
+for i = 2, #ARGV do
+  local holder = ARGV[i]
+  local held = num('h:' .. holder)
+  if held > 0 then
+    redis.call('HDEL', K, 'h:' .. holder)
+    released = released + held
+  end
+end
+-- Chunks keep unpack within Lua's stack.
+for first = 2, #ARGV, 1000 do
+  redis.call('ZREM', L, unpack(ARGV, first, math.min(first + 999, #ARGV)))
+end
+if released > 0 then
+  release(released, now, I)
 end
 expire(I)
-return held
+return released

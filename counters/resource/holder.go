@@ -24,8 +24,9 @@ func (t *Table) NewHolder() *Holder {
 // consumption stays within maximum. The counter's maximum is not stored:
 // each call checks its own. It fails with ErrInvalid for resources 0,
 // maximum below resources or a bad name, ErrNotAvailable when the
-// consumption would exceed maximum, and ErrNoMemory when the counter or
-// the holding cannot be created (see Options.MaxMemory); a failed Acquire
+// consumption would exceed maximum, and an error wrapping ErrNoMemory when
+// the counter or the holding cannot be created (see Options.MaxMemory) or
+// the holder holds Options.MaxHoldings names already; a failed Acquire
 // changes nothing but, when the table is full, which counters at 0 it
 // keeps.
 func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
@@ -33,6 +34,9 @@ func (h *Holder) Acquire(name []byte, resources, maximum uint32) error {
 		return ErrInvalid
 	}
 	t := h.t
+	if len(h.held) >= t.maxHeld && h.held[string(name)] == 0 {
+		return tooManyHoldings(t.maxHeld)
+	}
 	// Memory is reserved with no shard lock held: making room takes the
 	// locks of other shards.
 	var reserved int64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -71,7 +72,7 @@ func TestTableMemoryHelper(t *testing.T) {
 	hold := holdStr == "1"
 	name := make([]byte, nameLen)
 	base := settledRSS(t)
-	tab, err := resource.New(resource.Options{MaxMemory: memoryCap})
+	tab, err := resource.New(resource.Options{MaxMemory: memoryCap, MaxHoldings: math.MaxInt}) // one holder fills the table
 	if err != nil {
 		t.Fatal(err)
 	}

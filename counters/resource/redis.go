@@ -48,7 +48,8 @@ const (
 	DefaultLease = 10 * time.Second
 	// MinLease is the shortest lease allowed.
 	MinLease = 100 * time.Millisecond
-	// DefaultMaxHoldings is the default RedisOptions.MaxHoldings: far more
+	// DefaultMaxHoldings is the default of RedisOptions.MaxHoldings and
+	// Options.MaxHoldings: far more
 	// names than a client of the yrmcds protocol holds at once (a lock or
 	// a few), few enough that one connection's holdings are a few hundred
 	// KiB of Redis.
@@ -66,7 +67,7 @@ const (
 	// and the memory of their sets of keys seen (see scan).
 	maxScans = 4
 	// renewPool is the size of the pool of the renewals' own client (per
-	// node of a cluster): one pipeline a round, and a spare.
+	// node of a cluster): a renewal round's pipeline and a drop round's.
 	renewPool = 2
 )
 
@@ -152,8 +153,7 @@ type Redis struct {
 	holders atomic.Uint64
 	created atomic.Uint64
 
-	dropsMu sync.Mutex
-	drops   map[drop]struct{} // drops that failed, for retryDrops; at most maxPendingDrops
+	drops dropper // the holdings of ended holders, until Redis has dropped them
 
 	mu sync.Mutex
 	// names is guarded by mu. It maps a held counter to the holders of
@@ -232,6 +232,7 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 		calls:           make(chan call, maxBatch),
 		scans:           make(chan struct{}, maxScans),
 		renewRdb:        redisconn.WithPool(rdb, renewPool),
+		drops:           newDropper(),
 		stop:            make(chan struct{}),
 	}
 	for _, s := range scripts {
@@ -251,10 +252,11 @@ func NewRedis(ctx context.Context, rdb redis.UniversalClient, opts RedisOptions)
 				Msg("resource store born less than a lease ago (a first start, or Redis lost its data): acquires are refused until a lease after its birth")
 		}
 	}
-	r.wg.Add(2 + batchers)
-	// Renewals: with nothing held, nothing is sent.
+	r.wg.Add(3 + batchers)
+	// Renewals and drops: with nothing held or ended, nothing is sent.
 	go r.renewing()
-	go r.every(r.checkEvery(), r.check)
+	go r.every(r.renewEvery(), r.drops.wake, r.dropRound)
+	go r.every(r.checkEvery(), nil, r.check)
 	for range batchers {
 		go r.batch()
 	}

@@ -63,7 +63,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		case h.gone.Load():
 			res[i].Err = errLost
 		case op.Kind == OpAcquire && h.held[string(op.Name)] == 0 && !adding[string(op.Name)] && holding >= r.maxHeld:
-			res[i].Err = fmt.Errorf("%w: this connection holds %d names already, the most allowed", ErrNoMemory, r.maxHeld)
+			res[i].Err = tooManyHoldings(r.maxHeld)
 		case op.Kind == OpAcquire:
 			if h.held[string(op.Name)] == 0 && !adding[string(op.Name)] {
 				adding[string(op.Name)] = true
@@ -160,6 +160,7 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	r := h.r
 	v, err := cmd.Int64Slice()
 	if err != nil || len(v) != 3 && !(len(v) == 4 && v[0] == -2) {
+		h.noteUnsure(string(op.Name))
 		return fmt.Errorf("%w: acquire: %v (reply %v)", ErrStore, err, v)
 	}
 	if v[1] == 1 {
@@ -183,6 +184,7 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 	case -3:
 		return r.guard.Refused(ErrNoMemory)
 	default:
+		h.noteUnsure(key)
 		return fmt.Errorf("%w: acquire: reply %v", ErrStore, v)
 	}
 	h.held[key] += op.Resources
@@ -200,6 +202,15 @@ func (h *RedisHolder) acquired(op Op, cmd *redis.Cmd, until time.Time) error {
 		l.until = until
 	}
 	return nil
+}
+
+// noteUnsure notes that an acquire of the counter name has an unknown
+// outcome: the holder is failed, and ReleaseAll drops the counter too.
+func (h *RedisHolder) noteUnsure(name string) {
+	if h.unsure == nil {
+		h.unsure = map[string]struct{}{}
+	}
+	h.unsure[name] = struct{}{}
 }
 
 // released applies the reply of a release script. The caller holds r.mu.

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-
-	"github.com/redis/go-redis/v9"
+	"time"
 )
 
 // A RedisHolder is what one connection holds in a Redis store. It is not
@@ -16,7 +15,11 @@ type RedisHolder struct {
 	r    *Redis
 	id   string
 	held map[string]uint32
-	lost func()
+	// unsure names the counters an acquire of which has an unknown
+	// outcome (no answer): Redis may hold them for the holder, which was
+	// failed, so ReleaseAll drops them too.
+	unsure map[string]struct{}
+	lost   func()
 	// gone is set once the holder was told it lost its holdings.
 	gone atomic.Bool
 }
@@ -80,79 +83,40 @@ func (r *Redis) forget(name string, h *RedisHolder) {
 // as far as this instance knows.
 func (h *RedisHolder) Held(name string) uint32 { return h.held[name] }
 
-// ReleaseAll gives back everything the holder holds, in one round trip,
-// and leaves it empty; the holder must not be used afterwards. A release
-// that fails (Redis stalls, or the call's context ends) is tried again
-// with each renewal round until it succeeds (retryDrops), so a closed
-// connection's holdings leave Redis soon after, not when the counter is
-// next touched.
+// ReleaseAll gives back everything the holder holds, and leaves it
+// empty; the holder must not be used afterwards. Its holdings go to the
+// store's dropper (see dropper), which drops the holdings of every holder
+// ended meanwhile in one script per counter; ReleaseAll waits for that
+// round until ctx ends. A drop that fails is tried again every renewEvery
+// until it succeeds, so a closed connection's holdings leave Redis soon
+// after it closes, not when the counter is next touched. The counters
+// whose acquire had an unknown outcome (the holder was failed for it) are
+// dropped too, and once more a lease later: the acquire may still run
+// after the first drop.
 func (h *RedisHolder) ReleaseAll(ctx context.Context) {
 	h.gone.Store(true)
-	if len(h.held) == 0 {
+	if len(h.held) == 0 && len(h.unsure) == 0 {
 		return
 	}
 	r := h.r
-	names := make([]string, 0, len(h.held))
+	now := time.Now()
+	ds := make([]drop, 0, len(h.held)+2*len(h.unsure))
 	for name := range h.held {
-		names = append(names, name)
+		ds = append(ds, drop{name: name, holder: h.id})
 		r.forget(name, h)
 	}
-	h.held = map[string]uint32{}
-	failed, err := runEach(ctx, r.rdb, len(names), func(i int) (*redis.Script, []string, []any) {
-		return dropScript, r.keys([]byte(names[i])), []any{h.id, r.interval}
-	}, func(i int, cmd *redis.Cmd) {
-		if cmd.Err() != nil {
-			r.pendDrop(drop{names[i], h.id})
+	for name := range h.unsure {
+		if h.held[name] == 0 {
+			ds = append(ds, drop{name: name, holder: h.id})
 		}
-	})
-	if err != nil {
-		r.log.Warn().Err(err).Int("counters", len(names)).Int("not_released", failed).Stringer("lease", r.lease).
-			Msg("some resource holdings of a closed connection were not released in Redis; tried again with each renewal round")
+		ds = append(ds, drop{name: name, holder: h.id, at: now.Add(r.lease).UnixNano()})
 	}
-}
-
-// A drop is a release of everything holder holds of the counter name,
-// still to be done in Redis.
-type drop struct{ name, holder string }
-
-// maxPendingDrops bounds the drops kept for a retry; past it, a holding
-// whose drop failed leaves Redis when a script touches its counter after
-// its lease.
-const maxPendingDrops = 100000
-
-// pendDrop keeps d for retryDrops.
-func (r *Redis) pendDrop(d drop) {
-	r.dropsMu.Lock()
-	defer r.dropsMu.Unlock()
-	if r.drops == nil {
-		r.drops = map[drop]struct{}{}
+	h.held, h.unsure = map[string]uint32{}, nil
+	select {
+	case <-r.drops.add(ds):
+	case <-r.stop:
+	case <-ctx.Done():
+		r.log.Warn().Err(ctx.Err()).Int("counters", len(ds)).Stringer("lease", r.lease).
+			Msg("the resource holdings of a closed connection are not released in Redis yet; tried again every renewal round")
 	}
-	if len(r.drops) < maxPendingDrops {
-		r.drops[d] = struct{}{}
-	}
-}
-
-// retryDrops runs the pending drops once, in one pipeline, within
-// renewEvery, and keeps those that fail again. drop.lua is harmless to
-// repeat.
-func (r *Redis) retryDrops() {
-	r.dropsMu.Lock()
-	pending := make([]drop, 0, len(r.drops))
-	for d := range r.drops {
-		pending = append(pending, d)
-	}
-	r.drops = nil
-	r.dropsMu.Unlock()
-	if len(pending) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
-	defer cancel()
-	runEach(ctx, r.renewRdb, len(pending), func(i int) (*redis.Script, []string, []any) {
-		return dropScript, r.keys([]byte(pending[i].name)), []any{pending[i].holder, r.interval}
-	}, func(i int, cmd *redis.Cmd) {
-		if cmd.Err() != nil {
-			r.pendDrop(pending[i])
-		}
-	})
 }

@@ -24,8 +24,9 @@ func (r *Redis) checkEvery() time.Duration { return r.lease / 20 }
 // after t0; give it up margin earlier.
 func (r *Redis) validUntil(t0 time.Time) time.Time { return t0.Add(r.lease - r.margin()) }
 
-// every calls fn every d until Close.
-func (r *Redis) every(d time.Duration, fn func()) {
+// every calls fn every d, and whenever wake (which may be nil) receives,
+// until Close.
+func (r *Redis) every(d time.Duration, wake <-chan struct{}, fn func()) {
 	defer r.wg.Done()
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -33,6 +34,7 @@ func (r *Redis) every(d time.Duration, fn func()) {
 		select {
 		case <-r.stop:
 			return
+		case <-wake:
 		case <-t.C:
 		}
 		fn()
@@ -63,7 +65,6 @@ func (r *Redis) renewing() {
 		if !r.renew() {
 			next = r.checkEvery()
 		}
-		r.retryDrops()
 		t.Reset(time.Until(began.Add(next)))
 	}
 }

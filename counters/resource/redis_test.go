@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -420,6 +421,40 @@ func TestRedisStall(t *testing.T) {
 		wantErr(t, "s is free once the failed holder ended", other.Acquire(bg(), []byte("s"), 1, 1), nil)
 		_, sawHeld := acquireWhenFree(t, other, "t", 1, 1, 5*lease)
 		t.Logf("the late acquire's holding was seen: %v", sawHeld)
+	}, redistest.Mini, redistest.Real)
+}
+
+// TestRedisStallLeavesNoHolding: an acquire that timed out unanswered
+// during a stall and ran late, maybe after the failed holder's drops, is
+// dropped too: once its holder ended, no holding of it is left in Redis
+// within two leases, though no script touches its counter again.
+func TestRedisStallLeavesNoHolding(t *testing.T) {
+	t.Parallel() // waits for leases
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const lease = time.Second
+		prefix := redistest.Prefix(t)
+		proxy := redistest.NewProxy(t, tg.Addr)
+		stalled := openRedis(t, tg.NoRetryClient(t, proxy.Addr()), prefix, lease)
+		h := stalled.NewHolder(nil)
+		wantErr(t, "acquire s", h.Acquire(bg(), []byte("s"), 1, 1), nil)
+		proxy.Stall()
+		for _, name := range []string{"t", "u"} { // a single acquire, and one of a pipeline
+			ctx, cancel := context.WithTimeout(bg(), 200*time.Millisecond)
+			ops := []resource.Op{{Kind: resource.OpAcquire, Name: []byte(name), Resources: 1, Maximum: 1}}
+			if name == "u" {
+				ops = append(ops, resource.Op{Kind: resource.OpGet, Name: []byte("s")})
+			}
+			err := h.Do(ctx, ops)[0].Err
+			cancel()
+			if !errors.Is(err, resource.ErrStore) {
+				t.Fatalf("acquire %s during the stall: %v, want ErrStore", name, err)
+			}
+		}
+		proxy.Resume() // the acquires of t and u run now, before or after the drops
+		h.ReleaseAll(bg())
+		ended := time.Now()
+		eventually.NoError(t, 2*lease, "no holding left", func() error { return counterstest.HoldingLeft(bg(), tg.Client, prefix) })
+		t.Logf("no holding left %v after the holder ended", time.Since(ended).Round(10*time.Millisecond))
 	}, redistest.Mini, redistest.Real)
 }
 

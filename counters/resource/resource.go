@@ -41,9 +41,17 @@ var (
 	ErrNotAcquired = errors.New("resource: not acquired")
 	// ErrNoMemory: creating the counter, or the holder's holding of it,
 	// would take the table's estimated memory over Options.MaxMemory, even
-	// with every counter at 0 deleted.
+	// with every counter at 0 deleted (or Redis past its headroom); or the
+	// holder holds the most names allowed already (Options.MaxHoldings,
+	// RedisOptions.MaxHoldings).
 	ErrNoMemory = errors.New("resource: out of memory")
 )
+
+// tooManyHoldings is the error of an acquire of one more name by a holder
+// that holds most names already.
+func tooManyHoldings(most int) error {
+	return fmt.Errorf("%w: this connection holds %d names already, the most allowed", ErrNoMemory, most)
+}
 
 // Defaults and limits of Options.
 const (
@@ -99,6 +107,10 @@ type Options struct {
 	// with ErrNoMemory when that does not make room. Default
 	// DefaultMaxMemory.
 	MaxMemory int64
+	// MaxHoldings is the most names one holder (one connection) holds at
+	// once: an Acquire of one more fails with ErrNoMemory and changes
+	// nothing. Zero means DefaultMaxHoldings.
+	MaxHoldings int
 	// Clock tells the time (default time.Now). Only whole seconds matter.
 	Clock func() time.Time
 }
@@ -110,6 +122,7 @@ type Table struct {
 	seed     maphash.Seed
 	interval int64 // seconds
 	maxMem   int64
+	maxHeld  int // names one holder may hold (Options.MaxHoldings)
 	clock    func() time.Time
 
 	objects      atomic.Int64
@@ -172,6 +185,12 @@ func New(opts Options) (*Table, error) {
 	if opts.MaxMemory == 0 {
 		opts.MaxMemory = DefaultMaxMemory
 	}
+	switch {
+	case opts.MaxHoldings < 0:
+		return nil, fmt.Errorf("resource: max holdings %d: must not be negative", opts.MaxHoldings)
+	case opts.MaxHoldings == 0:
+		opts.MaxHoldings = DefaultMaxHoldings
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -185,6 +204,7 @@ func New(opts Options) (*Table, error) {
 		seed:     maphash.MakeSeed(),
 		interval: int64(opts.Interval / time.Second),
 		maxMem:   opts.MaxMemory,
+		maxHeld:  opts.MaxHoldings,
 		clock:    opts.Clock,
 	}
 	for i := range t.shards {

@@ -278,6 +278,43 @@ const (
 	perCounter = 16 + 104 + holding
 )
 
+// TestMaxHoldings: a holder of the in-memory table holds at most
+// Options.MaxHoldings names; an acquire of one more is refused with
+// ErrNoMemory and changes nothing, while more of a name held, and a name
+// once another was released, are granted.
+func TestMaxHoldings(t *testing.T) {
+	if _, err := resource.New(resource.Options{MaxHoldings: -1}); err == nil {
+		t.Fatal("MaxHoldings -1 accepted")
+	}
+	tab, err := resource.New(resource.Options{MaxHoldings: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tab.NewHolder()
+	for i := range 3 {
+		wantErr(t, fmt.Sprint("n", i), h.Acquire([]byte(fmt.Sprint("n", i)), 1, 5), nil)
+	}
+	if err := h.Acquire([]byte("n3"), 1, 5); !errors.Is(err, resource.ErrNoMemory) {
+		t.Fatalf("a fourth name: %v, want ErrNoMemory", err)
+	}
+	if _, err := tab.Get([]byte("n3")); !errors.Is(err, resource.ErrNotFound) {
+		t.Fatalf("n3 refused, but Get says %v, want ErrNotFound", err)
+	}
+	wantErr(t, "more of a name held", h.Acquire([]byte("n0"), 1, 5), nil)
+	wantErr(t, "another holder", tab.NewHolder().Acquire([]byte("n3"), 1, 5), nil)
+	wantErr(t, "release n1", h.Release([]byte("n1"), 1), nil)
+	wantErr(t, "n3 once n1 is released", h.Acquire([]byte("n3"), 1, 5), nil)
+	if def, _ := resource.New(resource.Options{}); def != nil {
+		h := def.NewHolder()
+		for i := range resource.DefaultMaxHoldings {
+			wantErr(t, "within the default", h.Acquire([]byte(fmt.Sprint("d", i)), 1, 1), nil)
+		}
+		if err := h.Acquire([]byte("one more"), 1, 1); !errors.Is(err, resource.ErrNoMemory) {
+			t.Fatalf("past DefaultMaxHoldings: %v, want ErrNoMemory", err)
+		}
+	}
+}
+
 func TestMaxMemory(t *testing.T) {
 	tab, err := resource.New(resource.Options{MaxMemory: 2*perCounter + 20})
 	if err != nil {
@@ -342,7 +379,8 @@ func TestFullTableReclaimsReleased(t *testing.T) {
 // neither is another client's new short name, during and after.
 func TestReleasedNamesCannotLockOthersOut(t *testing.T) {
 	const maxMem = 4 << 20 // about 60 such names
-	tab, err := resource.New(resource.Options{MaxMemory: maxMem})
+	// One holder holds the 2,000 short names.
+	tab, err := resource.New(resource.Options{MaxMemory: maxMem, MaxHoldings: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
