@@ -22,6 +22,10 @@ const (
 	DefaultRetryAfter = 5 * time.Second
 )
 
+// DefaultPath is the path VK posts events to unless the service is told
+// another (CALLBACK_PATH).
+const DefaultPath = "/callback"
+
 // FailLogEvery is the least time between two log lines of one outcome of
 // failed requests (see Options.Logger).
 const FailLogEvery = 5 * time.Second

@@ -47,6 +47,9 @@ import (
 
 // Defaults of ServerOptions.
 const (
+	// DefaultMaxConnections is the service's ServerOptions.MaxConnections
+	// unless told another (COUNTER_MAX_CONNECTIONS).
+	DefaultMaxConnections = 10000
 	// DefaultWriteTimeout is the default ServerOptions.WriteTimeout.
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultStoreTimeout is the default Stores.Timeout.

@@ -48,6 +48,8 @@ import (
 const (
 	// DefaultWindow is the window used when Options.Window is zero.
 	DefaultWindow = 24 * time.Hour
+	// MinWindow is the shortest window: whole seconds, at least one.
+	MinWindow = time.Second
 	// DefaultPrefix is the service's base prefix when Options.Prefix is
 	// empty; every key starts with the base prefix followed by keyPart.
 	DefaultPrefix = "vkc:"
@@ -135,8 +137,8 @@ func New(rdb redis.Scripter, opts Options) (*Store, error) {
 	switch {
 	case rdb == nil:
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
-	case s.window < time.Second:
-		return nil, fmt.Errorf("%w: window %v is shorter than 1s", ErrInvalid, s.window)
+	case s.window < MinWindow:
+		return nil, fmt.Errorf("%w: window %v is shorter than %v", ErrInvalid, s.window, MinWindow)
 	case s.window > math.MaxInt64-keyMargin:
 		return nil, fmt.Errorf("%w: window %v is too long", ErrInvalid, s.window)
 	case s.window%time.Second != 0:

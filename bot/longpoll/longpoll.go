@@ -78,8 +78,12 @@ const (
 	DefaultRetryMax  = 30 * time.Second
 )
 
-// MaxWait is the longest wait of one long-poll request VK accepts.
-const MaxWait = 90 * time.Second
+// MinWait and MaxWait are the shortest and longest wait of one long-poll
+// request VK accepts (whole seconds).
+const (
+	MinWait = time.Second
+	MaxWait = 90 * time.Second
+)
 
 // storeTimeout bounds each call of the Store (the lease and the ts), well
 // below the Redis client's own timeout (REDIS_TIMEOUT, long enough to outlast

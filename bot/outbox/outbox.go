@@ -54,6 +54,11 @@ const (
 	DefaultClaimAfter = 30 * time.Second
 )
 
+// MinClaimAfter is the shortest ClaimAfter the service may be given
+// (OUTBOX_CLAIM_AFTER): a shorter one would take replies over from a
+// sender still busy with them.
+const MinClaimAfter = 100 * time.Millisecond
+
 // keyPart follows the base prefix in every key of the outbox.
 const keyPart = "o:"
 

@@ -226,7 +226,7 @@ func each(f func(ctx context.Context, c *client.Client, println func(...any)) er
 // server, printing what yc-cnt prints, and returns the exit code.
 func runCnt(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cnt", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:11215", "counter server(s), comma-separated `HOST:PORT,...`")
+	addr := fs.String("addr", wire.DefaultAddr, "counter server(s), comma-separated `HOST:PORT,...`")
 	dns := fs.String("dns", "", "resolve the servers from `HOST:PORT`'s A/AAAA records (e.g. <app>.internal:11215) instead of -addr (not with it)")
 	vnodes := fs.Int("vnodes", client.DefaultVirtualNodes, "points per server on the ring; every client of the servers must use the same")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit for connecting and for each command")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vkcounter/vkcounter/admin"
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 // demoEnv is the README's demo: no Redis, no token, no community set
@@ -17,7 +18,7 @@ var demoEnv = map[string]string{"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": 
 // demoEvent is the README's curl: a message_new for the demo community.
 func demoEvent(eventID string, id int, text string) []byte {
 	b, _ := json.Marshal(map[string]any{
-		"type": "message_new", "group_id": demoGroupID, "event_id": eventID, "v": "5.199",
+		"type": "message_new", "group_id": config.DemoGroupID, "event_id": eventID, "v": "5.199",
 		"object": map[string]any{"message": map[string]any{"id": id, "peer_id": 42, "from_id": 42, "date": 1764115200,
 			"conversation_message_id": id, "text": text}},
 	})
@@ -44,7 +45,7 @@ func TestCountAsksTheDemo(t *testing.T) {
 	code, out, _ = runCountCmd(env, "-json", "hello")
 	var ans admin.Answer
 	if err := json.Unmarshal([]byte(out), &ans); code != exitOK || err != nil || len(ans.Texts) != 1 ||
-		fmt.Sprint(ans.Texts[0]) != fmt.Sprint(admin.TextCount{GroupID: demoGroupID, Text: "hello", Count: 2}) || ans.WindowSeconds != 86400 {
+		fmt.Sprint(ans.Texts[0]) != fmt.Sprint(admin.TextCount{GroupID: config.DemoGroupID, Text: "hello", Count: 2}) || ans.WindowSeconds != 86400 {
 		t.Errorf("count -json: exit %d, stdout %q (%v)", code, out, err)
 	}
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
-	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
@@ -271,33 +270,6 @@ func TestCountersStoreDown(t *testing.T) {
 		a.mustCnt(t, "2\n", "hit", "down")
 		a.mustAPI(t, "GET", "/counters/access/down", "", 200, `{"name":"down","total":2}`)
 	}, singleServers...)
-}
-
-func TestCountersConfig(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		want string
-	}{
-		{"unknown store", map[string]string{"COUNTERS_STORE": "disk"}, "COUNTERS_STORE"},
-		{"file without a directory", map[string]string{"COUNTERS_STORE": "file"}, "COUNTERS_DIR: required"},
-		{"directory without the file store", map[string]string{"COUNTERS_DIR": "/tmp/x"}, "COUNTERS_DIR"},
-		{"no levels", map[string]string{"COUNTERS_FILE_LEVELS": "0"}, "COUNTERS_FILE_LEVELS"},
-		{"too many levels", map[string]string{"COUNTERS_FILE_LEVELS": "65"}, "COUNTERS_FILE_LEVELS"},
-		{"zero timeout", map[string]string{"COUNTERS_TIMEOUT": "0s"}, "COUNTERS_TIMEOUT"},
-		{"bad timeout", map[string]string{"COUNTERS_TIMEOUT": "soon"}, "COUNTERS_TIMEOUT"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := parseConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %v, want one naming %s", err, tc.want)
-			}
-		})
-	}
-	c, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
-	if err != nil || c.CountersStore != counters.StoreRedis || c.CountersFileLevels != 5 || c.CountersTimeout.Seconds() != 2 {
-		t.Fatalf("defaults %+v, %v", c, err)
-	}
 }
 
 // TestCountersHTTPToken: with COUNTERS_HTTP_TOKEN the /counters/ API needs

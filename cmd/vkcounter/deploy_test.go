@@ -24,6 +24,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
@@ -32,10 +33,9 @@ import (
 
 // defaults returns each setting's default value by variable name.
 func defaults() map[string]string {
-	var c Config
 	out := map[string]string{}
-	for _, s := range settings(&c) {
-		out[s.env] = s.def
+	for _, s := range config.Settings() {
+		out[s.Env] = s.Default
 	}
 	return out
 }

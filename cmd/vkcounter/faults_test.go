@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
@@ -245,7 +246,7 @@ func TestCounterConnLimit(t *testing.T) {
 		{0, 4096, 0},  // unlimited, as configured, with a warning
 		{100, 0, 100}, // limit unknown
 	} {
-		m := &Main{cfg: Config{CounterMaxConnections: tc.configured}}
+		m := &Main{cfg: config.Config{CounterMaxConnections: tc.configured}}
 		if got := m.counterConnLimit(tc.fdLimit); got != tc.want {
 			t.Errorf("COUNTER_MAX_CONNECTIONS %d with %d open files: %d, want %d", tc.configured, tc.fdLimit, got, tc.want)
 		}
@@ -270,7 +271,7 @@ func TestHTTPConnLimit(t *testing.T) {
 		{0, 10000, "127.0.0.1:11215", 4096, 0},  // unlimited, as configured, with a warning
 		{100, 10000, "127.0.0.1:11215", 0, 100}, // limit unknown
 	} {
-		m := &Main{cfg: Config{HTTPMaxConnections: tc.configured, CounterMaxConnections: tc.counter, CounterAddr: tc.counterAddr}}
+		m := &Main{cfg: config.Config{HTTPMaxConnections: tc.configured, CounterMaxConnections: tc.counter, CounterAddr: tc.counterAddr}}
 		if got := m.httpConnLimit(tc.fdLimit); got != tc.want {
 			t.Errorf("HTTP_MAX_CONNECTIONS %d (counter port %s, %d) with %d open files: %d, want %d", tc.configured, tc.counterAddr, tc.counter, tc.fdLimit, got, tc.want)
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 const healthcheckUsage = `Usage: vkcounter healthcheck [flags]
@@ -26,11 +28,7 @@ Flags:
 // runHealthcheck is `vkcounter healthcheck`.
 func runHealthcheck(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	def := getenv("ADMIN_ADDR")
-	if def == "" {
-		def = settingDefault("ADMIN_ADDR")
-	}
-	addr := fs.String("addr", def, "admin address of the service (default ADMIN_ADDR)")
+	settings := config.Bind(fs, config.Use{Env: "ADMIN_ADDR", Flag: "addr", Help: "admin address of the service (default ADMIN_ADDR, else " + config.DefaultAdminAddr + ")"})
 	timeout := fs.Duration("timeout", 5*time.Second, "longest wait for the answer")
 	if code, ok := parseFlags(fs, args, healthcheckUsage, stdout, stderr); !ok {
 		return code
@@ -38,7 +36,11 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	if fs.NArg() > 0 {
 		return usageError(stderr, "healthcheck", fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	target, err := dialable(*addr)
+	cfg, err := settings.Read(getenv)
+	if err != nil {
+		return usageError(stderr, "healthcheck", err)
+	}
+	target, err := dialable(cfg.AdminAddr)
 	if err != nil {
 		return usageError(stderr, "healthcheck", fmt.Errorf("-addr: %w", err))
 	}
@@ -60,17 +62,6 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	}
 	fmt.Fprintln(stdout, reason)
 	return exitOK
-}
-
-// settingDefault is the default of the setting named env.
-func settingDefault(env string) string {
-	var c Config
-	for _, s := range settings(&c) {
-		if s.env == env {
-			return s.def
-		}
-	}
-	return ""
 }
 
 // dialable turns a listen address into one to connect to: no host, or an

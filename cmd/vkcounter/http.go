@@ -11,6 +11,7 @@ import (
 	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/counters/httpapi"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/connlimit"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -69,7 +70,7 @@ func (m *Main) routes(groups []callback.Group) (public, adm http.Handler, err er
 		return nil, nil, err
 	}
 	pub := http.NewServeMux()
-	if m.cfg.VKMode == ModeCallback {
+	if m.cfg.VKMode == config.ModeCallback {
 		pub.Handle(m.cfg.CallbackPath, m.metrics.Webhook(cb))
 	}
 	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 	"github.com/vkcounter/vkcounter/internal/tty"
 )
@@ -21,12 +22,12 @@ const failureLogEvery = 10 * time.Second
 // LOG_FORMAT=console human-readable ones, coloured only when w is a
 // terminal. Every line goes through the redactor of cfg's secrets
 // (newRedactor), whatever logged it.
-func newLogger(cfg Config, w io.Writer) (zerolog.Logger, error) {
+func newLogger(cfg config.Config, w io.Writer) (zerolog.Logger, error) {
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil || cfg.LogLevel == "" {
 		return zerolog.Logger{}, fmt.Errorf("LOG_LEVEL %q: want trace, debug, info, warn or error", cfg.LogLevel)
 	}
-	w = newRedactor(cfg).Writer(w)
+	w = config.Redactor(cfg).Writer(w)
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !tty.Is(w)}
 	}

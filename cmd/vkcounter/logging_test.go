@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
@@ -16,7 +17,7 @@ import (
 // codes where the output is not a terminal.
 func TestConsoleLogPlainOffTerminal(t *testing.T) {
 	var buf bytes.Buffer
-	log, err := newLogger(Config{LogLevel: "info", LogFormat: "console"}, &buf)
+	log, err := newLogger(config.Config{LogLevel: "info", LogFormat: "console"}, &buf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -22,7 +23,7 @@ import (
 // until it polls (events queued before a first start are not asked for).
 func startLongPoll(t *testing.T, tg *redistest.Target, vk *vktest.Server, env map[string]string) *app {
 	t.Helper()
-	vars := map[string]string{"VK_MODE": ModeLongPoll, "VK_API_URL": vk.MethodURL(), "LONGPOLL_WAIT": "1s"}
+	vars := map[string]string{"VK_MODE": config.ModeLongPoll, "VK_API_URL": vk.MethodURL(), "LONGPOLL_WAIT": "1s"}
 	maps.Copy(vars, env)
 	before := vk.Calls("groups.getLongPollServer")
 	a := startApp(t, tg, vars)
@@ -166,7 +167,7 @@ func TestLongPollTwoInstancesAnswerOnce(t *testing.T) {
 func TestLoadtestLongPollAgainstProgram(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		vkAddr := freePort(t)
-		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "VK_MODE": ModeLongPoll, "LONGPOLL_WAIT": "1s"})
+		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "VK_MODE": config.ModeLongPoll, "LONGPOLL_WAIT": "1s"})
 		code, rep, stderr := runLoad(t, "callback", "-longpoll", "-vk-addr", vkAddr, "-group", strconv.Itoa(testGroup),
 			"-stats-url", a.adminURL("/stats"), "-texts", "40", "-per-text", "8", "-json")
 		if code != 0 || !rep.OK || wrongAnswers(rep) != 0 || rep.Events != 320 || rep.Check.Checked != 320 {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
@@ -115,6 +116,30 @@ func runVersion(_ context.Context, args []string, _ func(string) string, stdout,
 	return exitOK
 }
 
+// parseConfig reads the serve configuration (config.Parse): defaults, then
+// environment variables, then flags. On -h it prints the commands and
+// every setting to usageOut and returns flag.ErrHelp.
+func parseConfig(args []string, getenv func(string) string, usageOut io.Writer) (config.Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	return parseNoArgs(fs, args, getenv, func() {
+		printCommands(usageOut)
+		fmt.Fprintln(usageOut, "\nUsage: vkcounter [serve] [flags]")
+		fmt.Fprintln(usageOut, "\nRuns the service. Every setting is an environment variable; the flag of the same name overrides it.")
+		fmt.Fprintln(usageOut)
+		config.PrintTable(usageOut)
+	})
+}
+
+// parseNoArgs is config.Parse for a command that takes no arguments after
+// its flags.
+func parseNoArgs(fs *flag.FlagSet, args []string, getenv func(string) string, help func()) (config.Config, error) {
+	c, rest, err := config.Parse(fs, args, getenv, help)
+	if len(rest) > 0 {
+		return c, fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	return c, err
+}
+
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -123,11 +148,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// The settings read so far, even refused ones, give the secrets
 	// their error must not print.
 	if err != nil {
-		return usageError(newRedactor(cfg).Writer(stderr), "serve", err)
+		return usageError(config.Redactor(cfg).Writer(stderr), "serve", err)
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return usageError(newRedactor(cfg).Writer(stderr), "serve", err)
+		return usageError(config.Redactor(cfg).Writer(stderr), "serve", err)
 	}
 	redis.SetLogger(redisLogger{ratelog.New(log.With().Str("component", "go-redis").Logger(), failureLogEvery)})
 	m := NewMain(cfg, log)

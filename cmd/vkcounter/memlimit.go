@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 // memoryBase is what the soft memory limit allows the program besides the
@@ -27,7 +28,7 @@ const memoryBase = 256 << 20
 // memory) plus memoryBase.
 // embedded says the counters' Redis is the embedded one (its unique
 // counters are then kept in this process).
-func memoryLimit(c *Config, embedded bool) int64 {
+func memoryLimit(c *config.Config, embedded bool) int64 {
 	limit := int64(memoryBase)
 	if c.ResourceStore == counters.StoreMemory {
 		limit += c.ResourceMaxMemory

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vkcounter/vkcounter/counters"
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -20,7 +21,7 @@ func TestMemoryLimit(t *testing.T) {
 		{"embedded Redis", counters.StoreMemory, counters.StoreRedis, true, 256*mib + 100*mib + 10*mib},
 		{"nothing in memory", counters.StoreRedis, counters.StoreRedis, false, 256 * mib},
 	} {
-		c := &Config{ResourceStore: tc.resource, CountersStore: tc.kinds, ResourceMaxMemory: 100 * mib, CountersMemoryMaxBytes: 10 * mib}
+		c := &config.Config{ResourceStore: tc.resource, CountersStore: tc.kinds, ResourceMaxMemory: 100 * mib, CountersMemoryMaxBytes: 10 * mib}
 		if got := memoryLimit(c, tc.embedded); got != tc.want {
 			t.Errorf("%s: memoryLimit = %d MiB, want %d MiB", tc.name, got/mib, tc.want/mib)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/tokens"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 )
 
@@ -57,7 +58,7 @@ func TestMetricsFollowPrometheusConventions(t *testing.T) {
 		}
 	}
 
-	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": demoGroupID, "event_id": "m1",
+	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": config.DemoGroupID, "event_id": "m1",
 		"object": map[string]any{"message": map[string]any{"peer_id": 5, "from_id": 5, "text": "lint me", "conversation_message_id": 1}}})
 	a.mustOK(t, body)
 	a.post(t, []byte("{"), nil)

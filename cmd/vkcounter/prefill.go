@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/callback"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
@@ -37,11 +38,11 @@ Flags:
 
 // withServeSettings is the help of a command that takes serve's settings:
 // its own text, then the settings table.
-func withServeSettings(w io.Writer, help string) func([]setting) {
-	return func(list []setting) {
+func withServeSettings(w io.Writer, help string) func() {
+	return func() {
 		fmt.Fprint(w, help)
 		fmt.Fprintln(w, "Settings (as for serve):")
-		printSettingsTable(w, list)
+		config.PrintTable(w)
 	}
 }
 
@@ -49,7 +50,7 @@ func withServeSettings(w io.Writer, help string) func([]setting) {
 func runPrefill(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("prefill", flag.ContinueOnError)
 	n := fs.Int("expired", 1, "occurrences stored per text and community")
-	cfg, err := parseConfigFlags(fs, args, getenv, withServeSettings(stdout, prefillHelp))
+	cfg, err := parseNoArgs(fs, args, getenv, withServeSettings(stdout, prefillHelp))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -86,7 +87,7 @@ func runPrefill(ctx context.Context, args []string, getenv func(string) string, 
 // needOutsideRedis refuses the embedded Redis for a command that must
 // reach the service's Redis to do what (e.g. "read it"): it lives inside
 // the service's process.
-func needOutsideRedis(cfg Config, what string) error {
+func needOutsideRedis(cfg config.Config, what string) error {
 	if cfg.RedisURL == "" && cfg.RedisCluster == "" {
 		return errors.New("REDIS_URL or REDIS_CLUSTER is needed: without them the service's Redis is embedded in its process, and nothing else can " + what)
 	}
@@ -96,8 +97,8 @@ func needOutsideRedis(cfg Config, what string) error {
 // openStore opens the Redis of cfg, checks that it answers, and returns
 // it with the count's store the service of cfg uses, and the Redis's name
 // for messages (redisWhere). The caller closes rdb.
-func openStore(ctx context.Context, cfg Config) (rdb redis.UniversalClient, store *freq.Store, where string, err error) {
-	if rdb, err = redisconn.Open(redisConfig(cfg.RedisURL, cfg.RedisCluster, cfg.RedisTimeout)); err != nil {
+func openStore(ctx context.Context, cfg config.Config) (rdb redis.UniversalClient, store *freq.Store, where string, err error) {
+	if rdb, err = redisconn.Open(cfg.Redis()); err != nil {
 		return nil, nil, "", err
 	}
 	if store, err = freq.New(rdb, freq.Options{Window: cfg.Window, Prefix: cfg.KeyPrefix, Cluster: cfg.RedisCluster != ""}); err != nil {
@@ -113,7 +114,7 @@ func openStore(ctx context.Context, cfg Config) (rdb redis.UniversalClient, stor
 }
 
 // redisWhere names the Redis of cfg for messages, without its password.
-func redisWhere(cfg Config) string {
+func redisWhere(cfg config.Config) string {
 	if cfg.RedisCluster != "" {
 		return "Redis Cluster " + cfg.RedisCluster
 	}
@@ -136,7 +137,7 @@ func unreachable(err error) error {
 // prefill stores n occurrences of every text for every community of cfg,
 // at distinct seconds ending one second beyond cfg.Window (freq's
 // Prefill), under the keys the service of cfg reads.
-func prefill(ctx context.Context, cfg Config, texts []string, n int) error {
+func prefill(ctx context.Context, cfg config.Config, texts []string, n int) error {
 	if err := needOutsideRedis(cfg, "write into it"); err != nil {
 		return err
 	}

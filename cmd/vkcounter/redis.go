@@ -58,7 +58,7 @@ func (m *Main) openResources(ctx context.Context) error {
 // redisConfig is the service's Redis: REDIS_CLUSTER, REDIS_URL, or the
 // embedded server once it runs.
 func (m *Main) redisConfig() redisconn.Config {
-	rc := redisConfig(m.cfg.RedisURL, m.cfg.RedisCluster, m.cfg.RedisTimeout)
+	rc := m.cfg.Redis()
 	if m.embedded != nil {
 		rc.Addr = m.embedded.Addr()
 	}
@@ -94,24 +94,24 @@ func ping(ctx context.Context, c redis.UniversalClient, what string) error {
 // countersRedisConfig is the counters' Redis: COUNTERS_REDIS_CLUSTER,
 // COUNTERS_REDIS_URL, or the service's.
 func (m *Main) countersRedisConfig() redisconn.Config {
-	if m.cfg.countersOwnRedis() {
-		return redisConfig(m.cfg.CountersRedisURL, m.cfg.CountersRedisCluster, m.cfg.RedisTimeout)
+	if m.cfg.CountersOwnRedis() {
+		return m.cfg.CountersRedis()
 	}
 	return m.redisConfig()
 }
 
 // countersEmbedded reports whether the counters' Redis is the embedded one.
-func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.cfg.countersOwnRedis() }
+func (m *Main) countersEmbedded() bool { return m.embedded != nil && !m.cfg.CountersOwnRedis() }
 
 // openCountersRedis opens the counters' own Redis if they have one, and
 // the guard that keeps the counter stores from filling theirs
 // (COUNTERS_REDIS_HEADROOM), unless no store of theirs is in Redis.
 func (m *Main) openCountersRedis(ctx context.Context) error {
 	m.cntRdb = m.rdb
-	if !m.cfg.countersInRedis() {
+	if !m.cfg.CountersInRedis() {
 		return nil
 	}
-	if m.cfg.countersOwnRedis() {
+	if m.cfg.CountersOwnRedis() {
 		c, err := redisconn.Open(m.countersRedisConfig())
 		if err != nil {
 			return fmt.Errorf("COUNTERS_REDIS_URL: %w", err)

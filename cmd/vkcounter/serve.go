@@ -19,6 +19,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/memcap"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/redact"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/version"
@@ -29,7 +30,7 @@ import (
 // parts) and starts serving, Close shuts them down gracefully, in reverse
 // order. Tests run it on :0 ports.
 type Main struct {
-	cfg     Config
+	cfg     config.Config
 	log     zerolog.Logger
 	redact  *redact.Redactor // the secrets of cfg, for what the admin server serves
 	metrics *metrics.Metrics
@@ -56,8 +57,8 @@ type Main struct {
 
 // NewMain returns a Main for cfg; nothing is opened until Run. log should
 // be newLogger's, whose writer removes every secret of cfg.
-func NewMain(cfg Config, log zerolog.Logger) *Main {
-	m := &Main{cfg: cfg, log: log, redact: newRedactor(cfg), metrics: metrics.New(), history: admin.NewHistory()}
+func NewMain(cfg config.Config, log zerolog.Logger) *Main {
+	m := &Main{cfg: cfg, log: log, redact: config.Redactor(cfg), metrics: metrics.New(), history: admin.NewHistory()}
 	m.readiness = m.newReadiness()
 	return m
 }
@@ -150,7 +151,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 // callbackField adds the webhook's path to the start-up line, in callback
 // mode only: in long-poll mode it is not served.
 func (m *Main) callbackField(e *zerolog.Event) {
-	if m.cfg.VKMode == ModeCallback {
+	if m.cfg.VKMode == config.ModeCallback {
 		e.Str("callback", m.cfg.CallbackPath)
 	}
 }
@@ -270,7 +271,7 @@ func (m *Main) CounterAddr() string {
 	return m.counterLn.Addr().String()
 }
 
-func isDryRun(cs []Community) bool {
+func isDryRun(cs []config.Community) bool {
 	for _, c := range cs {
 		if len(c.Tokens()) > 0 {
 			return false
@@ -279,7 +280,7 @@ func isDryRun(cs []Community) bool {
 	return true
 }
 
-func (m *Main) newBot(communities []Community) (*bot.Bot, error) {
+func (m *Main) newBot(communities []config.Community) (*bot.Bot, error) {
 	groups := make([]bot.Group, 0, len(communities))
 	for _, c := range communities {
 		g := bot.Group{ID: c.GroupID}

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
@@ -39,10 +38,12 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
 	cbURL := fs.String("url", "", "public URL of the webhook, such as https://example.com/callback (required)")
 	title := fs.String("title", vkapi.DefaultTitle, fmt.Sprintf("title of the server in VK's settings (at most %d characters)", vkapi.MaxTitle))
-	group := fs.Int("group-id", 0, "community id (default VK_GROUP_ID)")
-	token := fs.String("token", "", "community token with the manage right (default VK_TOKEN)")
-	secret := fs.String("secret", "", "secret key (default VK_SECRET; empty keeps the server's or generates one)")
-	apiURL := fs.String("api-url", "", "VK API base URL (default VK_API_URL or https://api.vk.com/method/)")
+	settings := config.Bind(fs,
+		config.Use{Env: "VK_GROUP_ID", Flag: "group-id", Help: "community id (default VK_GROUP_ID)"},
+		config.Use{Env: "VK_TOKEN", Flag: "token", Help: "community token with the manage right (default VK_TOKEN)"},
+		config.Use{Env: "VK_SECRET", Flag: "secret", Help: "secret key (default VK_SECRET; empty keeps the server's or generates one)"},
+		config.Use{Env: "VK_API_URL", Flag: "api-url", Help: "VK API base URL (default VK_API_URL, else " + vkapi.DefaultMethodURL + ")"},
+		config.Use{Env: "VK_GROUPS"})
 	disableOthers := fs.Bool("disable-others", false, "turn message_new off on the community's Callback servers at other URLs")
 	usage := func(err error) int { return usageError(stderr, "setup", err) }
 	if code, ok := parseFlags(fs, args, fmt.Sprintf(setupUsage, vkapi.Version), stdout, stderr); !ok {
@@ -51,22 +52,14 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return usage(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	var err error
-	cfg := Config{VKGroupID: *group, VKToken: *token, VKSecret: *secret, VKGroups: getenv("VK_GROUPS"), VKAPIURL: *apiURL}
-	if cfg.VKGroups == "" {
-		if cfg.VKGroupID == 0 {
-			if v := getenv("VK_GROUP_ID"); v != "" {
-				if cfg.VKGroupID, err = strconv.Atoi(v); err != nil {
-					return usage(fmt.Errorf("VK_GROUP_ID %q: not a number", v))
-				}
-			}
-		}
-		cfg.VKToken = cmp.Or(cfg.VKToken, getenv("VK_TOKEN"))
-		cfg.VKSecret = cmp.Or(cfg.VKSecret, getenv("VK_SECRET"))
-	} else if *group != 0 || *token != "" || *secret != "" {
+	given := givenFlags(fs)
+	cfg, err := settings.Read(getenv)
+	switch {
+	case err != nil:
+		return usage(err)
+	case cfg.VKGroups != "" && (given["group-id"] || given["token"] || given["secret"]):
 		return usage(errors.New("-group-id, -token and -secret replace VK_GROUPS; unset VK_GROUPS to use them"))
 	}
-	cfg.VKAPIURL = cmp.Or(cfg.VKAPIURL, getenv("VK_API_URL"), "https://api.vk.com/method/")
 	var errs []error
 	if *cbURL == "" {
 		errs = append(errs, errors.New("-url is required: the public URL of the webhook, such as -url https://example.com/callback"))
@@ -75,7 +68,7 @@ func runSetup(ctx context.Context, args []string, getenv func(string) string, st
 	switch {
 	case err != nil:
 		errs = append(errs, err)
-	case cfg.demo():
+	case cfg.Demo():
 		errs = append(errs, errors.New("VK_GROUP_ID and VK_TOKEN are needed for setup (or -group-id and -token, or VK_GROUPS)"))
 	}
 	if len(errs) > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/admin"
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 // The admin surface (package admin: the status page, /stats, /texts,
@@ -28,8 +29,8 @@ func (s adminSource) Snapshot() admin.Snapshot {
 		Stats:       m.statsDoc(),
 		RedisWhere:  redisWhere(m.cfg),
 		CounterAddr: m.CounterAddr(),
-		Window:      durDefault(m.cfg.Window),
-		Webhook:     m.cfg.VKMode == ModeCallback,
+		Window:      config.Duration(m.cfg.Window),
+		Webhook:     m.cfg.VKMode == config.ModeCallback,
 		Settings:    m.settingRows(),
 	}
 	if m.embedded != nil {
@@ -65,17 +66,17 @@ func (m *Main) sampleHistory() {
 // secrets as set or not set.
 func (m *Main) settingRows() []admin.Setting {
 	var rows []admin.Setting
-	for _, v := range settingValues(m.cfg) {
-		val := v.val
+	for _, v := range config.Values(m.cfg) {
+		val := v.Text
 		switch {
-		case secretSetting(v.env) && val == "":
+		case v.Secret != config.Public && val == "":
 			val = "not set"
-		case secretSetting(v.env):
+		case v.Secret != config.Public:
 			val = "set"
 		default:
-			val = m.inForce(v.env, v.value)
+			val = m.inForce(v.Env, v.Flag)
 		}
-		rows = append(rows, admin.Setting{Name: v.env, Value: val})
+		rows = append(rows, admin.Setting{Name: v.Env, Value: val})
 	}
 	return rows
 }
@@ -107,15 +108,15 @@ var settingUnits = map[string]string{
 func (m *Main) inForce(env string, v flag.Value) string {
 	if g, ok := v.(flag.Getter); ok {
 		if d, ok := g.Get().(time.Duration); ok {
-			return durDefault(d)
+			return config.Duration(d)
 		}
 	}
 	val := v.String()
 	switch {
 	case env == "VK_GROUP_ID" && m.cfg.VKGroups != "":
 		return "not set (VK_GROUPS names the communities)"
-	case env == "VK_GROUP_ID" && m.cfg.demo():
-		return fmt.Sprintf("not set: demo community %d served, in dry-run", demoGroupID)
+	case env == "VK_GROUP_ID" && m.cfg.Demo():
+		return fmt.Sprintf("not set: demo community %d served, in dry-run", config.DemoGroupID)
 	case val == "":
 		return "not set"
 	}

@@ -190,22 +190,6 @@ func mapValues(m map[string]string) []string {
 	return out
 }
 
-// TestSecretSettings: every setting whose name says it holds a secret is
-// shown as set or not set only.
-func TestSecretSettings(t *testing.T) {
-	var c Config
-	var secret []string
-	for _, s := range settings(&c) {
-		if secretSetting(s.env) {
-			secret = append(secret, s.env)
-		}
-	}
-	want := "REDIS_URL VK_TOKEN VK_SECRET VK_CONFIRMATION VK_GROUPS COUNTERS_REDIS_URL COUNTERS_HTTP_TOKEN"
-	if got := strings.Join(secret, " "); got != want {
-		t.Errorf("secret settings: %s\nwant %s", got, want)
-	}
-}
-
 // TestStatusPageRedisDown: with Redis gone the page still answers at once,
 // not ready, saying that Redis does not answer, as soon as a call of the
 // service's own has failed (the sender's waiting read, cut) and so

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 // TestStatusPageUnitsAndSettings: on the README's demo's page the charts
@@ -42,11 +44,9 @@ func TestStatusPageUnitsAndSettings(t *testing.T) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-
-	var c Config
 	names := map[string]bool{}
-	for _, s := range settings(&c) {
-		names[s.env] = true
+	for _, s := range config.Settings() {
+		names[s.Env] = true
 	}
 	for env := range settingUnits {
 		if !names[env] {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/admin"
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 const countHelp = `Usage: vkcounter count [-group ID] [-json] [serve flags] TEXT…
@@ -52,7 +53,7 @@ func runCount(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&q.Group, "group", 0, "only this community")
 	fs.Var((*listFlag)(&q.Attachments), "attachment", "an attachment of the message (repeat, in order)")
 	asJSON := fs.Bool("json", false, "print JSON, as GET /texts answers")
-	cfg, texts, err := parseConfigArgs(fs, args, getenv, withServeSettings(stdout, countHelp))
+	cfg, texts, err := config.Parse(fs, args, getenv, withServeSettings(stdout, countHelp))
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -115,7 +116,7 @@ func countFailed(stderr io.Writer, err error) int {
 // countFromRedis answers q from the Redis of cfg, as the service of cfg
 // counts; a questionError is q's fault. several says
 // whether cfg serves more than one community.
-func countFromRedis(ctx context.Context, cfg Config, q admin.Question) (ans admin.Answer, several bool, err error) {
+func countFromRedis(ctx context.Context, cfg config.Config, q admin.Question) (ans admin.Answer, several bool, err error) {
 	communities, err := cfg.Communities()
 	if err != nil {
 		return admin.Answer{}, false, questionError{err}

@@ -8,6 +8,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 )
 
@@ -20,12 +21,12 @@ import (
 // fetched once at start too, as that fallback and to say early when the
 // token cannot fetch it; a failure is logged, not fatal: the bot still
 // counts and answers.
-func (m *Main) callbackGroups(ctx context.Context, communities []Community) []callback.Group {
+func (m *Main) callbackGroups(ctx context.Context, communities []config.Community) []callback.Group {
 	groups := make([]callback.Group, 0, len(communities))
 	for _, c := range communities {
 		g := callback.Group{ID: c.GroupID, Secret: c.Secret, Confirmation: c.Confirmation}
 		tokens := c.Tokens()
-		if m.cfg.VKMode == ModeCallback && c.Confirmation == "" && len(tokens) > 0 {
+		if m.cfg.VKMode == config.ModeCallback && c.Confirmation == "" && len(tokens) > 0 {
 			vk, group := m.vkAPI(tokens[0]), c.GroupID
 			g.FetchConfirmation = func(ctx context.Context) (string, error) { return vkapi.Confirmation(ctx, vk, group) }
 			code, err := g.FetchConfirmation(ctx)
@@ -57,8 +58,8 @@ func (m *Main) quote() bot.Quote {
 // startPollers starts, in longpoll mode, one poller per community feeding
 // the bot. Of several instances sharing the Redis, one polls each
 // community at a time (a lease in Redis); the others stand by.
-func (m *Main) startPollers(communities []Community) error {
-	if m.cfg.VKMode != ModeLongPoll {
+func (m *Main) startPollers(communities []config.Community) error {
+	if m.cfg.VKMode != config.ModeLongPoll {
 		return nil
 	}
 	store, err := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)

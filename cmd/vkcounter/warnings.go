@@ -3,13 +3,15 @@ package main
 import (
 	"context"
 	"net"
+
+	"github.com/vkcounter/vkcounter/internal/config"
 )
 
 // warnRisky logs a warning for every setting that exposes or risks
 // something, once everything listens (so the actual addresses are known).
-func (m *Main) warnRisky(ctx context.Context, communities []Community) {
+func (m *Main) warnRisky(ctx context.Context, communities []config.Community) {
 	for _, c := range communities {
-		if m.cfg.VKMode == ModeCallback && len(c.Tokens()) > 0 && c.Secret == "" {
+		if m.cfg.VKMode == config.ModeCallback && len(c.Tokens()) > 0 && c.Secret == "" {
 			m.log.Warn().Int("group_id", c.GroupID).Msg("replies are sent but the community has no Callback API secret: anyone who reaches the webhook can post events the bot answers; set VK_SECRET (or secret in VK_GROUPS) to the community's secret key")
 		}
 	}

@@ -6,6 +6,11 @@ import (
 	"github.com/vkcounter/vkcounter/counters/internal/names"
 )
 
+// DefaultAddr is the counter port's address unless told another: the
+// yrmcds counter port, 11215, on loopback (the protocol has no
+// authentication).
+const DefaultAddr = "127.0.0.1:11215"
+
 // Framing constants.
 const (
 	// HeaderSize is the size in bytes of every request and response header.

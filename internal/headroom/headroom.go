@@ -39,6 +39,13 @@ import (
 // DefaultEvery is Options.Every when it is zero.
 const DefaultEvery = time.Second
 
+// DefaultPercent is the headroom the service keeps by default
+// (COUNTERS_REDIS_HEADROOM); MaxPercent is the most Options.Percent may be.
+const (
+	DefaultPercent = 20
+	MaxPercent     = 99
+)
+
 // Options configure a Guard.
 type Options struct {
 	// Percent of maxmemory kept for the bot, 1 to 99: new names are
@@ -88,8 +95,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Guard, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("headroom: nil Redis client")
 	}
-	if opts.Percent < 1 || opts.Percent > 99 {
-		return nil, fmt.Errorf("headroom: %d%%, want 1 to 99", opts.Percent)
+	if opts.Percent < 1 || opts.Percent > MaxPercent {
+		return nil, fmt.Errorf("headroom: %d%%, want 1 to %d", opts.Percent, MaxPercent)
 	}
 	if opts.Every <= 0 {
 		opts.Every = DefaultEvery

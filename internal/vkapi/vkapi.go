@@ -26,6 +26,10 @@ const Version = "5.199"
 // own client has no timeout).
 const DefaultTimeout = 10 * time.Second
 
+// DefaultMethodURL is the real VK API's base URL, vksdk's
+// (Options.MethodURL when it is empty).
+const DefaultMethodURL = api.MethodURL
+
 // Options configure a client. Zero fields mean the defaults.
 type Options struct {
 	// MethodURL is the API base URL ending in "/method/"; "" means the
