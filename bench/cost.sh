@@ -37,29 +37,6 @@ go build -o "$work/floor" ./bench/floor
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 us() { awk -v s="$1" -v n="$2" 'BEGIN {printf "%.1f", s / n * 1e6}'; } # us SECONDS N: µs each
 
-# proc_cpu PID: the process's user + system CPU seconds so far.
-proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-
-# with_cpu OUT CMD...: runs CMD with its standard output in OUT and prints
-# the CPU seconds of CMD and of its child (the service it spawns, if any),
-# sampled every 0.1 s while CMD runs: what a child spends after the last
-# sample, while it shuts down, is not counted.
-with_cpu() {
-  local out=$1 pid own=0 child=0 c v
-  shift
-  "$@" >"$out" 2>/dev/null &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    v=$(proc_cpu "$pid") && [ "$v" != 0 ] && own=$v
-    for c in $(pgrep -P "$pid"); do
-      v=$(proc_cpu "$c") && child=$(awk -v a="$child" -v b="$v" 'BEGIN {print (b > a) ? b : a}')
-    done
-    sleep 0.1
-  done
-  wait "$pid" || true
-  echo "$own $child"
-}
-
 distinct() { # distinct BINARY PREFIX: the distinct-text messages through a spawned service
   "$1" loadtest callback -spawn -bin "$1" -redis "$url" -key-prefix "$2" -texts "$messages" -per-text 1 \
     -peers 1000 -concurrency 50 -reply-timeout 120s 2>/dev/null | grep -E 'result:' | sed 's/^/   /'
@@ -112,7 +89,7 @@ measure() { # measure LABEL TREE BINARY
   sleep 0.5
   local floor_pid=${pids[-1]} f0 fcpu lcpu scpu
   f0=$(proc_cpu "$floor_pid")
-  read -r lcpu _ < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -url "$(cat "$work/floor.url")" -texts 100000 \
+  read -r lcpu _ < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -no-probe -url "$(cat "$work/floor.url")" -texts 100000 \
     -per-text 1 -concurrency 50 -duration 10s -reply-timeout 1ms) # every answer missing: exit 1
   fcpu=$(awk -v a="$f0" -v b="$(proc_cpu "$floor_pid")" 'BEGIN {print b - a}')
   kill "$floor_pid"

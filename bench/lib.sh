@@ -96,3 +96,26 @@ load() {
   "$work/vkcounter" loadtest callback -spawn -redis "$url" -key-prefix "bench$RANDOM:" "$@" 2>/dev/null |
     grep -E 'stopped:|errors:|latency|webhook|long poll|→reply|answers checked|result:' || true
 }
+
+# proc_cpu PID: the process's user + system CPU seconds so far.
+proc_cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# with_cpu OUT CMD...: runs CMD with its standard output in OUT and prints
+# the CPU seconds of CMD and of its child (the service it spawns, if any),
+# sampled every 0.1 s while CMD runs: what a child spends after the last
+# sample, while it shuts down, is not counted.
+with_cpu() {
+  local out=$1 pid own=0 child=0 c v
+  shift
+  "$@" >"$out" 2>/dev/null &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    v=$(proc_cpu "$pid") && [ "$v" != 0 ] && own=$v
+    for c in $(pgrep -P "$pid"); do
+      v=$(proc_cpu "$c") && child=$(awk -v a="$child" -v b="$v" 'BEGIN {print (b > a) ? b : a}')
+    done
+    sleep 0.1
+  done
+  wait "$pid" || true
+  echo "$own $child"
+}

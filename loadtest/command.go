@@ -149,6 +149,9 @@ type CallbackCommand struct {
 	// vkc:, or SpawnKeyPrefix with Spawn), Normalize its NORMALIZE.
 	Redis, RedisCluster, KeyPrefix string
 	Normalize                      bool
+	// NoProbe skips the probe message with URL (Options.Probe): for a
+	// handler that sends no replies, such as bench/floor.
+	NoProbe bool
 	// Faults is the fault schedule as given (see ParseFaults), ProxyAddr
 	// the listen address of the Redis fault proxy.
 	Faults, ProxyAddr string
@@ -183,6 +186,7 @@ func (c *CallbackCommand) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Window, "window", 0, "the bot's WINDOW (0 = ask the bot's /stats at -stats-url; with -spawn, 24h)")
 	fs.StringVar(&o.StatsURL, "stats-url", "http://127.0.0.1:9090/stats", "the bot's /stats `URL` (on its ADMIN_ADDR), read for its WINDOW")
 	fs.BoolVar(&c.Normalize, "normalize", false, "the bot's NORMALIZE")
+	fs.BoolVar(&c.NoProbe, "no-probe", false, "with -url, post no probe message first: for a handler that sends no replies (bench/floor)")
 	fs.DurationVar(&o.Wait, "wait", 2*time.Minute, "how long to wait for the bot to answer (and, with -url, to send its reply to a probe message to the fake VK API) before the run (0 = it must answer at once)")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "time limit of one webhook request")
 	fs.DurationVar(&o.ReplyTimeout, "reply-timeout", DefaultReplyTimeout, "how long to wait for the replies after the last event")
@@ -277,7 +281,7 @@ func (c *CallbackCommand) Run(ctx context.Context, say, stderr io.Writer) (*Repo
 	case svc == nil:
 		fmt.Fprintf(say, "fake VK API at %s; start the bot with:\n  %s ./vkcounter serve\nwaiting up to %v (-wait) for it to answer at %s and send its reply to a probe message here\n",
 			vk.MethodURL(), envLine(env), o.Wait, o.URL)
-		o.Probe = true
+		o.Probe = !c.NoProbe
 	case !o.LongPoll:
 		o.URL = "http://" + svc.HTTPAddr() + "/callback"
 	}
