@@ -279,8 +279,12 @@ func (c *CallbackCommand) Run(ctx context.Context, say, stderr io.Writer) (*Repo
 	defer stop(svc, "callback", stderr)
 	switch {
 	case svc == nil:
-		fmt.Fprintf(say, "fake VK API at %s; start the bot with:\n  %s ./vkcounter serve\nwaiting up to %v (-wait) for it to answer at %s and send its reply to a probe message here\n",
-			vk.MethodURL(), envLine(env), o.Wait, o.URL)
+		probe := " and send its reply to a probe message here"
+		if c.NoProbe {
+			probe = " (-no-probe: no reply is waited for)"
+		}
+		fmt.Fprintf(say, "fake VK API at %s; start the bot with:\n  %s ./vkcounter serve\nwaiting up to %v (-wait) for it to answer at %s%s\n",
+			vk.MethodURL(), envLine(env), o.Wait, o.URL, probe)
 		o.Probe = !c.NoProbe
 	case !o.LongPoll:
 		o.URL = "http://" + svc.HTTPAddr() + "/callback"
