@@ -33,18 +33,20 @@ func (s *source) Stats() Stats       { return s.snap.Stats }
 func (s *source) Snapshot() Snapshot { return s.snap }
 
 // counter is a Counter over a map of text keys; it fails with err, and
-// holds each look-up until release is closed when release is set.
+// holds each look-up until release is closed when release is set. calls
+// counts its SeenMany calls (round trips), asked the keys asked.
 type counter struct {
 	mu      sync.Mutex
 	counts  map[string]int64
 	err     error
+	calls   int
 	asked   []string
 	release chan struct{}
 	started chan struct{}
 }
 
 func (c *counter) Window() time.Duration { return 24 * time.Hour }
-func (c *counter) Seen(ctx context.Context, identity string) (int64, error) {
+func (c *counter) SeenMany(ctx context.Context, identities []string) ([]int64, error) {
 	if c.release != nil {
 		c.started <- struct{}{}
 		<-c.release
@@ -52,10 +54,15 @@ func (c *counter) Seen(ctx context.Context, identity string) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := ctx.Deadline(); !ok {
-		return 0, errors.New("look-up without a deadline")
+		return nil, errors.New("look-up without a deadline")
 	}
-	c.asked = append(c.asked, identity)
-	return c.counts[identity], c.err
+	c.calls++
+	c.asked = append(c.asked, identities...)
+	out := make([]int64, len(identities))
+	for i, id := range identities {
+		out[i] = c.counts[id]
+	}
+	return out, c.err
 }
 
 const group = 7
@@ -472,8 +479,8 @@ func getTexts(t testing.TB, a *Admin, q url.Values) (int, Answer, string) {
 
 // TestTextsAnswers: /texts asks the counter each text's key, as the bot
 // keys it (normalised with NORMALIZE, a message without text by its
-// attachments), in every community or the one asked, and answers the
-// counts with the window.
+// attachments), in every community or the one asked, all in one call,
+// and answers the counts with the window.
 func TestTextsAnswers(t *testing.T) {
 	key := func(g int, text string, atts ...callback.Attachment) string {
 		return bot.TextKey(callback.Message{GroupID: g, Text: text, Attachments: atts}, true)
@@ -486,6 +493,9 @@ func TestTextsAnswers(t *testing.T) {
 	want := []TextCount{{GroupID: group, Text: " Hello   World", Count: 3}, {GroupID: group, Text: "never"}, {GroupID: 8, Text: " Hello   World", Count: 1}, {GroupID: 8, Text: "never"}}
 	if code != 200 || ans.WindowSeconds != 86400 || !ans.Normalize || fmt.Sprint(ans.Texts) != fmt.Sprint(want) {
 		t.Errorf("/texts: %d %s", code, body)
+	}
+	if c.calls != 1 || len(c.asked) != 4 {
+		t.Errorf("/texts of 2 texts in 2 communities asked %d keys in %d calls, want 4 in one (one round trip)", len(c.asked), c.calls)
 	}
 	code, ans, body = getTexts(t, a, url.Values{"attachment": {"sticker:9012"}, "group": {"7"}})
 	if code != 200 || len(ans.Texts) != 1 || ans.Texts[0].Count != 2 || fmt.Sprint(ans.Texts[0].Attachments) != "[sticker:9012]" {

@@ -25,14 +25,15 @@ const MaxAnswers = 1000
 // bounds the work /texts queues in Redis, whoever asks.
 const MaxTextsAtOnce = 2
 
-// A Counter reads how many occurrences of a text key the window holds,
+// A Counter reads how many occurrences of text keys the window holds,
 // without changing anything (freq.Store).
 type Counter interface {
 	// Window is the counting window.
 	Window() time.Duration
-	// Seen returns how many occurrences of identity are inside the
-	// window now: the previous the next count of it would answer.
-	Seen(ctx context.Context, identity string) (int64, error)
+	// SeenMany returns, for each identity in order, how many of its
+	// occurrences are inside the window now (the previous the next count
+	// of it would answer), in one round trip to Redis.
+	SeenMany(ctx context.Context, identities []string) ([]int64, error)
 }
 
 // A Question is what `vkcounter count` and /texts are asked: texts, or
@@ -101,15 +102,23 @@ func (q Question) Messages(groups []int) ([]callback.Message, error) {
 
 // Count answers the messages ms (Question.Messages) from c, with the
 // bot's text key (normalize as NORMALIZE); attachments are the
-// question's keys, given back with each answer. It only reads.
+// question's keys, given back with each answer. It only reads, all the
+// messages in one SeenMany: one round trip to Redis.
 func Count(ctx context.Context, c Counter, normalize bool, ms []callback.Message, attachments []string) (Answer, error) {
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = bot.TextKey(m, normalize)
+	}
+	counts, err := c.SeenMany(ctx, keys)
+	if err != nil {
+		return Answer{}, err
+	}
+	if len(counts) != len(ms) {
+		return Answer{}, fmt.Errorf("%d counts for %d texts", len(counts), len(ms))
+	}
 	ans := Answer{WindowSeconds: int64(c.Window() / time.Second), Normalize: normalize, Texts: make([]TextCount, 0, len(ms))}
-	for _, m := range ms {
-		n, err := c.Seen(ctx, bot.TextKey(m, normalize))
-		if err != nil {
-			return Answer{}, err
-		}
-		ans.Texts = append(ans.Texts, TextCount{GroupID: m.GroupID, Text: m.Text, Attachments: attachments, Count: n})
+	for i, m := range ms {
+		ans.Texts = append(ans.Texts, TextCount{GroupID: m.GroupID, Text: m.Text, Attachments: attachments, Count: counts[i]})
 	}
 	return ans, nil
 }
@@ -131,7 +140,7 @@ type TextsOptions struct {
 }
 
 // texts serves GET /texts?text=…[&text=…][&attachment=…][&group=ID]:
-// Count's answer as JSON; 400 for a wrong question (a text that is not
+// Count's answer as JSON, read in one round trip to Redis; 400 for a wrong question (a text that is not
 // UTF-8 among them), 503 when Redis does not answer or MaxTextsAtOnce
 // requests are under way. It writes nothing.
 func (a *Admin) texts(w http.ResponseWriter, r *http.Request) {

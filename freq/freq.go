@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Defaults and limits.
@@ -107,7 +109,7 @@ type result struct {
 
 // A Store counts occurrences in Redis. It is safe for concurrent use.
 type Store struct {
-	rdb     redis.Scripter
+	rdb     redisconn.Scripter
 	prefix  string
 	window  time.Duration
 	cluster bool
@@ -121,7 +123,7 @@ type Store struct {
 // New returns a Store that runs its script on rdb (a *redis.Client,
 // *redis.Ring or *redis.ClusterClient), or an error wrapping ErrInvalid
 // for a nil client or invalid options. It does not contact Redis.
-func New(rdb redis.Scripter, opts Options) (*Store, error) {
+func New(rdb redisconn.Scripter, opts Options) (*Store, error) {
 	s := &Store{rdb: rdb, prefix: opts.Prefix, window: opts.Window, cluster: opts.Cluster}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix

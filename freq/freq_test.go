@@ -513,7 +513,7 @@ func TestBadInput(t *testing.T) {
 		before := stateOf(t, tg, good, "x")
 
 		for name, c := range map[string]struct {
-			rdb  redis.Scripter
+			rdb  redis.UniversalClient
 			opts freq.Options
 		}{
 			"window 500ms":     {tg.Client, freq.Options{Prefix: prefix, Window: 500 * time.Millisecond}},

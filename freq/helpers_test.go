@@ -36,7 +36,7 @@ func newStore(t testing.TB, tg *redistest.Target, opts freq.Options) *freq.Store
 }
 
 // mustNew is freq.New for options the test knows are valid.
-func mustNew(t testing.TB, rdb redis.Scripter, opts freq.Options) *freq.Store {
+func mustNew(t testing.TB, rdb redis.UniversalClient, opts freq.Options) *freq.Store {
 	t.Helper()
 	s, err := freq.New(rdb, opts)
 	if err != nil {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Seen returns how many occurrences of identity are inside the window now,
@@ -13,7 +17,18 @@ import (
 // text's key and Redis's clock only (seen.lua). (EVALSHA_RO is not
 // used: Redis 6.2 lacks it, and the embedded Redis refuses TIME there.)
 func (s *Store) Seen(ctx context.Context, identity string) (int64, error) {
-	return s.seen(ctx, identity, "")
+	n, err := s.seen(ctx, []string{identity}, "")
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// SeenMany is Seen of each identity, in order, in one round trip: the
+// scripts go to Redis in one pipeline (on a cluster, one per node, sent
+// at once). It writes nothing.
+func (s *Store) SeenMany(ctx context.Context, identities []string) ([]int64, error) {
+	return s.seen(ctx, identities, "")
 }
 
 // seenAt is Seen with an explicit clock (at truncated to the second).
@@ -22,18 +37,32 @@ func (s *Store) seenAt(ctx context.Context, identity string, at time.Time) (int6
 	if err != nil {
 		return 0, err
 	}
-	return s.seen(ctx, identity, u)
+	n, err := s.seen(ctx, []string{identity}, u)
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
 }
 
-// seen runs the script; at is a unix second or "" for Redis TIME.
-func (s *Store) seen(ctx context.Context, identity, at string) (int64, error) {
-	k := s.keys(identity, "")
-	n, err := seenScript.Run(ctx, s.rdb, k.names[:1], s.windowArg, at).Int64()
+// seen runs the script of each identity in one pipeline; at is a unix
+// second or "" for Redis TIME.
+func (s *Store) seen(ctx context.Context, identities []string, at string) ([]int64, error) {
+	out := make([]int64, len(identities))
+	var bad error
+	_, err := redisconn.RunEach(ctx, s.rdb, len(identities), func(i int) (*redis.Script, []string, []any) {
+		return seenScript, s.keys(identities[i], "").names[:1], []any{s.windowArg, at}
+	}, func(i int, cmd *redis.Cmd) {
+		n, err := cmd.Int64()
+		if err == nil && n < 0 && bad == nil {
+			bad = fmt.Errorf("freq: unexpected seen reply %d", n)
+		}
+		out[i] = n
+	})
 	if err != nil {
-		return 0, fmt.Errorf("freq: seen: %w", err)
+		return nil, fmt.Errorf("freq: seen: %w", err)
 	}
-	if n < 0 {
-		return 0, fmt.Errorf("freq: unexpected seen reply %d", n)
+	if bad != nil {
+		return nil, bad
 	}
-	return n, nil
+	return out, nil
 }

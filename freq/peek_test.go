@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redistest"
@@ -140,6 +143,72 @@ func TestSeenNow(t *testing.T) {
 		}
 		if n, err := s.Seen(ctx, "other"); err != nil || n != 0 {
 			t.Errorf("Seen of a text never counted = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// roundTrips counts what a client sends: pipelines, and commands sent
+// alone (those that set up a connection left out).
+type roundTrips struct{ pipelines, single atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select", "readonly", "cluster":
+		default:
+			r.single.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestSeenManyOneRoundTrip: SeenMany answers what Seen answers for each
+// identity, in order, in one pipeline and no command sent alone, and
+// changes nothing in Redis (no key made, no TTL touched).
+func TestSeenManyOneRoundTrip(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		s := newStore(t, tg, freq.Options{Window: time.Hour})
+		prefix, _, _ := strings.Cut(s.Keys("x")[0], "f:{")
+		for range 3 {
+			countNow(t, s, "a", "")
+		}
+		countNow(t, s, "b", "")
+		ids := []string{"a", "b"}
+		for i := range 198 {
+			ids = append(ids, fmt.Sprint("never ", i))
+		}
+		ctx := context.Background()
+		if _, err := s.SeenMany(ctx, ids[:1]); err != nil { // the script loaded
+			t.Fatal(err)
+		}
+		before := snapshot(t, tg, prefix)
+		trips := &roundTrips{}
+		tg.Client.AddHook(trips)
+		got, err := s.SeenMany(ctx, ids)
+		p, n := trips.pipelines.Load(), trips.single.Load()
+		if err != nil || len(got) != len(ids) || got[0] != 3 || got[1] != 1 || slices.Max(got[2:]) != 0 {
+			t.Fatalf("SeenMany = %v, %v; want 3, 1 and 198 zeros", got, err)
+		}
+		if p != 1 || n != 0 {
+			t.Errorf("SeenMany of %d texts: %d pipelines and %d commands alone, want one pipeline", len(ids), p, n)
+		}
+		if after := snapshot(t, tg, prefix); !slices.Equal(before, after) {
+			t.Errorf("SeenMany changed Redis:\nbefore %v\nafter  %v", before, after)
+		}
+		for i, id := range ids[:3] {
+			if n, err := s.Seen(ctx, id); err != nil || n != got[i] {
+				t.Errorf("Seen(%q) = %d, %v; SeenMany said %d", id, n, err, got[i])
+			}
+		}
+		if got, err := s.SeenMany(ctx, nil); err != nil || len(got) != 0 {
+			t.Errorf("SeenMany of none = %v, %v", got, err)
 		}
 	})
 }

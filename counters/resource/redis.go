@@ -331,38 +331,5 @@ func (r *Redis) Close() error {
 	return nil
 }
 
-// runEach runs n scripts in one pipeline, the i-th being the script, keys
-// and arguments args(i) gives, and passes each reply (or its error) to
-// reply. A script missing from the server's script cache did not run; it
-// is run again with EVAL, which loads it. It returns the first error of
-// the final replies (after those runs again; a nil reply, redis.Nil, is
-// not an error) and how many replies failed.
-func runEach(ctx context.Context, rdb redis.UniversalClient, n int,
-	args func(i int) (*redis.Script, []string, []any), reply func(i int, cmd *redis.Cmd)) (failed int, err error) {
-	cmds := make([]*redis.Cmd, n)
-	rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range n {
-			script, keys, a := args(i)
-			cmds[i] = script.EvalSha(ctx, p, keys, a...)
-		}
-		return nil
-	})
-	for i, cmd := range cmds {
-		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			// A SCRIPT FLUSH, or a failover to a server that never
-			// saw the scripts.
-			script, keys, a := args(i)
-			cmd = script.Eval(ctx, rdb, keys, a...)
-		}
-		if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
-			failed++
-			if err == nil {
-				err = e
-			}
-		}
-		if reply != nil {
-			reply(i, cmd)
-		}
-	}
-	return failed, err
-}
+// runEach runs scripts in one pipeline (redisconn.RunEach).
+var runEach = redisconn.RunEach
