@@ -48,14 +48,14 @@ func benchmarkWebhook(b *testing.B, kind redistest.Kind, env map[string]string) 
 		vars[k] = v
 	}
 	a := startApp(b, tg, vars)
-	h := a.httpSrv.Handler
+	h := a.http.httpSrv.Handler
 	bodies := make([][]byte, b.N) // built before the clock starts
 	for i := range bodies {
 		bodies[i] = event(fmt.Sprintf("bench-%d", i), i%5000+1, i+1, fmt.Sprintf("text %d", i%1000))
 	}
 	var seq atomic.Int64
 	commands := newCommandCounter()
-	a.Main.rdb.AddHook(commands)
+	a.Main.redis.rdb.AddHook(commands)
 	b.SetParallelism(25) // 50 clients on 2 cores, as redis-benchmark -c 50
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -78,7 +78,7 @@ func benchmarkWebhook(b *testing.B, kind redistest.Kind, env map[string]string) 
 	// Commands per message, once the senders have taken and
 	// acknowledged every reply: all of a message's cost.
 	eventually.True(b, time.Minute, "the outbox emptied", func() bool {
-		n, err := a.outbox.Len(context.Background(), testGroup)
+		n, err := a.bot.outbox.Len(context.Background(), testGroup)
 		return err == nil && n == 0
 	})
 	time.Sleep(200 * time.Millisecond) // the last activity batch

@@ -83,8 +83,8 @@ func TestRedisCommandsPerMessageAndIdle(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		a := startApp(t, tg, map[string]string{"WEBHOOK_TIMEOUT": "30s"}) // a slow (race-detector) run must not see 503s
 		counter := newCommandCounter()
-		a.Main.rdb.AddHook(counter)
-		a.Main.outbox.AddHook(counter) // the senders' waiting reads, on connections of their own
+		a.Main.redis.rdb.AddHook(counter)
+		a.Main.bot.outbox.AddHook(counter) // the senders' waiting reads, on connections of their own
 		a.mustOK(t, event("warm", 900, 1, "warm-up"))
 		a.waitSends(t, 1)
 		time.Sleep(time.Second)

@@ -30,12 +30,12 @@ const evictionConsequence = "an evicted dedupe key or once-hash counts a retried
 // vkcounter_redis_evicted_keys. An evicting server's evicted_keys is read
 // now, so that readiness fails once it grows.
 func (m *Main) warnEviction(ctx context.Context) {
-	if m.embedded != nil {
+	if m.redis.embedded != nil {
 		return // the embedded Redis has no memory limit
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	evicting, err := redischeck.Eviction(ctx, m.rdb)
+	evicting, err := redischeck.Eviction(ctx, m.redis.rdb)
 	policy := redischeck.SafePolicy
 	for _, e := range evicting {
 		m.log.Warn().Str("redis", e.Addr).Str("maxmemory_policy", e.Policy).Msgf("Redis may evict keys (maxmemory-policy %s): %s; set maxmemory-policy %s", e.Policy, evictionConsequence, redischeck.SafePolicy)
@@ -45,36 +45,36 @@ func (m *Main) warnEviction(ctx context.Context) {
 		policy = "unknown"
 		m.log.Warn().Err(err).Msgf("cannot read Redis's maxmemory-policy (CONFIG GET and INFO refused): make sure it is %s; under any other, %s", redischeck.SafePolicy, evictionConsequence)
 	}
-	m.evictions.evicting, m.evictions.base = evicting, -1
+	m.redis.evictions.evicting, m.redis.evictions.base = evicting, -1
 	if len(evicting) > 0 {
-		if n, err := redischeck.Evicted(ctx, m.rdb); err == nil {
-			m.evictions.base = n
+		if n, err := redischeck.Evicted(ctx, m.redis.rdb); err == nil {
+			m.redis.evictions.base = n
 		}
 	}
-	m.metrics.ObserveRedisEviction(policy, func() float64 { return float64(m.evictions.since.Load()) })
+	m.metrics.ObserveRedisEviction(policy, func() float64 { return float64(m.redis.evictions.since.Load()) })
 }
 
 // readEvictions reads how many keys an evicting Redis has evicted since
 // start, for evicted: /readyz does, with readMemory. It sends nothing when
 // the policy keeps every key (or evicted_keys could not be read at start).
 func (m *Main) readEvictions(ctx context.Context) {
-	if m.evictions.base < 0 || len(m.evictions.evicting) == 0 {
+	if m.redis.evictions.base < 0 || len(m.redis.evictions.evicting) == 0 {
 		return
 	}
-	if n, err := redischeck.Evicted(ctx, m.rdb); err == nil {
-		m.evictions.since.Store(n - m.evictions.base)
+	if n, err := redischeck.Evicted(ctx, m.redis.rdb); err == nil {
+		m.redis.evictions.since.Store(n - m.redis.evictions.base)
 	}
 }
 
 // evicted returns why the service is not ready because Redis evicted keys
 // since it started, or nil. It sends no command.
 func (m *Main) evicted() error {
-	n := m.evictions.since.Load()
+	n := m.redis.evictions.since.Load()
 	if n <= 0 {
 		return nil
 	}
 	var policies []string
-	for _, e := range m.evictions.evicting {
+	for _, e := range m.redis.evictions.evicting {
 		policies = append(policies, e.Addr+" "+e.Policy)
 	}
 	return fmt.Errorf("evicted %d keys since the service started (maxmemory-policy: %s): %s; set maxmemory-policy %s and restart the service",

@@ -195,7 +195,7 @@ func TestClusterMasterFailover(t *testing.T) {
 	// the users see is VK's messages.
 	a.waitSends(t, total)
 	eventually.NoError(t, 30*time.Second, "the outbox emptied and every reply delivered", func() error {
-		if l := a.outbox.Total(a.groups...).Length; l != 0 {
+		if l := a.bot.outbox.Total(a.bot.groups...).Length; l != 0 {
 			return fmt.Errorf("outbox holds %d entries after the failover", l)
 		}
 		if n := len(a.vk.Messages()); n < total {
@@ -225,7 +225,7 @@ func TestClusterMasterFailover(t *testing.T) {
 		}
 	}
 	eventually.NoError(t, 30*time.Second, "vk.messages", func() error {
-		got, err := a.stores.Access.Total(ctx, bot.MessagesCounter)
+		got, err := a.counters.stores.Access.Total(ctx, bot.MessagesCounter)
 		mu.Lock()
 		floor := int64(total - len(refused))
 		mu.Unlock()
@@ -326,7 +326,7 @@ func TestClusterMasterFailoverLongPoll(t *testing.T) {
 	}
 	promoted := <-promotedC
 	wantSequence(t, vk, total)
-	s, polling := a.pollers.Total()
+	s, polling := a.longpoll.pollers.Total()
 	t.Logf("failover %v; long poll: %+v", promoted.Sub(killed).Round(time.Millisecond), s)
 	if polling != 1 || s.Sessions != 1 {
 		t.Errorf("after the failover: polling %d, sessions %d; want the lease kept through it (1, 1)", polling, s.Sessions)

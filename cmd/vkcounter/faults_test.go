@@ -99,13 +99,13 @@ func TestRedisStall(t *testing.T) {
 			t.Errorf("replies %v; want one each: 0 and 1 to the stalled messages, 2 to the next", got)
 		}
 		eventually.NoError(t, 5*time.Second, "vk.messages", func() error {
-			total, err := a.stores.Access.Total(context.Background(), bot.MessagesCounter)
+			total, err := a.counters.stores.Access.Total(context.Background(), bot.MessagesCounter)
 			if err != nil || total != 4 {
 				return fmt.Errorf("vk.messages = %d, %v; want 4: each message once", total, err)
 			}
 			return nil
 		})
-		if st := a.bot.Stats(); st.Late != 2 || st.Received != 6 || st.Duplicates != 2 {
+		if st := a.bot.bot.Stats(); st.Late != 2 || st.Received != 6 || st.Duplicates != 2 {
 			t.Errorf("bot stats %+v; want 2 late, 6 received of which 2 duplicates", st)
 		}
 	}, singleServers...)
@@ -170,7 +170,7 @@ func TestVKOutage(t *testing.T) {
 			}
 			return nil
 		})
-		if n := a.bot.ConsecutiveVKFailures(); n == 0 {
+		if n := a.bot.bot.ConsecutiveVKFailures(); n == 0 {
 			t.Error("no consecutive VK failures counted during the outage")
 		}
 		resp, err := http.Get(a.adminURL("/readyz"))
@@ -195,7 +195,7 @@ func TestVKOutage(t *testing.T) {
 				t.Errorf("peer %d got %v, want exactly one reply", 700+i, got[700+i])
 			}
 		}
-		if n := a.bot.ConsecutiveVKFailures(); n != 0 {
+		if n := a.bot.bot.ConsecutiveVKFailures(); n != 0 {
 			t.Errorf("consecutive failures %d after recovery, want 0", n)
 		}
 	}, redistest.Mini)

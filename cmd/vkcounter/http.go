@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/vkcounter/vkcounter/admin"
@@ -17,6 +18,55 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/metrics"
 )
+
+// httpPart is the public HTTP server (the webhook, /counters/, /healthz)
+// and the admin one (/metrics, /stats, /readyz, the status page).
+type httpPart struct {
+	webhook  *callback.Handler // its refusals by reason are read for /stats and /metrics
+	httpLn   net.Listener
+	httpSrv  *http.Server
+	adminLn  net.Listener
+	adminSrv *http.Server
+	serving  sync.WaitGroup
+}
+
+// close stops accepting requests and waits, within ctx, for those under
+// way to finish.
+func (p *httpPart) close(ctx context.Context) error {
+	var errs []error
+	for _, srv := range []struct {
+		s  *http.Server
+		ln net.Listener
+	}{{p.httpSrv, p.httpLn}, {p.adminSrv, p.adminLn}} {
+		if srv.s != nil {
+			if err := srv.s.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			}
+		} else if srv.ln != nil {
+			srv.ln.Close()
+		}
+	}
+	p.serving.Wait()
+	return errors.Join(errs...)
+}
+
+// openHTTP opens the HTTP side (httpPart): the routes, with the webhook
+// of every community, on the public server (HTTP_ADDR) and the admin one
+// (ADMIN_ADDR).
+func (m *Main) openHTTP(ctx context.Context, communities []config.Community) (err error) {
+	m.http = &httpPart{}
+	m.opened(m.http)
+	public, adm, err := m.routes(m.callbackGroups(ctx, communities))
+	if err != nil {
+		return err
+	}
+	maxConns := m.httpConnLimit(openFileLimit())
+	if m.http.httpLn, m.http.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, maxConns, public); err != nil {
+		return err
+	}
+	m.http.adminLn, m.http.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, maxConns, adm)
+	return err
+}
 
 // serveHTTP listens on addr (the setting named env) and serves h there,
 // at most maxConns connections at once (0: no limit): more are answered
@@ -44,9 +94,9 @@ func (m *Main) serveHTTP(env, addr string, maxConns int, h http.Handler) (net.Li
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          serverErrorLog(m.log, env),
 	}
-	m.httpPart.serving.Add(1)
+	m.http.serving.Add(1)
 	go func() {
-		defer m.httpPart.serving.Done()
+		defer m.http.serving.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error().Err(err).Str("server", env).Msg("HTTP server stopped")
 		}
@@ -59,13 +109,13 @@ func (m *Main) serveHTTP(env, addr string, maxConns int, h http.Handler) (net.Li
 // page at /, /metrics, /stats, /texts, /readyz, /healthz), served on
 // separate addresses so that nothing private sits on the public port.
 func (m *Main) routes(groups []callback.Group) (public, adm http.Handler, err error) {
-	cb, err := callback.NewHandler(m.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
+	cb, err := callback.NewHandler(m.bot.bot, callback.Options{Groups: groups, MaxBodyBytes: m.cfg.MaxBodyBytes,
 		Timeout: m.cfg.WebhookTimeout, Logger: m.log})
 	if err != nil {
 		return nil, nil, err
 	}
-	m.webhook = cb
-	api, err := httpapi.New(m.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
+	m.http.webhook = cb
+	api, err := httpapi.New(m.counters.stores, httpapi.Options{Token: m.cfg.CountersHTTPToken, Logger: m.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,7 +126,7 @@ func (m *Main) routes(groups []callback.Group) (public, adm http.Handler, err er
 	pub.Handle(httpapi.Prefix, m.metrics.CountersHTTP(api))
 	pub.HandleFunc("GET /healthz", admin.Healthz)
 	if m.admin, err = admin.New(admin.Options{Source: adminSource{m}, Readiness: m.readiness, History: m.history,
-		Texts:   admin.TextsOptions{Counter: m.store, Groups: m.groups, Normalize: m.cfg.Normalize, Timeout: m.cfg.RedisTimeout},
+		Texts:   admin.TextsOptions{Counter: m.bot.store, Groups: m.bot.groups, Normalize: m.cfg.Normalize, Timeout: m.cfg.RedisTimeout},
 		Metrics: m.metrics.Handler(), Redactor: m.redact}); err != nil {
 		return nil, nil, err
 	}
@@ -98,17 +148,17 @@ func (m *Main) routes(groups []callback.Group) (public, adm http.Handler, err er
 func (m *Main) newReadiness() *admin.Readiness {
 	return &admin.Readiness{
 		Redis: func(ctx context.Context) error {
-			if redisconn.Answered(m.rdb, restFor) {
+			if redisconn.Answered(m.redis.rdb, restFor) {
 				return nil
 			}
-			return m.rdb.Ping(ctx).Err()
+			return m.redis.rdb.Ping(ctx).Err()
 		},
-		Slots: func(ctx context.Context) error { return redisconn.CheckSlots(ctx, m.rdb) },
+		Slots: func(ctx context.Context) error { return redisconn.CheckSlots(ctx, m.redis.rdb) },
 		Server: []func() error{
 			func() error { _, err := m.writable(); return err },
 			m.evicted,
 		},
-		VK:      func() error { return m.bot.Ready() },
+		VK:      func() error { return m.bot.bot.Ready() },
 		Refresh: m.readServer,
 	}
 }
@@ -133,11 +183,11 @@ const serverEvery = 10 * time.Minute
 // call): a probe every 15 s costs nothing while all is well. Run reads
 // once at start.
 func (m *Main) readServer(ctx context.Context) {
-	last := m.serverRead.Load()
-	if _, err := m.writable(); err == nil && len(m.evictions.evicting) == 0 && last != 0 && time.Since(time.Unix(0, last)) < serverEvery {
+	last := m.redis.serverRead.Load()
+	if _, err := m.writable(); err == nil && len(m.redis.evictions.evicting) == 0 && last != 0 && time.Since(time.Unix(0, last)) < serverEvery {
 		return
 	}
-	if !m.serverRead.CompareAndSwap(last, time.Now().UnixNano()) {
+	if !m.redis.serverRead.CompareAndSwap(last, time.Now().UnixNano()) {
 		return // another probe reads now
 	}
 	m.readMemory(ctx)
@@ -152,10 +202,10 @@ const healthEvery = 30 * time.Second
 // health is readiness as the readiness metrics show it, with the state
 // of every token (bot.Bot.Tokens, which /stats shows too).
 func (m *Main) health(ctx context.Context) metrics.Readiness {
-	r := metrics.Readiness{Tokens: m.bot.Tokens()}
+	r := metrics.Readiness{Tokens: m.bot.bot.Tokens()}
 	m.healthMu.Lock()
 	defer m.healthMu.Unlock()
-	if time.Since(m.readyAt) < healthEvery && m.bot.Ready() == nil {
+	if time.Since(m.readyAt) < healthEvery && m.bot.bot.Ready() == nil {
 		return r // ready, as last read
 	}
 	reasons, redisErr := m.readiness.Check(ctx)
@@ -167,7 +217,7 @@ func (m *Main) health(ctx context.Context) metrics.Readiness {
 }
 
 // HTTPAddr is the address the public HTTP server listens on.
-func (m *Main) HTTPAddr() string { return m.httpLn.Addr().String() }
+func (m *Main) HTTPAddr() string { return m.http.httpLn.Addr().String() }
 
 // AdminAddr is the address the admin HTTP server listens on.
-func (m *Main) AdminAddr() string { return m.adminLn.Addr().String() }
+func (m *Main) AdminAddr() string { return m.http.adminLn.Addr().String() }

@@ -134,7 +134,7 @@ func TestLongPollTwoInstancesAnswerOnce(t *testing.T) {
 		}
 		polling := 0
 		for _, m := range []*app{a, b} {
-			if m.pollers.Stats()[strconv.Itoa(testGroup)].Sessions > 0 {
+			if m.longpoll.pollers.Stats()[strconv.Itoa(testGroup)].Sessions > 0 {
 				polling++
 			}
 		}

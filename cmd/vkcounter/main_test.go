@@ -36,7 +36,7 @@ type app struct {
 	*Main
 	vk     *vktest.Server
 	prefix string
-	rdb    redistest.Target
+	target redistest.Target // the Redis the test runs on (nil Kind: embedded)
 }
 
 // startApp runs the program as main does, against tg (nil = the embedded
@@ -93,7 +93,7 @@ func startAppLog(t testing.TB, tg *redistest.Target, env map[string]string, log 
 	t.Cleanup(func() { m.Close() })
 	a := &app{Main: m, vk: vk, prefix: prefix}
 	if tg != nil {
-		a.rdb = *tg
+		a.target = *tg
 	}
 	return a
 }
@@ -144,7 +144,7 @@ func (a *app) mustOK(t testing.TB, body []byte) {
 func (a *app) waitSettled(t testing.TB) {
 	t.Helper()
 	eventually.True(t, 20*time.Second, "every stored reply sent", func() bool {
-		n, err := a.outbox.Len(context.Background(), testGroup)
+		n, err := a.bot.outbox.Len(context.Background(), testGroup)
 		return err == nil && n == 0
 	})
 }
@@ -280,10 +280,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		if keys := redistest.Keys(t, tg.Client, a.prefix); len(keys) != len(before) {
 			t.Errorf("bad input wrote keys: %v, before %v", keys, before)
 		}
-		if n, err := a.outbox.Len(context.Background(), 7); err != nil || n != 0 {
+		if n, err := a.bot.outbox.Len(context.Background(), 7); err != nil || n != 0 {
 			t.Errorf("outbox after bad input: %d %v, want empty", n, err)
 		}
-		if got := a.bot.Stats().Received; got != 0 {
+		if got := a.bot.bot.Stats().Received; got != 0 {
 			t.Errorf("bad input counted %d messages", got)
 		}
 	}, singleServers...)

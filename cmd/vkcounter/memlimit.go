@@ -61,7 +61,7 @@ func (m *Main) setMemoryLimit() {
 		limit = debug.SetMemoryLimit(-1)
 	} else {
 		debug.SetMemoryLimit(limit)
-		m.background.start(func(ctx context.Context) { followLiveHeap(ctx, limit, time.Second) })
+		m.workers.start(func(ctx context.Context) { followLiveHeap(ctx, limit, time.Second) })
 	}
 	if have := machineMemory(os.ReadFile); have > 0 && limit > have {
 		m.log.Warn().Int64("caps_bytes", limit).Int64("memory_bytes", have).Msg("the in-memory counter caps (RESOURCE_MAX_MEMORY, COUNTERS_MEMORY_MAX_BYTES per kind, plus 256 MiB for the rest) add up to more memory than this machine or container has: the process can be killed before a cap refuses a name; lower them")

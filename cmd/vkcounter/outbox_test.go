@@ -258,7 +258,7 @@ func TestAOFRedisRestartUnderLoad(t *testing.T) {
 	defer cancel()
 	restarted := make(chan error, 1)
 	go func() {
-		for a.bot.Stats().Received < texts*perText/3 {
+		for a.bot.bot.Stats().Received < texts*perText/3 {
 			if ctx.Err() != nil {
 				restarted <- errors.New("the load never reached a third of the events")
 				return

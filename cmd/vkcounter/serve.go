@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -13,12 +12,6 @@ import (
 	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/outbox"
-	"github.com/vkcounter/vkcounter/bot/pace"
-	"github.com/vkcounter/vkcounter/bot/tokens"
-	"github.com/vkcounter/vkcounter/counters"
-	"github.com/vkcounter/vkcounter/counters/memcap"
-	"github.com/vkcounter/vkcounter/counters/participant"
-	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/redact"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
@@ -35,11 +28,16 @@ type Main struct {
 	redact  *redact.Redactor // the secrets of cfg, for what the admin server serves
 	metrics *metrics.Metrics
 
-	redisPart
-	countersPart
-	botPart
-	httpPart
-	background background
+	// The parts, each opened by its constructor (Run) and closed in
+	// reverse of parts, the order they were opened in.
+	redis    *redisPart
+	counters *countersPart
+	bot      *botPart
+	http     *httpPart
+	port     *portPart
+	longpoll *pollersPart
+	workers  *background
+	parts    []part
 
 	started time.Time      // when Run began
 	dryRun  bool           // no community has a token
@@ -73,79 +71,47 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	m.started = time.Now()
-	m.botPart.log, m.botPart.left = m.log, m.leftInOutbox
-	if err := m.openRedis(ctx); err != nil {
-		return err
-	}
-	if err := m.openCountersRedis(ctx); err != nil {
-		return err
-	}
-	if m.store, err = freq.New(m.rdb, freq.Options{Window: m.cfg.Window, Prefix: m.cfg.KeyPrefix,
-		Cluster: m.cfg.RedisCluster != ""}); err != nil {
-		return err
-	}
-	if err := m.store.Load(ctx); err != nil {
-		return fmt.Errorf("load the counting scripts: %w", err)
-	}
-	m.keyCap = &participant.KeyCap{Max: m.cfg.CountersMaxKeys, Setting: "COUNTERS_PARTICIPANT_MAX_KEYS"}
-	if m.stores, m.activity, err = counters.OpenStores(counters.StoreOptions{Kind: m.cfg.CountersStore, Redis: m.cntRdb,
-		Prefix: m.cfg.KeyPrefix, Embedded: m.countersEmbedded(), Guard: m.guard, Dir: m.cfg.CountersDir, FileLevels: m.cfg.CountersFileLevels,
-		Timeout: m.cfg.CountersTimeout, Memory: memcap.Limits{MaxNames: m.cfg.CountersMemoryMaxNames, MaxBytes: m.cfg.CountersMemoryMaxBytes},
-		MaxKeys: m.keyCap}); err != nil {
-		return err
-	}
-	m.setMemoryLimit()
 	communities, err := m.cfg.Communities()
 	if err != nil {
 		return err
 	}
 	m.dryRun = isDryRun(communities)
-	webhookGroups := m.callbackGroups(ctx, communities)
-	m.outbox = outbox.New(m.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
-		ClaimAfter: m.cfg.ClaimAfter, LaterIdle: maxPoll, Store: m.store, Logger: m.log})
-	for _, c := range communities {
-		m.groups = append(m.groups, c.GroupID)
+	// The parts in the order they depend on one another; Close closes
+	// them in reverse.
+	for _, open := range []func(context.Context) error{
+		m.openRedis,
+		m.openCounters,
+		func(ctx context.Context) error { return m.openBot(ctx, communities) },
+		func(ctx context.Context) error { return m.openHTTP(ctx, communities) },
+		m.openPort,
+		func(context.Context) error { return m.openPollers(communities) },
+		m.openWorkers,
+	} {
+		if err := open(ctx); err != nil {
+			return err
+		}
 	}
-	if err := m.outbox.Init(ctx, m.groups...); err != nil {
-		return err
-	}
-	if m.bot, err = m.newBot(communities); err != nil {
-		return err
-	}
-	m.metrics.ObserveOutbox(func() outbox.Stats { return m.outbox.Total(m.groups...) }, m.outbox.Redeliveries, m.bot.ConsecutiveVKFailures)
-	m.metrics.ObserveReadiness(func() metrics.Readiness { return m.health(context.Background()) })
-	m.metrics.ObserveHeadroom(m.guard.Refusals, func() bool { return m.guard.Last().Full() }, func() bool { return m.guard.Unknown() != nil })
-	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
-	m.metrics.ObserveGrowthRefusals(m.guard.GrowthRefusals, m.keyCap.Refusals)
-	m.metrics.ObserveRedisWrites(&m.writes, m.refusingWrites)
-	public, admin, err := m.routes(webhookGroups)
-	if err != nil {
-		return err
-	}
-	m.metrics.ObserveWebhookRejections(m.webhook.Rejected)
-	maxConns := m.httpConnLimit(openFileLimit())
-	if m.httpLn, m.httpSrv, err = m.serveHTTP("HTTP_ADDR", m.cfg.HTTPAddr, maxConns, public); err != nil {
-		return err
-	}
-	if m.adminLn, m.adminSrv, err = m.serveHTTP("ADMIN_ADDR", m.cfg.AdminAddr, maxConns, admin); err != nil {
-		return err
-	}
-	if err := m.serveCounters(ctx); err != nil {
-		return err
-	}
-	if err := m.startPollers(communities); err != nil {
-		return err
-	}
-	m.sampleHistory()
+	m.observe()
 	m.warnRisky(ctx, communities)
 	readCtx, cancel := context.WithTimeout(ctx, time.Second)
 	m.readServer(readCtx) // the first reading, so that an idle service's probes send nothing
 	cancel()
 	v := version.Get()
-	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.groups).Str("mode", m.cfg.VKMode).Func(m.callbackField).
-		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", isDryRun(communities)).
+	m.log.Info().Str("version", v.Version).Str("revision", v.Revision).Str("http", m.HTTPAddr()).Str("admin", m.AdminAddr()).Str("counters", m.CounterAddr()).Ints("groups", m.bot.groups).Str("mode", m.cfg.VKMode).Func(m.callbackField).
+		Str("redis", m.redisKind()).Stringer("window", m.cfg.Window).Bool("dry_run", m.dryRun).
 		Msg("vkcounter serving")
 	return nil
+}
+
+// observe hands the metrics what they read of the open parts.
+func (m *Main) observe() {
+	m.metrics.ObserveOutbox(func() outbox.Stats { return m.bot.outbox.Total(m.bot.groups...) }, m.bot.outbox.Redeliveries, m.bot.bot.ConsecutiveVKFailures)
+	m.metrics.ObserveReadiness(func() metrics.Readiness { return m.health(context.Background()) })
+	m.metrics.ObserveHeadroom(m.counters.guard.Refusals, func() bool { return m.counters.guard.Last().Full() }, func() bool { return m.counters.guard.Unknown() != nil })
+	m.metrics.ObserveRedisRefusals(redisconn.Causes, redisconn.Refusals)
+	m.metrics.ObserveGrowthRefusals(m.counters.guard.GrowthRefusals, m.counters.keyCap.Refusals)
+	m.metrics.ObserveRedisWrites(&m.redis.writes, m.refusingWrites)
+	m.metrics.ObserveWebhookRejections(m.http.webhook.Rejected)
 }
 
 // callbackField adds the webhook's path to the start-up line, in callback
@@ -154,49 +120,6 @@ func (m *Main) callbackField(e *zerolog.Event) {
 	if m.cfg.VKMode == config.ModeCallback {
 		e.Str("callback", m.cfg.CallbackPath)
 	}
-}
-
-// CounterOff is the COUNTER_ADDR value that disables the counter port.
-const CounterOff = "off"
-
-// serveCounters starts the counter protocol server unless COUNTER_ADDR=off.
-func (m *Main) serveCounters(ctx context.Context) error {
-	if m.cfg.CounterAddr == CounterOff {
-		return nil
-	}
-	var res counters.ResourceStore
-	if m.cfg.ResourceStore == counters.StoreRedis {
-		if err := m.openResources(ctx); err != nil {
-			return err
-		}
-		res = counters.RedisResources(m.resources)
-	}
-	srv, err := counters.NewServer(counters.ServerOptions{
-		Resources:      res,
-		MaxConnections: m.counterConnLimit(openFileLimit()),
-		Buckets:        m.cfg.CounterBuckets,
-		MaxMemory:      m.cfg.ResourceMaxMemory,
-		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
-		Logger:         m.log,
-		Observer:       m.metrics,
-		Stores:         m.stores,
-	})
-	if err != nil {
-		return fmt.Errorf("counter server: %w", err)
-	}
-	ln, err := net.Listen("tcp", m.cfg.CounterAddr)
-	if err != nil {
-		return fmt.Errorf("COUNTER_ADDR: %w", err)
-	}
-	m.counterSrv, m.counterLn = srv, ln
-	m.countersPart.serving.Add(1)
-	go func() {
-		defer m.countersPart.serving.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, counters.ErrServerClosed) {
-			m.log.Error().Err(err).Msg("counter server stopped")
-		}
-	}()
-	return nil
 }
 
 // fdHeadroom is the number of open files kept for everything but counter
@@ -263,14 +186,6 @@ func (m *Main) fitConnLimit(setting, kind, others string, n, room, fdLimit int) 
 	return n
 }
 
-// CounterAddr is the address of the counter port, or "off".
-func (m *Main) CounterAddr() string {
-	if m.counterLn == nil {
-		return CounterOff
-	}
-	return m.counterLn.Addr().String()
-}
-
 func isDryRun(cs []config.Community) bool {
 	for _, c := range cs {
 		if len(c.Tokens()) > 0 {
@@ -278,43 +193,6 @@ func isDryRun(cs []config.Community) bool {
 		}
 	}
 	return true
-}
-
-func (m *Main) newBot(communities []config.Community) (*bot.Bot, error) {
-	groups := make([]bot.Group, 0, len(communities))
-	for _, c := range communities {
-		g := bot.Group{ID: c.GroupID}
-		for _, t := range c.Tokens() {
-			g.Senders = append(g.Senders, bot.NewVKSender(t, bot.VKOptions{MethodURL: m.cfg.VKAPIURL, Timeout: m.cfg.VKTimeout, OnCall: m.metrics.VKCall}))
-			// Every instance sending with the token shares its pace.
-			p, err := pace.NewShared(m.rdb, pace.Key(m.cfg.KeyPrefix, t), m.cfg.VKRate, bot.DefaultCaptchaProbe, m.log)
-			if err != nil {
-				return nil, err
-			}
-			g.Paces = append(g.Paces, p)
-		}
-		if len(g.Senders) == 0 {
-			g.Senders = []bot.Sender{bot.DryRun(m.log)}
-		}
-		groups = append(groups, g)
-	}
-	rec, err := m.openTopTexts(m.outbox)
-	if err != nil {
-		return nil, err
-	}
-	return bot.New(m.metrics.Recorder(rec), m.outbox, groups, bot.Options{
-		Poll:            maxPoll,
-		Normalize:       m.cfg.Normalize,
-		Quote:           m.quote(),
-		MaxBatch:        m.cfg.VKBatch,
-		RatePerToken:    m.cfg.VKRate,
-		OnReplyDone:     m.metrics.ReplyDone,
-		Activity:        m.activity,
-		ActivityTimeout: m.cfg.CountersTimeout,
-		RecordTimeout:   m.cfg.RedisTimeout,
-		Tokens:          &tokens.Options{Required: m.cfg.RequireVKToken},
-		Logger:          m.log,
-	})
 }
 
 // maxPoll is how long a sender with nothing to send waits in Redis for new
@@ -342,10 +220,9 @@ func (m *Main) Close() error {
 func (m *Main) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
-	parts := m.parts()
 	var errs []error
-	for i := len(parts) - 1; i >= 0; i-- {
-		if err := parts[i].close(ctx); err != nil {
+	for i := len(m.parts) - 1; i >= 0; i-- {
+		if err := m.parts[i].close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -363,8 +240,8 @@ func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 		return err
 	}
 	left, lerr := int64(0), error(nil)
-	for _, g := range m.groups {
-		n, e := m.outbox.Len(ctx, g)
+	for _, g := range m.bot.groups {
+		n, e := m.bot.outbox.Len(ctx, g)
 		if e != nil {
 			lerr = e
 			break
@@ -372,7 +249,7 @@ func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 		left += n
 	}
 	if lerr != nil {
-		if m.embedded != nil {
+		if m.redis.embedded != nil {
 			return lostWithEmbedded(-1, err)
 		}
 		// No count rather than a made-up one: the senders' last reading
@@ -381,7 +258,7 @@ func (m *Main) leftInOutbox(ctx context.Context, err error) error {
 			Msg("shutdown: replies not sent in time stay in the outbox, how many is unknown (Redis did not answer within the shutdown); the next start or another instance sends them")
 		return nil
 	}
-	if m.embedded != nil {
+	if m.redis.embedded != nil {
 		return lostWithEmbedded(left, err)
 	}
 	m.log.Warn().Int64("replies_left", left).Stringer("timeout", m.cfg.ShutdownTimeout).

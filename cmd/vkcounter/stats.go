@@ -21,30 +21,30 @@ func (m *Main) statsDoc() admin.Stats {
 		WindowSeconds: int64(m.cfg.Window / time.Second),
 		Redis:         m.redisKind(),
 		Webhook:       m.webhookReport(),
-		Bot:           m.bot.Stats(),
-		LastDrops:     m.bot.LastDrops(),
-		Outbox:        m.outbox.Report(m.groups...),
-		Counters:      admin.CountersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.ActivityReport()},
+		Bot:           m.bot.bot.Stats(),
+		LastDrops:     m.bot.bot.LastDrops(),
+		Outbox:        m.bot.outbox.Report(m.bot.groups...),
+		Counters:      admin.CountersSection{Store: m.cfg.CountersStore, ActivityReport: m.bot.bot.ActivityReport()},
 		CounterPort:   m.metrics.Traffic(),
-		TopTexts:      admin.TopTexts(m.top, time.Now()),
-		VK:            admin.VKSection{ConsecutiveFailures: m.bot.ConsecutiveVKFailures(), Tokens: m.bot.Tokens()},
+		TopTexts:      admin.TopTexts(m.bot.top, time.Now()),
+		VK:            admin.VKSection{ConsecutiveFailures: m.bot.bot.ConsecutiveVKFailures(), Tokens: m.bot.bot.Tokens()},
 	}
-	if r := m.guard.Last(); r != nil {
+	if r := m.counters.guard.Last(); r != nil {
 		doc.RedisMemory = &admin.MemorySection{Node: r.Node, UsedBytes: r.Used, MaxBytes: r.Max, LimitBytes: r.Limit,
-			Full: r.Full(), Refused: m.guard.Refusals(), Age: age.Since(r.At)}
+			Full: r.Full(), Refused: m.counters.guard.Refusals(), Age: age.Since(r.At)}
 	}
-	if err := m.guard.Unknown(); err != nil {
+	if err := m.counters.guard.Unknown(); err != nil {
 		if doc.RedisMemory == nil {
-			doc.RedisMemory = &admin.MemorySection{Refused: m.guard.Refusals()}
+			doc.RedisMemory = &admin.MemorySection{Refused: m.counters.guard.Refusals()}
 		}
 		doc.RedisMemory.Unknown = err.Error()
 	}
-	if m.pollers != nil {
-		doc.Longpoll = m.pollers.Stats()
+	if m.longpoll.pollers != nil {
+		doc.Longpoll = m.longpoll.pollers.Stats()
 	}
-	if m.resources != nil {
-		doc.Resources = &admin.ResourcesSection{YoungRefusals: m.resources.YoungRefusals()}
-		if until, ok := m.resources.RefusedUntil(); ok {
+	if m.port.resources != nil {
+		doc.Resources = &admin.ResourcesSection{YoungRefusals: m.port.resources.YoungRefusals()}
+		if until, ok := m.port.resources.RefusedUntil(); ok {
 			doc.Resources.RefusedUntil, doc.Resources.Why = until.UTC().Format(time.RFC3339Nano), resource.YoungReason
 		}
 	}
@@ -55,7 +55,7 @@ func (m *Main) statsDoc() admin.Stats {
 func (m *Main) webhookReport() admin.WebhookSection {
 	w := admin.WebhookSection{Rejected: map[string]int64{}}
 	for _, r := range callback.Reasons() {
-		w.Rejected[r.String()] = m.webhook.Rejected(r)
+		w.Rejected[r.String()] = m.http.webhook.Rejected(r)
 	}
 	return w
 }

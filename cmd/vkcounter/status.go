@@ -33,7 +33,7 @@ func (s adminSource) Snapshot() admin.Snapshot {
 		Webhook:     m.cfg.VKMode == config.ModeCallback,
 		Settings:    m.settingRows(),
 	}
-	if m.embedded != nil {
+	if m.redis.embedded != nil {
 		snap.RedisWhere = "embedded Redis (in this process)"
 	}
 	if communities, err := m.cfg.Communities(); err == nil {
@@ -47,8 +47,8 @@ func (s adminSource) Snapshot() admin.Snapshot {
 // sampleHistory starts the status page's history sampler, stopped by
 // Close.
 func (m *Main) sampleHistory() {
-	m.history.Observe(time.Now(), m.bot.Stats(), m.metrics.Traffic())
-	m.background.start(func(ctx context.Context) {
+	m.history.Observe(time.Now(), m.bot.bot.Stats(), m.metrics.Traffic())
+	m.workers.start(func(ctx context.Context) {
 		t := time.NewTicker(admin.HistoryEvery)
 		defer t.Stop()
 		for {
@@ -56,7 +56,7 @@ func (m *Main) sampleHistory() {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				m.history.Observe(now, m.bot.Stats(), m.metrics.Traffic())
+				m.history.Observe(now, m.bot.bot.Stats(), m.metrics.Traffic())
 			}
 		}
 	})

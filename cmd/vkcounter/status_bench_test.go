@@ -62,7 +62,7 @@ func (c *viewCommands) count(ctx context.Context, cmds ...redis.Cmder) {
 func steadyTraffic(b *testing.B, a *app, rate int, stop <-chan struct{}) (posted func() int64, done func()) {
 	var n atomic.Int64
 	var wg sync.WaitGroup
-	h := a.httpSrv.Handler
+	h := a.http.httpSrv.Handler
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -109,7 +109,7 @@ func BenchmarkStatusPage(b *testing.B) {
 			a := startApp(b, tg, map[string]string{"VK_TOKEN": "", "OUTBOX_MAX_LEN": "100000000", "SHUTDOWN_TIMEOUT": "1s",
 				"COUNTER_ADDR": "127.0.0.1:0"})
 			views := &viewCommands{}
-			a.Main.rdb.AddHook(views)
+			a.Main.redis.rdb.AddHook(views)
 			stop := make(chan struct{})
 			posted, done := steadyTraffic(b, a, 1000, stop)
 			defer func() { close(stop); done() }()

@@ -243,7 +243,7 @@ func TestStatusPageRedisCommands(t *testing.T) {
 		a.mustOK(t, event("e1", 1000, 1, "hello"))
 		a.waitSends(t, 1)
 		views := &viewCommands{}
-		a.Main.rdb.AddHook(views)
+		a.Main.redis.rdb.AddHook(views)
 		var b strings.Builder
 		for range 3 {
 			if err := a.admin.View(context.WithValue(context.Background(), viewKey{}, true), &b, time.Now()); err != nil {

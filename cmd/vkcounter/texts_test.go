@@ -53,10 +53,10 @@ func (a *app) getTexts(t testing.TB, q url.Values) (int, admin.Answer, string) {
 // countEnv is the environment `vkcounter count` needs to read a's Redis.
 func (a *app) countEnv(extra map[string]string) map[string]string {
 	env := map[string]string{"KEY_PREFIX": a.prefix, "VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "token-1"}
-	if a.rdb.Kind == redistest.Cluster {
-		env["REDIS_CLUSTER"] = a.rdb.Addr
+	if a.target.Kind == redistest.Cluster {
+		env["REDIS_CLUSTER"] = a.target.Addr
 	} else {
-		env["REDIS_URL"] = a.rdb.URL
+		env["REDIS_URL"] = a.target.URL
 	}
 	for k, v := range extra {
 		env[k] = v

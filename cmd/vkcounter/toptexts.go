@@ -36,6 +36,6 @@ func (m *Main) openTopTexts(rec bot.Recorder) (bot.Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.top = top
+	m.bot.top = top
 	return topTextsRecorder{next: rec, top: top}, nil
 }

@@ -88,7 +88,7 @@ func TestTopTexts(t *testing.T) {
 		for i := range 20 {
 			off.mustOK(t, event(fmt.Sprintf("o%d", i), 1000+i, 1, "same"))
 		}
-		if off.top != nil || off.getTopTexts(t) != nil {
+		if off.bot.top != nil || off.getTopTexts(t) != nil {
 			t.Errorf("without TOP_TEXTS texts are kept: %+v", off.getTopTexts(t))
 		}
 		if _, page := off.getPage(t); strings.Contains(page, "Most repeated") {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/SevereCloud/vksdk/v2/api"
+	"github.com/rs/zerolog"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/longpoll"
@@ -55,14 +56,35 @@ func (m *Main) quote() bot.Quote {
 	return q
 }
 
-// startPollers starts, in longpoll mode, one poller per community feeding
+// pollersPart is VK_MODE=longpoll's pollers, one per community.
+type pollersPart struct {
+	pollers *longpoll.Group
+	log     zerolog.Logger
+}
+
+// close stops the pollers within ctx.
+func (p *pollersPart) close(ctx context.Context) error {
+	if p.pollers != nil {
+		// Within the shutdown deadline: a poller still waiting on a stalled
+		// Redis stops on its own a little later and hands the bot nothing
+		// more; should it not release its lease, the lease runs out.
+		if err := p.pollers.Close(ctx); err != nil {
+			p.log.Warn().Err(err).Msg("shutdown: a long-poll poller is still waiting on Redis")
+		}
+	}
+	return nil
+}
+
+// openPollers starts (pollersPart), in longpoll mode, one poller per community feeding
 // the bot. Of several instances sharing the Redis, one polls each
 // community at a time (a lease in Redis); the others stand by.
-func (m *Main) startPollers(communities []config.Community) error {
+func (m *Main) openPollers(communities []config.Community) (err error) {
+	m.longpoll = &pollersPart{log: m.log}
+	m.opened(m.longpoll)
 	if m.cfg.VKMode != config.ModeLongPoll {
 		return nil
 	}
-	store, err := longpoll.NewRedisStore(m.rdb, m.cfg.KeyPrefix)
+	store, err := longpoll.NewRedisStore(m.redis.rdb, m.cfg.KeyPrefix)
 	if err != nil {
 		return err
 	}
@@ -71,16 +93,16 @@ func (m *Main) startPollers(communities []config.Community) error {
 		opts = append(opts, longpoll.Options{
 			GroupID: c.GroupID,
 			API:     m.vkAPI(c.Tokens()[0]),
-			Handler: m.bot,
+			Handler: m.bot.bot,
 			Store:   store,
 			Wait:    m.cfg.LongPollWait,
 			Key:     func(msg callback.Message) string { return bot.TextKey(msg, m.cfg.Normalize) },
 			Logger:  m.log,
 		})
 	}
-	if m.pollers, err = longpoll.Start(opts); err != nil {
+	if m.longpoll.pollers, err = longpoll.Start(opts); err != nil {
 		return err
 	}
-	m.metrics.ObservePollers(m.pollers.Total)
+	m.metrics.ObservePollers(m.longpoll.pollers.Total)
 	return nil
 }

@@ -15,16 +15,16 @@ func (m *Main) warnRisky(ctx context.Context, communities []config.Community) {
 			m.log.Warn().Int("group_id", c.GroupID).Msg("replies are sent but the community has no Callback API secret: anyone who reaches the webhook can post events the bot answers; set VK_SECRET (or secret in VK_GROUPS) to the community's secret key")
 		}
 	}
-	if m.cfg.CountersHTTPToken == "" && !isLoopback(m.httpLn.Addr()) {
+	if m.cfg.CountersHTTPToken == "" && !isLoopback(m.http.httpLn.Addr()) {
 		// Safe as it is (nothing is exposed), so not a warning: it tells
 		// why a remote client gets 401.
 		m.log.Info().Str("http", m.HTTPAddr()).Msg("COUNTERS_HTTP_TOKEN is empty and HTTP_ADDR is not loopback: /counters/ refuses every client but loopback ones (401); set COUNTERS_HTTP_TOKEN to use it from elsewhere")
 	}
-	if ip := publicAddr(m.adminLn.Addr(), net.InterfaceAddrs); ip != "" {
+	if ip := publicAddr(m.http.adminLn.Addr(), net.InterfaceAddrs); ip != "" {
 		m.log.Warn().Str("admin", m.AdminAddr()).Str("public_address", ip).Msg("ADMIN_ADDR accepts connections on a public address: /metrics, /stats and /readyz answer whoever reaches it; listen on loopback or a private network only")
 	}
-	if m.counterLn != nil {
-		if ip := publicAddr(m.counterLn.Addr(), net.InterfaceAddrs); ip != "" {
+	if m.port.counterLn != nil {
+		if ip := publicAddr(m.port.counterLn.Addr(), net.InterfaceAddrs); ip != "" {
 			m.log.Warn().Str("counters", m.CounterAddr()).Str("public_address", ip).Msg("COUNTER_ADDR accepts connections on a public address: the counter protocol has no authentication; listen on loopback or a private network only")
 		}
 	}

@@ -21,10 +21,10 @@ const refusedWindow = 10 * time.Second
 // past maxmemory. It sends no command (the status page's views ask it
 // too); a PING answers in these cases, so the readiness check asks.
 func (m *Main) writable() (cause string, err error) {
-	if cause, err, at, recent := m.writes.Since(time.Now(), refusedWindow); recent {
+	if cause, err, at, recent := m.redis.writes.Since(time.Now(), refusedWindow); recent {
 		return cause, fmt.Errorf("%s: the counting script was refused at %s (%v)", redisconn.WriteRefusals[cause], at.UTC().Format(time.RFC3339), err)
 	}
-	if r := m.memRead.Load(); r != nil && r.Max > 0 && r.Used > r.Max {
+	if r := m.redis.memRead.Load(); r != nil && r.Max > 0 && r.Used > r.Max {
 		return redisconn.CauseOOM, fmt.Errorf("%s: %s uses %d bytes, past its maxmemory of %d: writes are refused (OOM)",
 			redisconn.WriteRefusals[redisconn.CauseOOM], r.Node, r.Used, r.Max)
 	}
@@ -36,8 +36,8 @@ func (m *Main) writable() (cause string, err error) {
 // does, before its checks. A Redis that cannot answer INFO keeps the last
 // reading (the PING reports it).
 func (m *Main) readMemory(ctx context.Context) {
-	if r, err := headroom.ReadMemory(ctx, m.rdb, 0); err == nil {
-		m.memRead.Store(r)
+	if r, err := headroom.ReadMemory(ctx, m.redis.rdb, 0); err == nil {
+		m.redis.memRead.Store(r)
 	}
 }
 

@@ -101,7 +101,7 @@ func (h *refuseScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 func TestReadyzNamesManagedRefusals(t *testing.T) {
 	a := startApp(t, nil, nil)
 	hook := &refuseScripts{}
-	a.Main.rdb.AddHook(hook)
+	a.Main.redis.rdb.AddHook(hook)
 	for i, c := range []struct{ reply, cause string }{
 		{"OOM command not allowed when used memory > 'maxmemory'.", redisconn.CauseOOM},
 		{"ERR DB capacity quota exceeded", redisconn.CauseOOM},
