@@ -81,7 +81,7 @@ func benchmarkWebhook(b *testing.B, kind redistest.Kind, env map[string]string) 
 		n, err := a.bot.outbox.Len(context.Background(), testGroup)
 		return err == nil && n == 0
 	})
-	time.Sleep(200 * time.Millisecond) // the last activity batch
+	a.waitQuiet(b, int64(b.N)) // the last activity batch
 	total, _ := commands.snapshot()
 	b.ReportMetric(float64(total)/float64(b.N), "cmds/op")
 }

@@ -129,8 +129,8 @@ func TestIdleBillWithProbes(t *testing.T) {
 	a.mustOK(t, event("warm", 900, 1, "warm-up"))
 	a.waitSends(t, 1)
 	a.waitSettled(t)
+	a.waitQuiet(t, 1) // the message's last acknowledgements and activity batch
 	mon := startMonitor(t, tg.Addr)
-	time.Sleep(5 * time.Second) // the message's last acknowledgements and activity batch
 	mon.take()
 
 	// An idle sender's cycle (a read, and a takeover's step that looks at

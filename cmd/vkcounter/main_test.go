@@ -149,6 +149,22 @@ func (a *app) waitSettled(t testing.TB) {
 	})
 }
 
+// waitQuiet waits, with no Redis call of its own (a test counting the
+// service's commands runs it), for the work of the messages counted so far
+// to be done: the outbox's last reading, taken by the acknowledgement that
+// emptied it, shows it empty, and the activity batch is written — vk.messages
+// as last written at least messages, and its senders visited and added to
+// the day's unique counter after it (the flush's last writes).
+func (a *app) waitQuiet(t testing.TB, messages int64) {
+	t.Helper()
+	eventually.True(t, 20*time.Second, "the replies acknowledged and the activity written", func() bool {
+		s := a.bot.outbox.Stats(testGroup)
+		r := a.bot.bot.ActivityReport()
+		return s.Age >= 0 && s.Length == 0 && r.Messages.Total >= messages && r.Users.Today.Age >= 0 &&
+			r.Users.Age <= r.Messages.Age && r.Users.Today.Age <= r.Users.Age
+	})
+}
+
 func (a *app) waitSends(t testing.TB, n int) []vktest.Send {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

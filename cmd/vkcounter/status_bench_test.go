@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 )
 
@@ -113,7 +114,8 @@ func BenchmarkStatusPage(b *testing.B) {
 			stop := make(chan struct{})
 			posted, done := steadyTraffic(b, a, 1000, stop)
 			defer func() { close(stop); done() }()
-			time.Sleep(time.Second) // the traffic under way
+			// The traffic under way: a second's worth of it answered.
+			eventually.True(b, time.Minute, "the traffic under way", func() bool { return posted() >= 1000 })
 			for _, ref := range []struct {
 				name   string
 				render func(ctx context.Context, w io.Writer) error

@@ -91,13 +91,10 @@ func TestStatusPageMatchesStats(t *testing.T) {
 		}
 		// Settled: the replies are done and the activity flushed when
 		// the outbox is read empty.
-		deadline := time.Now().Add(10 * time.Second)
-		for a.getStats(t)["outbox.length"] != "0" || a.getStats(t)["bot.sent"] != "3" {
-			if time.Now().After(deadline) {
-				t.Fatalf("not settled: %v", a.getStats(t))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventually.True(t, 10*time.Second, "settled", func() bool {
+			s := a.getStats(t)
+			return s["outbox.length"] == "0" && s["bot.sent"] == "3"
+		})
 
 		code, page := a.getPage(t)
 		stats := a.getStats(t)
