@@ -70,6 +70,7 @@ func (m *Main) openPort(ctx context.Context) error {
 		MaxConnections: m.counterConnLimit(openFileLimit()),
 		Buckets:        m.cfg.CounterBuckets,
 		MaxMemory:      m.cfg.ResourceMaxMemory,
+		MaxHoldings:    m.cfg.ResourceMaxHoldings,
 		StatsInterval:  time.Duration(m.cfg.CounterStatsInterval) * time.Second,
 		Logger:         m.log,
 		Observer:       m.metrics,

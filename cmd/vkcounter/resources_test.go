@@ -113,6 +113,36 @@ func TestResourceMaxMemory(t *testing.T) {
 	}
 }
 
+// TestResourceMaxHoldingsInMemory: RESOURCE_MAX_HOLDINGS caps the names one
+// connection holds in the in-memory resource store too: one more is
+// refused 0x82 and changes nothing, another connection is not affected,
+// and a release makes room again.
+func TestResourceMaxHoldingsInMemory(t *testing.T) {
+	a := startApp(t, nil, map[string]string{"RESOURCE_MAX_HOLDINGS": "2", "COUNTER_ADDR": "127.0.0.1:0"})
+	ctx := t.Context()
+	c, other := dialCounters(ctx, t, a.CounterAddr()), dialCounters(ctx, t, a.CounterAddr())
+	for _, name := range []string{"a", "b"} {
+		if _, err := c.Acquire(ctx, name, 1, 4); err != nil {
+			t.Fatalf("acquire %s: %v", name, err)
+		}
+	}
+	if _, err := c.Acquire(ctx, "c", 1, 4); !errors.Is(err, wire.StatusOutOfMemory) {
+		t.Fatalf("a third name on one connection: %v, want 0x82", err)
+	}
+	if v, err := other.Get(ctx, "c"); err == nil || v != 0 {
+		t.Errorf("the refused acquire left c at %d (%v), want no counter", v, err)
+	}
+	if _, err := other.Acquire(ctx, "c", 1, 4); err != nil {
+		t.Errorf("another connection's acquire: %v", err)
+	}
+	if err := c.Release(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, "d", 1, 4); err != nil {
+		t.Errorf("after a release: %v", err)
+	}
+}
+
 // TestBirthRuleVisible: a new resource store in Redis refuses acquires for
 // one lease; /stats says until when and why, and so does
 // vkcounter_resource_acquires_refused_until_timestamp_seconds.

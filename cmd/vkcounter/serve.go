@@ -197,10 +197,9 @@ func isDryRun(cs []config.Community) bool {
 
 // maxPoll is how long a sender with nothing to send waits in Redis for new
 // replies: a new reply ends the wait at once, so it only sets how often an
-// idle sender asks Redis again (a read, the takeover scan due every
-// OUTBOX_CLAIM_AFTER and a look at the replies set aside, an empty set
-// being looked at every maxPoll: four commands), the idle bill a command-priced plan
-// charges (BENCHMARKS.md). While nothing flows, a dead instance's replies
+// idle sender asks Redis again (a read, and the takeover step due every
+// OUTBOX_CLAIM_AFTER, which also reads the replies set aside: two
+// commands), the idle bill a command-priced plan charges (BENCHMARKS.md). While nothing flows, a dead instance's replies
 // are taken over up to maxPoll late; a busy sender scans every
 // OUTBOX_CLAIM_AFTER. Shutdown does not wait for it: Close ends a waiting
 // read at once by closing its connection.
