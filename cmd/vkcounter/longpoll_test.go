@@ -63,7 +63,11 @@ func wantSequence(t *testing.T, vk *vktest.Server, n int) {
 	if _, err := vk.WaitSends(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let an unwanted extra reply show
+	// Every queued event handled (the poller asked for the events after
+	// the last one), so an unwanted extra reply is stored by now.
+	if _, err := vk.WaitLongPollAcked(ctx, testGroup, vk.LongPollTS(testGroup)); err != nil {
+		t.Fatal(err)
+	}
 	var got []int
 	for _, m := range vk.Messages() {
 		v, _ := strconv.Atoi(m.Message)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -154,12 +153,11 @@ func TestKill9UnderLoad(t *testing.T) {
 		second := startBinary(t, env)
 		p.url = "http://" + second.addr + "/callback"
 		for peer := range failed { // VK re-delivers what got no ok
-			for retry := 1; !p.post(peer, fmt.Sprintf("text %d", (peer-1)%7), retry); retry++ {
-				if retry > 50 {
-					t.Fatalf("event of peer %d never got ok", peer)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			retry := 0
+			eventually.True(t, 10*time.Second, fmt.Sprintf("event of peer %d answered ok", peer), func() bool {
+				retry++
+				return p.post(peer, fmt.Sprintf("text %d", (peer-1)%7), retry)
+			})
 		}
 		if p.answered() != events {
 			t.Fatalf("%d of %d events answered ok", p.answered(), events)
@@ -186,7 +184,11 @@ func TestVKFailingThenRecovering(t *testing.T) {
 					t.Fatalf("event %d not answered ok", i)
 				}
 			}
-			time.Sleep(300 * time.Millisecond) // VK keeps failing for a while
+			// VK keeps failing for a while: the senders have asked it
+			// again after a failure, and nothing was delivered.
+			eventually.True(t, 20*time.Second, "VK asked again after a failure", func() bool {
+				return a.vk.Calls("messages.send")+a.vk.Calls("execute") >= 3
+			})
 			if n := len(a.vk.Messages()); n != 0 {
 				t.Fatalf("%d messages delivered while VK fails", n)
 			}
@@ -216,34 +218,34 @@ func startAOFRedis(t *testing.T) *aofRedis {
 	}
 	_, port, _ := net.SplitHostPort(freePort(t))
 	r := &aofRedis{dir: t.TempDir(), port: port}
-	if err := r.start(); err != nil {
-		t.Fatal(err)
-	}
+	r.start(t)
 	t.Cleanup(func() { r.cmd.Process.Kill(); r.cmd.Wait() })
 	return r
 }
 
-func (r *aofRedis) start() error {
+// start starts the server and waits until it accepts a connection.
+func (r *aofRedis) start(t *testing.T) {
+	t.Helper()
 	r.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", r.port, "--dir", r.dir,
 		"--appendonly", "yes", "--appendfsync", "always", "--save", "")
 	r.cmd.Stdout, r.cmd.Stderr = io.Discard, io.Discard
 	if err := r.cmd.Start(); err != nil {
-		return err
+		t.Fatal(err)
 	}
-	for range 200 {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+r.port); err == nil {
+	eventually.NoError(t, 4*time.Second, "redis-server on "+r.port+" started, files in "+r.dir, func() error {
+		c, err := net.Dial("tcp", "127.0.0.1:"+r.port)
+		if err == nil {
 			c.Close()
-			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server on %s did not start; files in %s", r.port, r.dir)
+		return err
+	})
 }
 
-func (r *aofRedis) restart() error {
+func (r *aofRedis) restart(t *testing.T) {
+	t.Helper()
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.cmd.Wait()
-	return r.start()
+	r.start(t)
 }
 
 // TestAOFRedisRestartUnderLoad kills and restarts a persistent Redis while
@@ -256,25 +258,25 @@ func TestAOFRedisRestartUnderLoad(t *testing.T) {
 	const texts, perText = 20, 30
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	restarted := make(chan error, 1)
-	go func() {
-		for a.bot.bot.Stats().Received < texts*perText/3 {
-			if ctx.Err() != nil {
-				restarted <- errors.New("the load never reached a third of the events")
-				return
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		restarted <- r.restart()
-	}()
-	rep, err := loadtest.RunCallback(ctx, loadtest.CallbackOptions{
-		URL: a.url("/callback"), VK: a.vk, GroupID: testGroup, Secret: testSecret,
-		Texts: texts, PerText: perText, Concurrency: 6, Window: 24 * time.Hour,
-		MaxAttempts: 100, ReplyTimeout: 30 * time.Second,
-	})
-	if err := <-restarted; err != nil {
-		t.Fatal(err)
+	type result struct {
+		rep *loadtest.Report
+		err error
 	}
+	loaded := make(chan result, 1)
+	go func() {
+		rep, err := loadtest.RunCallback(ctx, loadtest.CallbackOptions{
+			URL: a.url("/callback"), VK: a.vk, GroupID: testGroup, Secret: testSecret,
+			Texts: texts, PerText: perText, Concurrency: 6, Window: 24 * time.Hour,
+			MaxAttempts: 100, ReplyTimeout: 30 * time.Second,
+		})
+		loaded <- result{rep, err}
+	}()
+	eventually.True(t, 90*time.Second, "the load reached a third of the events", func() bool {
+		return a.bot.bot.Stats().Received >= texts*perText/3
+	})
+	r.restart(t)
+	res := <-loaded
+	rep, err := res.rep, res.err
 	if err != nil {
 		t.Fatal(err)
 	}
