@@ -133,13 +133,28 @@ func TestClusterMasterFailover(t *testing.T) {
 						t.Errorf("message %s not counted before the test's deadline", id)
 						return
 					}
-					time.Sleep(100 * time.Millisecond) // VK's re-delivery
+					// VK's re-delivery interval, the traffic's shape: the
+					// poster keeps re-posting until ok, even once stopped
+					// (a message refused and dropped could be counted
+					// with no reply, which the checks below would miss).
+					time.Sleep(100 * time.Millisecond)
 				}
 				posted[w] = k + 1
 			}
 		}()
 	}
-	time.Sleep(time.Second) // traffic before the kill
+	// Traffic before the kill: ten messages a poster answered ok.
+	answeredSince := func(from time.Time) (ok int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ans := range answers {
+			if ans.code == http.StatusOK && !ans.start.Before(from) {
+				ok++
+			}
+		}
+		return ok
+	}
+	eventually.True(t, 30*time.Second, "traffic before the kill", func() bool { return answeredSince(time.Time{}) >= 10*len(posted) })
 
 	oc.Kill(t, victim)
 	killed := time.Now()
@@ -155,7 +170,12 @@ func TestClusterMasterFailover(t *testing.T) {
 	})
 	promoted := oc.AwaitPromoted(t, time.Minute)
 	failover := promoted.Sub(killed)
-	time.Sleep(4 * time.Second) // traffic after the failover
+	// Traffic after the failover, past the end of the refusals' allowed
+	// window (below): as many messages answered ok, posted after it, so
+	// a refusal that lasts longer is seen.
+	eventually.True(t, 30*time.Second, "traffic after the failover", func() bool {
+		return answeredSince(killed.Add(failover+3*time.Second)) >= 10*len(posted)
+	})
 	stop()
 
 	var first, last time.Time
@@ -203,7 +223,10 @@ func TestClusterMasterFailover(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(300 * time.Millisecond) // a second reply, if any, would arrive now
+	// A second reply, if any, has arrived: the posters have stopped and
+	// Redis holds no reply (a reply leaves the stream only acknowledged,
+	// after VK answered its send).
+	a.waitSettled(t)
 	sends := a.vk.Messages()
 	if len(sends) != total {
 		t.Errorf("%d replies delivered for %d messages", len(sends), total)
@@ -251,6 +274,7 @@ func TestClusterMasterFailover(t *testing.T) {
 
 	// The holding outlives a lease after the kill: renewed on the new
 	// master. Nobody else got a unit meanwhile.
+	// The claim under test: a lease of the service's wall clock passes.
 	time.Sleep(time.Until(killed.Add(lease + time.Second)))
 	close(stopOther)
 	<-otherDone
@@ -322,7 +346,7 @@ func TestClusterMasterFailoverLongPoll(t *testing.T) {
 	go func() { promotedC <- oc.AwaitPromoted(t, time.Minute) }()
 	for i := before; i < total; i += 5 { // five events every 100 ms from the kill on
 		queueSame(vk, i, i+5, "long poll failover")
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the traffic's shape: events arriving during the failover
 	}
 	promoted := <-promotedC
 	wantSequence(t, vk, total)

@@ -74,6 +74,8 @@ func TestRedisStall(t *testing.T) {
 				t.Errorf("%s during the stall: %d", u, resp.StatusCode)
 			}
 		}
+		// The fault under test: the proxy holds Redis's answers for 10 s
+		// of the wall clock the service's deadlines run on.
 		time.Sleep(time.Until(stalled.Add(10 * time.Second)))
 		proxy.Resume()
 
@@ -91,7 +93,11 @@ func TestRedisStall(t *testing.T) {
 		// Not waitSettled: a reply whose acknowledgement the stall cut
 		// stays in the outbox until OUTBOX_CLAIM_AFTER recovers it (and VK
 		// recognises its random_id).
-		time.Sleep(300 * time.Millisecond) // a second reply, if any, would arrive now
+		// A window for a second reply, if any, to arrive: no condition
+		// marks a duplicate that has not happened, and the outbox keeps the
+		// reply whose acknowledgement the stall cut, so it cannot be read
+		// empty instead.
+		time.Sleep(300 * time.Millisecond)
 		got := repliesByPeer(a.vk.Sends())
 		stalledReplies := append(slices.Clone(got[301]), got[302]...)
 		slices.Sort(stalledReplies)
@@ -181,7 +187,7 @@ func TestVKOutage(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("/readyz during a VK outage: %d, want 200 (the outbox absorbs it)", resp.StatusCode)
 		}
-		time.Sleep(12 * time.Second)
+		time.Sleep(12 * time.Second) // the outage under test, on the service's wall clock
 		a.vk.SetOutage(vktest.Up)
 		back := time.Now()
 		a.waitSends(t, 5)
