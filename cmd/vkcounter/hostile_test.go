@@ -233,7 +233,9 @@ func TestNoPasswordPrintedAtStart(t *testing.T) {
 			for k, v := range tc.env {
 				vars[k] = v
 			}
-			var stdout, stderr bytes.Buffer
+			// Buffers safe for concurrent writes: go-redis's logger is the
+			// process's, so another run's client may write here meanwhile.
+			var stdout, stderr syncbuf.Buffer
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			code := run(ctx, []string{"serve"}, func(k string) string { return vars[k] }, &stdout, &stderr)
