@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Batching: the scripts of many connections are sent to Redis together.
@@ -100,7 +101,7 @@ func (r *Redis) batch() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
-		runEach(ctx, r.rdb, len(calls), func(i int) (*redis.Script, []string, []any) {
+		redisconn.RunEach(ctx, r.rdb, len(calls), func(i int) (*redis.Script, []string, []any) {
 			return calls[i].script, calls[i].keys, calls[i].args
 		}, func(i int, cmd *redis.Cmd) { calls[i].done <- cmd })
 		cancel()

@@ -70,7 +70,7 @@ func (r *Redis) bear(ctx context.Context) (time.Duration, error) {
 		keys = []string{r.birthKey("")}
 	}
 	age := time.Duration(math.MaxInt64)
-	_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+	_, err := redisconn.RunEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
 		return birthScript, keys[i : i+1], []any{r.backdate()}
 	}, func(_ int, cmd *redis.Cmd) {
 		if v, err := cmd.Int64Slice(); err == nil && len(v) == 2 {

@@ -330,6 +330,3 @@ func (r *Redis) Close() error {
 	})
 	return nil
 }
-
-// runEach runs scripts in one pipeline (redisconn.RunEach).
-var runEach = redisconn.RunEach

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // An OpKind is the kind of one operation of RedisHolder.Do.
@@ -99,7 +100,7 @@ func (h *RedisHolder) Do(ctx context.Context, ops []Op) []Result {
 		s := batch[0]
 		cmds[0] = r.run(ctx, s.script, s.keys, s.args...)
 	} else {
-		runEach(ctx, r.rdb, len(batch), func(k int) (*redis.Script, []string, []any) {
+		redisconn.RunEach(ctx, r.rdb, len(batch), func(k int) (*redis.Script, []string, []any) {
 			return batch[k].script, batch[k].keys, batch[k].args
 		}, func(k int, cmd *redis.Cmd) { cmds[k] = cmd })
 	}

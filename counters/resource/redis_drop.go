@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // A drop is a release in Redis of everything holder holds of the counter
@@ -45,7 +46,19 @@ func newDropper() dropper {
 // add keeps ds for the next round, which it starts, and returns a channel
 // closed when that round has ended (whether or not each drop succeeded).
 func (d *dropper) add(ds []drop) <-chan struct{} {
+	done := d.keep(ds)
+	select {
+	case d.wake <- struct{}{}:
+	default: // a round is wanted already
+	}
+	return done
+}
+
+// keep keeps ds for a later round, up to maxPendingDrops in all, and
+// returns the channel the next round closes.
+func (d *dropper) keep(ds []drop) <-chan struct{} {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, x := range ds {
 		if len(d.pending) >= maxPendingDrops {
 			d.discarded++
@@ -53,13 +66,7 @@ func (d *dropper) add(ds []drop) <-chan struct{} {
 		}
 		d.pending[x] = struct{}{}
 	}
-	done := d.round
-	d.mu.Unlock()
-	select {
-	case d.wake <- struct{}{}:
-	default: // a round is wanted already
-	}
-	return done
+	return d.round
 }
 
 // take removes and returns the drops due at now, and the channel their
@@ -109,7 +116,7 @@ func (r *Redis) dropRound() {
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
 	defer cancel()
 	var failed []drop
-	_, err := runEach(ctx, r.renewRdb, len(jobs), func(i int) (*redis.Script, []string, []any) {
+	_, err := redisconn.RunEach(ctx, r.renewRdb, len(jobs), func(i int) (*redis.Script, []string, []any) {
 		args := make([]any, 0, 1+len(jobs[i].holders))
 		args = append(args, r.interval)
 		for _, h := range jobs[i].holders {
@@ -126,14 +133,6 @@ func (r *Redis) dropRound() {
 	if err != nil {
 		r.log.Warn().Err(err).Int("holdings", len(failed)).Stringer("lease", r.lease).
 			Msg("some resource holdings of closed connections were not released in Redis; tried again every renewal round")
-		r.drops.mu.Lock()
-		for _, x := range failed {
-			if len(r.drops.pending) < maxPendingDrops {
-				r.drops.pending[x] = struct{}{}
-			} else {
-				r.drops.discarded++
-			}
-		}
-		r.drops.mu.Unlock()
+		r.drops.keep(failed) // for the next round, every renewEvery
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // Get returns the named counter's consumption, or ErrNotFound. Errors
@@ -93,7 +94,7 @@ func (r *Redis) Dump(ctx context.Context, fn func(Entry) error) error {
 func (r *Redis) peekPage(ctx context.Context, keys []string, fn func(Entry) error) error {
 	var es []Entry
 	var perr error
-	_, err := runEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
+	_, err := redisconn.RunEach(ctx, r.rdb, len(keys), func(i int) (*redis.Script, []string, []any) {
 		return peekScript, counterKeys(keys[i]), []any{r.interval}
 	}, func(i int, cmd *redis.Cmd) {
 		e, err := parsePeek(cmd)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
 // renewEvery is how often leases are renewed, and the time limit of one
@@ -95,7 +96,7 @@ func (r *Redis) renew() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), r.renewEvery())
 	defer cancel()
 	lost := map[*RedisHolder]bool{}
-	failed, err := runEach(ctx, r.renewRdb, len(round), func(i int) (*redis.Script, []string, []any) {
+	failed, err := redisconn.RunEach(ctx, r.renewRdb, len(round), func(i int) (*redis.Script, []string, []any) {
 		a := []any{r.lease.Milliseconds(), r.interval}
 		for _, h := range round[i].holders {
 			a = append(a, h.id)
