@@ -7,7 +7,7 @@ import (
 )
 
 // The outbox's Lua scripts, one per file, each describing its keys,
-// arguments and reply; docs/ARCHITECTURE.md tells why each is safe to
+// arguments and reply; docs/REDIS.md tells why each is safe to
 // repeat. The scripts that queue a reply are the store's (freq).
 var (
 	//go:embed reading.lua
