@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/pace"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -53,14 +54,14 @@ func maxPerSecond(times []time.Time) int {
 	return most
 }
 
-// TestFleetKeepsOneTokensPace: two (and three) instances on one token and
+// TestFleetKeepsOneTokensPaceSoak: two (and three) instances on one token and
 // one Redis, against a fake VK that answers 6 past 20 calls in a second of
 // a token, as VK does: 4,000 messages posted across the instances are all
 // delivered within 40 s, and at most 1 % of the calls are refused with 6.
-func TestFleetKeepsOneTokensPace(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sends 4,000 replies at VK's pace, twice per Redis")
-	}
+// A soak: 4,000 replies at VK's pace, for two fleets, take 10-20 s of the
+// machine's time (the pace's clock is Redis's).
+func TestFleetKeepsOneTokensPaceSoak(t *testing.T) {
+	soak.Test(t)
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprint(n, " instances"), func(t *testing.T) {
 			redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
@@ -104,15 +105,14 @@ func TestFleetKeepsOneTokensPace(t *testing.T) {
 	}
 }
 
-// TestCaptchaPausesTheTokenForTheFleet: two instances on one token; VK
+// TestCaptchaPausesTheTokenForTheFleetSoak: two instances on one token; VK
 // asks for a captcha on every call for 15 s. The token pauses for both,
 // one probe every CaptchaProbe (5 s): at most 6 calls in those 15 s;
 // every reply posted meanwhile is kept and delivered within 90 s after VK
-// stops asking.
-func TestCaptchaPausesTheTokenForTheFleet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 15 s captcha")
-	}
+// stops asking. A soak: the captcha lasts 15 s of the machine's time (the
+// pace's clock is Redis's, which no test clock moves).
+func TestCaptchaPausesTheTokenForTheFleetSoak(t *testing.T) {
+	soak.Test(t)
 	t.Parallel()
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		vk := vktest.NewServer()
