@@ -10,13 +10,16 @@ import (
 
 	"github.com/vkcounter/vkcounter/counters/resource"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
-// TestRedisDumpFloodKeepsLeases: 200 clients dump 20,000 counters over
+// TestRedisDumpFloodKeepsLeasesSoak: 200 clients dump 20,000 counters over
 // and over, through the instance that serves a holder, for twice its
 // lease of 3 s. The holder's lease is renewed all along: the renewals do
-// not wait behind the dumps, neither for a connection nor in Redis.
-func TestRedisDumpFloodKeepsLeases(t *testing.T) {
+// not wait behind the dumps, neither for a connection nor in Redis. A
+// soak: a flood over leases of the machine's time (Redis's TIME).
+func TestRedisDumpFloodKeepsLeasesSoak(t *testing.T) {
+	soak.Test(t)
 	tg := redistest.OwnServer(t)
 	const (
 		lease    = 3 * time.Second
