@@ -15,9 +15,10 @@ import (
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
-// TestCounterClientsCannotTakeTheBotsHeadroom is the attack on a shared
+// TestCounterClientsCannotTakeTheBotsHeadroomSoak is the attack on a shared
 // Redis (a server of the test's own: maxmemory 8 MiB, noeviction, the
 // default headroom of 20 %): one counter client adds distinct 255-byte
 // keys to one participant name, pipelined, until its growth has been
@@ -25,8 +26,9 @@ import (
 // second) and unique counters (new keys to sparse sketches); meanwhile
 // the webhook is posted to. Every webhook is answered 200 and counted
 // exactly; used_memory_peak stays under maxmemory less half the headroom;
-// the growth is refused (0x82) and counted as such.
-func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
+// the growth is refused (0x82) and counted as such. A soak: a flood that fills a Redis.
+func TestCounterClientsCannotTakeTheBotsHeadroomSoak(t *testing.T) {
+	soak.Test(t)
 	const maxmemory = 8 << 20
 	const headroom = 20 // percent, COUNTERS_REDIS_HEADROOM's default
 	tg := redistest.OwnServer(t, "--maxmemory", strconv.Itoa(maxmemory), "--maxmemory-policy", "noeviction")
@@ -177,7 +179,7 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 	}
 }
 
-// TestHoldingsFloodKeepsTheBotsHeadroom is issue 37's attack through
+// TestHoldingsFloodKeepsTheBotsHeadroomSoak is issue 37's attack through
 // resource holdings: RESOURCE_STORE=redis on the bot's Redis (a server of
 // the test's own: maxmemory 32 MiB, noeviction), 300 counters created,
 // then 600 connections each acquire 1 of every counter (one pipeline of
@@ -185,8 +187,9 @@ func TestCounterClientsCannotTakeTheBotsHeadroom(t *testing.T) {
 // a second. used_memory_peak stays below maxmemory, every webhook is
 // answered 200 and every reply is exact, the holdings past the headroom
 // are refused (0x82), and once the connections close, within a lease,
-// no holding is left.
-func TestHoldingsFloodKeepsTheBotsHeadroom(t *testing.T) {
+// no holding is left. A soak: a flood that fills a Redis, then a lease of the machine's time.
+func TestHoldingsFloodKeepsTheBotsHeadroomSoak(t *testing.T) {
+	soak.Test(t)
 	const maxmemory = 32 << 20
 	const counters, conns, together = 300, 600, 2
 	const lease = 10 * time.Second

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
 // maxIdleCommandsPerSecond is the idle bill the README promises: the
@@ -114,16 +115,15 @@ func commandNames(lines []string) string {
 	return strings.Join(out, ", ")
 }
 
-// TestIdleBillWithProbes: an idle service whose /readyz and /metrics are
+// TestIdleBillWithProbesSoak: an idle service whose /readyz and /metrics are
 // asked every 15 s, as Fly.io's checks and a scrape do, sends at most
 // maxIdleCommandsPerSecond commands to Redis in any 60 s of 3 minutes
 // (3 commands), counted with MONITOR on a server of the test's own (every
 // client's commands, the connections' set-up included).
-func TestIdleBillWithProbes(t *testing.T) {
-	t.Parallel() // waits a minute
-	if testing.Short() {
-		t.Skip("waits 3 idle minutes")
-	}
+// A soak: 3 idle minutes of the machine's time.
+func TestIdleBillWithProbesSoak(t *testing.T) {
+	soak.Test(t)
+	t.Parallel() // waits 3 minutes
 	tg := redistest.OwnServer(t, "--maxmemory-policy", "noeviction")
 	a := startApp(t, tg, map[string]string{"COUNTER_ADDR": "127.0.0.1:0"})
 	a.mustOK(t, event("warm", 900, 1, "warm-up"))

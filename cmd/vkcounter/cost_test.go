@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 	"github.com/vkcounter/vkcounter/internal/together"
 )
 
@@ -72,47 +73,23 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 
 var _ redis.Hook = (*commandCounter)(nil)
 
-// TestRedisCommandsPerMessageAndIdle counts, with a hook on the service's
-// Redis client, the commands a burst of messages costs each, and those of
-// one minute of idleness; either growing past the documented figure fails.
-func TestRedisCommandsPerMessageAndIdle(t *testing.T) {
-	t.Parallel() // mostly waits (an idle minute): alongside the other waiting tests
-	if testing.Short() {
-		t.Skip("waits a minute of idleness")
-	}
+// TestRedisCommandsPerMessage counts, with a hook on the service's Redis
+// client, the commands a burst of messages costs each; more than the
+// documented figure fails.
+func TestRedisCommandsPerMessage(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) { burstCommands(t, tg) }, redistest.Mini)
+}
+
+// TestRedisCommandsIdleSoak counts, after the burst of
+// TestRedisCommandsPerMessage, the commands of one minute of idleness;
+// more than the documented figure fails. A soak: the idleness is a
+// wall-clock minute of the running service's own timers (senders,
+// readiness), not a wait for a condition.
+func TestRedisCommandsIdleSoak(t *testing.T) {
+	soak.Test(t)
+	t.Parallel() // mostly waits (an idle minute): alongside the other waiting soaks
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		a := startApp(t, tg, map[string]string{"WEBHOOK_TIMEOUT": "30s"}) // a slow (race-detector) run must not see 503s
-		counter := newCommandCounter()
-		a.Main.redis.rdb.AddHook(counter)
-		a.Main.bot.outbox.AddHook(counter) // the senders' waiting reads, on connections of their own
-		a.mustOK(t, event("warm", 900, 1, "warm-up"))
-		a.waitSends(t, 1)
-		a.waitQuiet(t, 1)
-		counter.snapshot()
-
-		const workers, each = 25, 20
-		const n = workers * each
-		together.Run(t, workers, func(w int) (struct{}, error) {
-			for j := range each {
-				i := w*each + j
-				if code, got, _ := a.post(t, event(fmt.Sprintf("cost%d", i), 10000+i, 1, fmt.Sprintf("text %d", i%50)), nil); code != 200 || got != "ok" {
-					return struct{}{}, fmt.Errorf("answered %d %q", code, got)
-				}
-			}
-			return struct{}{}, nil
-		})
-		a.waitSends(t, n+1)
-		a.waitQuiet(t, n+1) // the last acknowledgements and the activity batch
-		total, names := counter.snapshot()
-		perMessage := float64(total) / n
-		t.Logf("%d messages: %d commands, %.2f per message: %v", n, total, perMessage, names)
-		if perMessage > maxCommandsPerMessage {
-			t.Errorf("%.2f Redis commands per message, documented at most %v: %v", perMessage, maxCommandsPerMessage, names)
-		}
-
-		// The idleness measured: a wall-clock minute of the running
-		// service's own timers (senders, readiness), not a wait for a
-		// condition; the test runs in parallel with the other waiting tests.
+		counter := burstCommands(t, tg)
 		time.Sleep(time.Minute)
 		idle, names := counter.snapshot()
 		t.Logf("one idle minute: %d commands: %v", idle, names)
@@ -120,4 +97,40 @@ func TestRedisCommandsPerMessageAndIdle(t *testing.T) {
 			t.Errorf("%d Redis commands in an idle minute, documented at most %d: %v", idle, maxIdleCommandsPerMinute, names)
 		}
 	}, redistest.Mini)
+}
+
+// burstCommands starts the service on tg with a command counter on its
+// Redis clients, posts a burst of messages, checks the commands they cost
+// each, and returns the counter, started again once the service is quiet.
+func burstCommands(t *testing.T, tg *redistest.Target) *commandCounter {
+	t.Helper()
+	a := startApp(t, tg, map[string]string{"WEBHOOK_TIMEOUT": "30s"}) // a slow (race-detector) run must not see 503s
+	counter := newCommandCounter()
+	a.Main.redis.rdb.AddHook(counter)
+	a.Main.bot.outbox.AddHook(counter) // the senders' waiting reads, on connections of their own
+	a.mustOK(t, event("warm", 900, 1, "warm-up"))
+	a.waitSends(t, 1)
+	a.waitQuiet(t, 1)
+	counter.snapshot()
+
+	const workers, each = 25, 20
+	const n = workers * each
+	together.Run(t, workers, func(w int) (struct{}, error) {
+		for j := range each {
+			i := w*each + j
+			if code, got, _ := a.post(t, event(fmt.Sprintf("cost%d", i), 10000+i, 1, fmt.Sprintf("text %d", i%50)), nil); code != 200 || got != "ok" {
+				return struct{}{}, fmt.Errorf("answered %d %q", code, got)
+			}
+		}
+		return struct{}{}, nil
+	})
+	a.waitSends(t, n+1)
+	a.waitQuiet(t, n+1) // the last acknowledgements and the activity batch
+	total, names := counter.snapshot()
+	perMessage := float64(total) / n
+	t.Logf("%d messages: %d commands, %.2f per message: %v", n, total, perMessage, names)
+	if perMessage > maxCommandsPerMessage {
+		t.Errorf("%.2f Redis commands per message, documented at most %v: %v", perMessage, maxCommandsPerMessage, names)
+	}
+	return counter
 }

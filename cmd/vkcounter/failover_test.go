@@ -23,9 +23,10 @@ import (
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
-// TestClusterMasterFailover: on a cluster of three masters with a replica
+// TestClusterMasterFailoverSoak: on a cluster of three masters with a replica
 // each (the test's own, since it kills a node), the master holding the
 // community's outbox and a held resource counter is killed with SIGKILL
 // while messages are posted, each re-posted after a non-200 answer as VK
@@ -36,7 +37,9 @@ import (
 // the number of earlier messages of its text; the outbox drains; the
 // activity counter never overcounts; the resource counter's holding
 // survives (renewed on the new master) and no unit is held twice.
-func TestClusterMasterFailover(t *testing.T) {
+// A soak: a cluster's failover in the machine's time.
+func TestClusterMasterFailoverSoak(t *testing.T) {
+	soak.Test(t)
 	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	const lease = 16 * time.Second // over twice the failover: the holding must outlive it
@@ -321,11 +324,13 @@ func get(t *testing.T, u string) (int, string) {
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
-// TestClusterMasterFailoverLongPoll: in long-poll mode, the master holding
+// TestClusterMasterFailoverLongPollSoak: in long-poll mode, the master holding
 // the community's long-poll lease, ts and outbox is killed while events
 // arrive. The poller keeps its lease through the failover (one session),
 // and every event is counted and answered once, in order.
-func TestClusterMasterFailoverLongPoll(t *testing.T) {
+// A soak: a cluster's failover in the machine's time.
+func TestClusterMasterFailoverLongPollSoak(t *testing.T) {
+	soak.Test(t)
 	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	vk := newLongPollVK(t, 10)

@@ -14,6 +14,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/internal/together"
 	"github.com/vkcounter/vkcounter/vktest"
@@ -35,14 +36,15 @@ func repliesByPeer(sends []vktest.Send) map[int][]string {
 	return got
 }
 
-// TestRedisStall: Redis stalls for 10 s (a slow fork, an AOF rewrite, a
+// TestRedisStallSoak: Redis stalls for 10 s (a slow fork, an AOF rewrite, a
 // failover) while two messages arrive, one with an event_id and one
 // without. The webhook answers 503 with Retry-After at its deadline, the
 // health, stats and metrics endpoints answer; once Redis is back, VK's
 // re-deliveries are recognised: each message is counted once, answered
 // once and added once to vk.messages, although Redis ran the first,
-// abandoned calls late.
-func TestRedisStall(t *testing.T) {
+// abandoned calls late. A soak: a stall of 10 s of the machine's time.
+func TestRedisStallSoak(t *testing.T) {
+	soak.Test(t)
 	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		proxy, url := viaProxy(t, tg)
@@ -157,11 +159,12 @@ func TestLongEventIDAndLooseFields(t *testing.T) {
 	}, redistest.Mini)
 }
 
-// TestVKOutage: the VK API is unreachable for 12 s. The webhook goes on
+// TestVKOutageSoak: the VK API is unreachable for 12 s. The webhook goes on
 // counting, /readyz stays ready (the outbox keeps the replies), the outage
 // is logged at warn at once, and every reply goes out exactly once within
-// about two seconds of VK coming back.
-func TestVKOutage(t *testing.T) {
+// about two seconds of VK coming back. A soak: an outage of 12 s of the machine's time.
+func TestVKOutageSoak(t *testing.T) {
+	soak.Test(t)
 	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		var log syncbuf.Buffer

@@ -18,6 +18,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
 // acquireBorn acquires 1 of 2 of name through c, waiting (bounded by
@@ -37,13 +38,14 @@ func acquireBorn(ctx context.Context, t *testing.T, c *client.Client, name strin
 	})
 }
 
-// TestCounterClientCannotFillTheBotsRedis fills a maxmemory Redis shared
+// TestCounterClientCannotFillTheBotsRedisSoak fills a maxmemory Redis shared
 // by the bot and the counters with new access, window, unique, participant
 // and resource names over the port while the webhook is posted to: every
 // webhook answers 200 and every count is exact, the counter client gets
 // Out of memory (HTTP 507 naming the limit) once the headroom is reached,
-// and the names that existed keep counting.
-func TestCounterClientCannotFillTheBotsRedis(t *testing.T) {
+// and the names that existed keep counting. A soak: a flood that fills a Redis.
+func TestCounterClientCannotFillTheBotsRedisSoak(t *testing.T) {
+	soak.Test(t)
 	tg := redistest.OwnServer(t, "--maxmemory", "24mb", "--maxmemory-policy", "noeviction")
 	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
