@@ -16,6 +16,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 )
 
 // TestCause: each refusal has its cause, and what is no refusal (a
@@ -85,14 +86,16 @@ func TestSlot(t *testing.T) {
 	}, redistest.Cluster)
 }
 
-// TestClusterFailoverFollowed: a master of a cluster with replicas is
+// TestClusterFailoverFollowedSoak: a master of a cluster with replicas is
 // killed while a client writes to one of its slots. Until the replica is
 // promoted the writes fail (nothing is resent) and CheckSlots names the
 // master's slot range; once it is promoted, the client reaches the new
 // master within a reload (ReloadFloor) rather than go-redis's periodic
 // reload (a minute), and so does a second client of the same cluster that
-// made no call meanwhile. The refusals are counted by cause.
-func TestClusterFailoverFollowed(t *testing.T) {
+// made no call meanwhile. The refusals are counted by cause. A soak: a
+// cluster's failover in the machine's time (cluster-node-timeout 2 s).
+func TestClusterFailoverFollowedSoak(t *testing.T) {
+	soak.Test(t)
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
