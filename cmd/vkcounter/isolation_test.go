@@ -47,7 +47,11 @@ func acquireBorn(ctx context.Context, t *testing.T, c *client.Client, name strin
 func TestCounterClientCannotFillTheBotsRedisSoak(t *testing.T) {
 	soak.Test(t)
 	tg := redistest.OwnServer(t, "--maxmemory", "24mb", "--maxmemory-policy", "noeviction")
-	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "1s"))
+	// A lease holds only while the service gets the CPU to renew it: 1 s
+	// ran out under the flood at load 17 (a flood connection between its
+	// acquire and release was closed, not refused); 4 s leaves 3 s of
+	// starvation, as in counters' TestConcurrentAcquireAcrossInstances.
+	a := startApp(t, tg, env("COUNTERS_REDIS_HEADROOM", "40", "RESOURCE_STORE", "redis", "RESOURCE_LEASE", "4s"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := client.Dial(ctx, a.CounterAddr())
