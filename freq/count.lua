@@ -8,6 +8,7 @@
 --          seconds, KEYS[3] of the odd ones: a field per message counted
 --          in the period (the message's hash), its answer as the value;
 --          a period's hash expires at the end of the next
+-- KEYS[4]  the text's bucket (text.lua)
 -- ARGV[1]  window in seconds: an occurrence at t is expired when t <= now - window
 -- ARGV[2]  TTL of a new text key in seconds (the window and a margin)
 -- ARGV[3]  the margin in seconds
@@ -20,7 +21,7 @@
 -- window before this one, 1 when the message was already counted (and nothing
 -- changed) else 0, and the unix second the occurrence was recorded at (0
 -- for a duplicate).
-local c = {key = KEYS[1], window = tonumber(ARGV[1]), ttl = tonumber(ARGV[2]), margin = tonumber(ARGV[3])}
+local c = text(KEYS[1], KEYS[4], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
 local span, hash = tonumber(ARGV[4]), ARGV[6]
 local clk = clock(ARGV[5])
 local cur, prev, ttl = period(KEYS[2], KEYS[3], span, clk)
@@ -28,7 +29,7 @@ if hash ~= '' then
   local v = redis.call('HGET', cur, hash) or redis.call('HGET', prev, hash)
   if v then return {tonumber(v), 1, 0} end
 end
-local previous, now = count_text(c, find(c.key), clk)
+local previous, now = count_text(c, find(c), clk)
 if hash ~= '' then
   redis.call('HSET', cur, hash, previous)
   redis.call('EXPIRE', cur, ttl)

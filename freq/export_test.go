@@ -7,11 +7,17 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
-// Keys returns the keys s uses for identity: the text's key and the
-// slot's two dedupe hashes.
+// Keys returns the keys s uses for identity: the text's key, the slot's
+// two dedupe hashes and the text's bucket.
 func (s *Store) Keys(identity string) []string {
 	k := s.keys(identity, "")
 	return k.names[:]
+}
+
+// Field returns identity's field in its bucket (text.lua).
+func (s *Store) Field(identity string) string {
+	k := s.keys(identity, "").names[0]
+	return k[len(k)-textHashBytes:]
 }
 
 // Result is the script's whole answer, with the time the occurrence was

@@ -22,11 +22,13 @@
 // message from its record, reads the clock (Redis TIME, one clock for all
 // processes), drops the occurrences that left the window, counts the rest
 // and appends this one. Memory is small per text and bounded: a text seen
-// once is one short key holding an integer, a text seen more often one
-// list of small integers, one per distinct second, so a hot text costs at
-// most about two bytes per second of the window. Keys expire on their own
-// once a text goes quiet, so no sweeper is needed. text.lua, reply.lua and
-// count.lua say what each key holds.
+// once is one field of a small hash shared by the texts of its bucket
+// (about 17 bytes in Redis), a text seen more often one list of small
+// integers, one per distinct second, so a hot text costs at most about two
+// bytes per second of the window. Keys expire on their own once their
+// texts go quiet, and a bucket drops its expired texts when written, so no
+// sweeper is needed. text.lua, reply.lua and count.lua say what each key
+// holds.
 //
 // Every key a script touches shares one Redis Cluster hash tag (a text's
 // slot, or a community's), so each script works on a single server, a Ring
@@ -91,6 +93,11 @@ type Options struct {
 	// Cluster says rdb is a Redis Cluster: a message's text and its reply's
 	// queue are then in different slots, and Record makes two calls.
 	Cluster bool
+	// BucketBits is k: the texts seen once are kept in 2^k buckets by the
+	// first k bits of their digest (keys.go), 1 to MaxBucketBits. Zero
+	// means DefaultBucketBits. It is part of the layout (Load refuses keys
+	// written with another k): changing it moves every text.
+	BucketBits int
 }
 
 // A result is the script's answer for one occurrence.
@@ -113,6 +120,10 @@ type Store struct {
 	prefix  string
 	window  time.Duration
 	cluster bool
+	// bucketBits is k (Options.BucketBits); layoutArg the layout marker's
+	// value: Layout and k, "2:11".
+	bucketBits int
+	layoutArg  string
 	// Script arguments that never change, precomputed: window, a new text
 	// key's TTL, the margin and the dedupe period in seconds; count.lua's
 	// first four and record.lua's ARGV[7..10], boxed once.
@@ -124,7 +135,10 @@ type Store struct {
 // *redis.Ring or *redis.ClusterClient), or an error wrapping ErrInvalid
 // for a nil client or invalid options. It does not contact Redis.
 func New(rdb redisconn.Scripter, opts Options) (*Store, error) {
-	s := &Store{rdb: rdb, prefix: opts.Prefix, window: opts.Window, cluster: opts.Cluster}
+	s := &Store{rdb: rdb, prefix: opts.Prefix, window: opts.Window, cluster: opts.Cluster, bucketBits: opts.BucketBits}
+	if s.bucketBits == 0 {
+		s.bucketBits = DefaultBucketBits
+	}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -149,10 +163,13 @@ func New(rdb redisconn.Scripter, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: dedupe TTL %v is shorter than 1s", ErrInvalid, dedupe)
 	case dedupe > 100*365*24*time.Hour:
 		return nil, fmt.Errorf("%w: dedupe TTL %v is too long", ErrInvalid, dedupe)
+	case s.bucketBits < 1 || s.bucketBits > MaxBucketBits:
+		return nil, fmt.Errorf("%w: bucket bits %d, want 1 to %d", ErrInvalid, s.bucketBits, MaxBucketBits)
 	}
 	if err := checkPrefix(s.prefix); err != nil {
 		return nil, err
 	}
+	s.layoutArg = strconv.Itoa(Layout) + ":" + strconv.Itoa(s.bucketBits)
 	s.windowArg = strconv.FormatInt(int64(s.window/time.Second), 10)
 	s.keyTTLArg = strconv.FormatInt(int64((s.window+keyMargin)/time.Second), 10)
 	s.marginArg = strconv.FormatInt(int64(keyMargin/time.Second), 10)
@@ -171,10 +188,10 @@ func (s *Store) Window() time.Duration { return s.window }
 // without it: a script missing from Redis's cache is sent again).
 //
 // The layout's version is kept in Redis (KEY_PREFIX + "f:layout"),
-// written by the first Load: a Redis written in another layout (a later
-// version, or a development build before versions) is refused with an
-// error wrapping ErrLayout, which names both versions, rather than read
-// wrongly. From the first release on, a layout change ships its own
+// written by the first Load with the bucket bits ("2:11"): a Redis written
+// in another layout (layout 1, a later version, a development build before
+// versions, or another BucketBits) is refused with an error wrapping
+// ErrLayout, which names both, rather than read wrongly. From the first release on, a layout change ships its own
 // migration.
 func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {

@@ -3,11 +3,12 @@ package freq_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -466,12 +467,25 @@ func TestTTL(t *testing.T) {
 		const d = freq.DefaultDedupeTTL
 		s := newStore(t, tg, freq.Options{Window: w})
 		countNow(t, s, "x", "ev")
+		countNow(t, s, "y", "")
+		countNow(t, s, "y", "")
 		k := s.Keys("x")
-		if ttl := tg.Client.PTTL(ctx, k[0]).Val(); ttl <= w || ttl > w+time.Minute {
-			t.Errorf("%s: TTL %v, want about %v", k[0], ttl, w+time.Minute)
+		// A text seen once is in its bucket, which outlasts it by a margin
+		// at least (the TTL is moved on once a minute: up to two margins).
+		if tg.Client.Exists(ctx, k[0]).Val() != 0 {
+			t.Errorf("%s exists: a text seen once has no key", k[0])
+		}
+		if ttl := tg.Client.PTTL(ctx, k[3]).Val(); ttl <= w+time.Minute || ttl > w+2*time.Minute {
+			t.Errorf("%s: TTL %v, want about %v", k[3], ttl, w+2*time.Minute)
+		}
+		// A text seen twice has a list of its own, whose TTL is about the
+		// window and a margin (two from the step it was last moved on).
+		y := s.Keys("y")[0]
+		if ttl := tg.Client.PTTL(ctx, y).Val(); ttl <= w+time.Minute || ttl > w+2*time.Minute {
+			t.Errorf("%s: TTL %v, want about %v", y, ttl, w+2*time.Minute)
 		}
 		// The message's dedupe state is in a dedupe hash of the slot, which
-		// lives until the end of the next bucket of d.
+		// lives until the end of the next period of d.
 		bucket := k[1]
 		if tg.Client.Exists(ctx, bucket).Val() == 0 {
 			bucket = k[2]
@@ -482,14 +496,16 @@ func TestTTL(t *testing.T) {
 		if tg.Kind == redistest.Mini {
 			// An idle text disappears on its own, the dedupe state once its
 			// own TTL is over.
-			tg.Mini.FastForward(w + time.Minute)
-			if tg.Mini.Exists(k[0]) {
-				t.Errorf("%s still exists after window+margin", k[0])
+			tg.Mini.FastForward(w + 2*time.Minute)
+			for _, gone := range []string{k[3], y} {
+				if tg.Mini.Exists(gone) {
+					t.Errorf("%s still exists after window and two margins", gone)
+				}
 			}
 			if !tg.Mini.Exists(bucket) {
 				t.Errorf("%s expired before the dedupe TTL", bucket)
 			}
-			tg.Mini.FastForward(2*d - w - time.Minute)
+			tg.Mini.FastForward(2*d - w - 2*time.Minute)
 			if tg.Mini.Exists(bucket) {
 				t.Errorf("%s still exists after twice the dedupe TTL", bucket)
 			}
@@ -600,23 +616,32 @@ func TestKeys(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	sum := sha256.Sum256([]byte("hello"))
-	slot := redisconn.Slot("{" + hex.EncodeToString(sum[:16]) + "}")
-	tag := "{" + freq.SlotTag(slot) + "}"
-	text := tag + string(sum[16:25])
+	top := binary.BigEndian.Uint32(sum[:4])
 	for _, tc := range []struct {
 		prefix string
-		want   []string
+		bits   int
+		slot   int    // the first bits of the digest over the slots
+		bucket string // after the tag
 	}{
-		{"", []string{"vkc:f:" + text, "vkc:f:" + tag + "e0", "vkc:f:" + tag + "e1"}},
-		{"p:", []string{"p:f:" + text, "p:f:" + tag + "e0", "p:f:" + tag + "e1"}},
+		{"", 0, int(top>>21) << 3, "b"}, // the default, 11 bits
+		{"p:", 0, int(top>>21) << 3, "b"},
+		{"", 14, int(top >> 18), "b"},
+		{"", 1, int(top>>31) << 13, "b"},
+		{"", 17, int(top >> 18), "b" + strconv.Itoa(int(top>>15&7))},
 	} {
-		got := mustNew(t, c, freq.Options{Prefix: tc.prefix}).Keys("hello")
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("prefix %q: got %q, want %q", tc.prefix, got, tc.want)
+		p := tc.prefix
+		if p == "" {
+			p = "vkc:"
+		}
+		tag := p + "f:{" + freq.SlotTag(tc.slot) + "}"
+		want := []string{tag + string(sum[16:25]), tag + "e0", tag + "e1", tag + tc.bucket}
+		got := mustNew(t, c, freq.Options{Prefix: tc.prefix, BucketBits: tc.bits}).Keys("hello")
+		if !slices.Equal(got, want) {
+			t.Errorf("prefix %q, %d bits: got %q, want %q", tc.prefix, tc.bits, got, want)
 		}
 		for _, k := range got {
-			if redisconn.Slot(k) != slot {
-				t.Errorf("%q is in slot %d, want %d", k, redisconn.Slot(k), slot)
+			if redisconn.Slot(k) != tc.slot {
+				t.Errorf("%q is in slot %d, want %d", k, redisconn.Slot(k), tc.slot)
 			}
 		}
 	}
@@ -628,6 +653,16 @@ func TestKeys(t *testing.T) {
 	// An identity that looks like a key cannot reach another identity's keys.
 	if a, b := s.Keys("a}:l"), s.Keys("a"); a[0] == b[0] {
 		t.Errorf("identities share keys: %q %q", a, b)
+	}
+	// The buckets spread over the slots: 2^11 of them, each in a slot of its
+	// own, every eighth.
+	seen := map[int]bool{}
+	for i := range 100000 {
+		k := s.Keys(strconv.Itoa(i))
+		seen[redisconn.Slot(k[3])] = true
+	}
+	if len(seen) != 1<<freq.DefaultBucketBits {
+		t.Errorf("100,000 texts in %d buckets' slots, want %d", len(seen), 1<<freq.DefaultBucketBits)
 	}
 }
 

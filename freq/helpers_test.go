@@ -73,22 +73,28 @@ type state struct {
 	Total string // "" when the key does not exist
 }
 
-// stateOf reads the text key of identity and writes it out as a state.
+// stateOf reads where identity is, its bucket's field or its text key
+// (never both), and writes it out as a state.
 func stateOf(t testing.TB, tg *redistest.Target, s *freq.Store, identity string) state {
 	t.Helper()
 	ctx := context.Background()
-	k := s.Keys(identity)[0]
+	keys := s.Keys(identity)
+	k := keys[0]
 	typ, err := tg.Client.Type(ctx, k).Result()
 	if err != nil {
 		t.Fatalf("TYPE: %v", err)
 	}
+	v, ferr := tg.Client.HGet(ctx, keys[3], s.Field(identity)).Result()
+	if ferr == nil && typ != "none" {
+		t.Fatalf("%q is in its bucket (%s) and has a %s key", identity, v, typ)
+	}
 	switch typ {
 	case "none":
-		return state{}
-	case "string":
-		v, err := tg.Client.Get(ctx, k).Result()
-		if _, perr := strconv.ParseInt(v, 10, 64); err != nil || perr != nil {
-			t.Fatalf("GET %q: %q, %v", k, v, err)
+		if ferr == redis.Nil {
+			return state{}
+		}
+		if _, perr := strconv.ParseInt(v, 10, 64); ferr != nil || perr != nil {
+			t.Fatalf("HGET %q: %q, %v", keys[3], v, ferr)
 		}
 		return state{List: []string{v}, Total: "1"}
 	case "list":

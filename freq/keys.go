@@ -2,8 +2,9 @@ package freq
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -12,17 +13,38 @@ import (
 
 // Key layout of a Store (see text.lua for what each key holds):
 //
-//	prefix + "f:{" + tag + "}" + 9 bytes    the text's key
+//	prefix + "f:{" + tag + "}" + 9 bytes    the text's key (a list)
+//	prefix + "f:{" + tag + "}b" [+ n]       the text's bucket (a hash)
 //	prefix + "f:{" + tag + "}e0" and "}e1"  the slot's dedupe hashes
 //	prefix + "f:layout"                     the layout's version (Load)
 //
-// The 9 bytes are bytes 16 to 24 of SHA-256(identity), binary; tag is the
-// first three characters of slotTags that Redis Cluster hashes into the
-// slot of the first 16 bytes of that digest in hex, so texts spread over
-// every slot. A text is thus named by 86 bits (14 of the slot, 72 of the
-// bytes): two of n texts alive in one window share a key with probability
-// about n²/2^87, 1 in 10^10 for 10^8 texts.
+// The text's bucket is the first k bits of SHA-256(identity), k the
+// Store's bucket bits (Options.BucketBits); tag is slotTag of the slot
+// those bits spread over the 16,384 slots (b << (14-k) for k ≤ 14; for a
+// larger k the first 14 bits, the other k-14 written after the "b" in
+// decimal), so a text's bucket, its key and its slot's dedupe hashes share
+// one slot. The 9 bytes are bytes 16 to 24 of the digest, binary: the
+// text's field in its bucket and the end of its key's name. A text is
+// thus named by k + 72 bits: two of n texts alive in one window share a
+// name with probability about n²/2^(k+73), 1 in 2·10^9 for 10^8 texts at
+// the default k of 11.
 const textHashBytes = 9
+
+// Bucket bits: how many buckets (2^k) hold the texts seen once.
+const (
+	// DefaultBucketBits is the k used when Options.BucketBits is zero:
+	// 2,048 buckets, about 10 texts each at 20,000 texts a day and 50 at
+	// 100,000, each a small hash Redis keeps as a listpack up to its
+	// hash-max-listpack-entries (128 by default). A larger day fills them
+	// past it: Redis then keeps a bucket as a hash table, about 64 bytes a
+	// text, still under a key of its own (BENCHMARKS.md, "Texts in
+	// buckets").
+	DefaultBucketBits = 11
+	// MaxBucketBits is the largest k: a million buckets.
+	MaxBucketBits = 20
+	// slotBits is the number of bits of a Redis Cluster slot.
+	slotBits = 14
+)
 
 // recordBytes is the length of a message's record field: bytes of the
 // SHA-256 of its dedupe key (in a community's state hash, reply.lua) or of
@@ -40,7 +62,7 @@ const recordBytes = 8
 // arguments point into it (go-redis writes a *string as its value), so a
 // count allocates its key strings (one allocation) and this struct only.
 type textKeys struct {
-	names [3]string // the text, the even dedupe hash, the odd one
+	names [4]string // the text, the even dedupe hash, the odd one, the bucket
 	hash  string    // recordBytes bytes, or "" without a dedupe key
 }
 
@@ -53,12 +75,15 @@ func (s *Store) keys(identity, dedupe string) *textKeys {
 	bp := scratch.Get().(*[]byte)
 	defer scratch.Put(bp)
 	sum := sha256.Sum256(append((*bp)[:0], identity...))
-	var hexTag [32]byte
-	hex.Encode(hexTag[:], sum[:16])
-	tag := slotTag(redisconn.TagSlot(hexTag[:]))
+	bucket := binary.BigEndian.Uint32(sum[:4]) >> (32 - s.bucketBits)
+	slot, rest := int(bucket)<<max(slotBits-s.bucketBits, 0), -1
+	if s.bucketBits > slotBits {
+		slot, rest = int(bucket>>(s.bucketBits-slotBits)), int(bucket&(1<<(s.bucketBits-slotBits)-1))
+	}
+	tag := slotTag(slot)
 	// The names, one after another, then the message's hash.
 	b := (*bp)[:0]
-	var ends [3]int
+	var ends [4]int
 	text := func() { b = append(append(append(append(b, s.prefix...), '{'), tag...), '}') }
 	text()
 	b = append(b, sum[16:16+textHashBytes]...)
@@ -69,6 +94,12 @@ func (s *Store) keys(identity, dedupe string) *textKeys {
 	text()
 	b = append(b, "e1"...)
 	ends[2] = len(b)
+	text()
+	b = append(b, 'b')
+	if rest >= 0 {
+		b = strconv.AppendInt(b, int64(rest), 10)
+	}
+	ends[3] = len(b)
 	if dedupe != "" {
 		// The message's hash: of the identity's digest and the dedupe key.
 		h := sha256.Sum256(append(append(b[len(b):], sum[:]...), dedupe...))

@@ -14,7 +14,7 @@ import (
 // by Redis's clock: the previous that the next Count of identity would
 // answer, were it run at the same second. A text never seen, or seen only
 // before the window, answers 0. It writes nothing: its script reads the
-// text's key and Redis's clock only (seen.lua). (EVALSHA_RO is not
+// text's bucket and key and Redis's clock only (seen.lua). (EVALSHA_RO is not
 // used: Redis 6.2 lacks it, and the embedded Redis refuses TIME there.)
 func (s *Store) Seen(ctx context.Context, identity string) (int64, error) {
 	n, err := s.seen(ctx, []string{identity}, "")
@@ -50,7 +50,8 @@ func (s *Store) seen(ctx context.Context, identities []string, at string) ([]int
 	out := make([]int64, len(identities))
 	var bad error
 	_, err := redisconn.RunEach(ctx, s.rdb, len(identities), func(i int) (*redis.Script, []string, []any) {
-		return seenScript, s.keys(identities[i], "").names[:1], []any{s.windowArg, at}
+		k := s.keys(identities[i], "")
+		return seenScript, []string{k.names[0], k.names[3]}, []any{s.windowArg, at}
 	}, func(i int, cmd *redis.Cmd) {
 		n, err := cmd.Int64()
 		if err == nil && n < 0 && bad == nil {

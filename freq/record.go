@@ -136,7 +136,8 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 		return Recorded{Previous: r.Previous, Duplicate: r.Duplicate, RandomID: id}, nil
 	}
 	c := s.newCall(m.Queue, m.Dedupe)
-	c.keys[4] = s.keys(m.Text, "").names[0]
+	k := s.keys(m.Text, "")
+	c.keys[4], c.keys[5] = k.names[0], k.names[3]
 	copy(c.args[6:], s.recordFixed[:])
 	v, err := recordScript.Exec(ctx, s.rdb, c.keys[:], c.with(10, m.Fields)).Result()
 	if err != nil {
@@ -205,7 +206,7 @@ const maxFields = 12
 // to go-redis by pointer (it writes them as their values), so a call costs
 // one allocation for them all.
 type call struct {
-	keys      [5]string
+	keys      [6]string
 	args      [10 + maxFields]any
 	field     string
 	start     int32

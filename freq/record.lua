@@ -7,6 +7,7 @@
 --
 -- KEYS[1..4], ARGV[1..6]  as reply_args reads them (reply.lua)
 -- KEYS[5]   the text's key (text.lua)
+-- KEYS[6]   the text's bucket (text.lua)
 -- ARGV[7]   window in seconds: an occurrence at t is expired when t <= now - window
 -- ARGV[8]   TTL of a new text key in seconds (the window and a margin)
 -- ARGV[9]   the margin in seconds
@@ -20,12 +21,12 @@
 -- error "OUTBOX_FULL <length>" when the stream holds the maximum: then
 -- nothing changed.
 local q = reply_args()
-local c = {key = KEYS[5], window = tonumber(ARGV[7]), ttl = tonumber(ARGV[8]), margin = tonumber(ARGV[9])}
+local c = text(KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
 local clk = clock(ARGV[10])
 state(q, clk)
 if q.record then return {tonumber(q.record), 1, 0, 0, 0} end
 local err = room(q)
 if err then return err end
-local previous, now = count_text(c, find(c.key), clk)
+local previous, now = count_text(c, find(c), clk)
 local r = push(q, previous, 11)
 return {previous, 0, now, r[2], r[3]}

@@ -202,9 +202,9 @@ func TestSequenceOutlivesItsState(t *testing.T) {
 	})
 }
 
-// TestLayoutVersion: Load writes the layout's version on a fresh Redis
-// and reads it after; it refuses another version, or a development
-// build's marker, naming both.
+// TestLayoutVersion: Load writes the layout's version and bucket bits on a
+// fresh Redis and reads them after; it refuses layout 1's marker, another
+// version, another k, or a development build's marker, naming both.
 func TestLayoutVersion(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -216,14 +216,26 @@ func TestLayoutVersion(t *testing.T) {
 		}
 		prefix, _, _ := strings.Cut(s.Keys("x")[0], "f:{")
 		marker := prefix + "f:layout"
-		if v := tg.Client.Get(ctx, marker).Val(); v != "1" {
-			t.Fatalf("marker %q, want 1", v)
+		if v := tg.Client.Get(ctx, marker).Val(); v != "2:11" {
+			t.Fatalf("marker %q, want 2:11", v)
 		}
-		for v, want := range map[string]string{"1764300000": "development build", "2": `layout "2"; this build reads layout 1`} {
+		// A Store of another k finds the marker of this one.
+		other := mustNew(t, tg.Client, freq.Options{Prefix: prefix, BucketBits: 12})
+		if err := other.Load(ctx); !errors.Is(err, freq.ErrLayout) || !strings.Contains(err.Error(), `layout 2 with 11 bucket bits; this build reads layout 2 with 12 bucket bits ("2:12") only`) {
+			t.Errorf("k 12 on k 11's keys: %v, want ErrLayout naming both", err)
+		}
+		for v, want := range map[string]string{
+			"1764300000": "development build",
+			"1":          `layout 1 (a key per text, never released); this build reads layout 2 with 11 bucket bits ("2:11") only`,
+			"3:11":       `layout "3:11"; this build reads layout 2`,
+		} {
 			tg.Client.Set(ctx, marker, v, 0)
 			err := s.Load(ctx)
 			if !errors.Is(err, freq.ErrLayout) || !strings.Contains(err.Error(), want) {
 				t.Errorf("marker %s: %v, want ErrLayout saying %q", v, err, want)
+			}
+			if got := tg.Client.Get(ctx, marker).Val(); got != v {
+				t.Errorf("marker %s: now %q, want it untouched", v, got)
 			}
 		}
 		tg.Client.Del(ctx, marker)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,31 +42,40 @@ var (
 )
 
 // Layout is the version of the layout of the keys this build writes and
-// reads: what each key holds (text.lua, reply.lua, count.lua).
-const Layout = 1
+// reads: what each key holds (text.lua, reply.lua, count.lua). Layout 2
+// keeps a text seen once in a bucket (Options.BucketBits); layout 1, never
+// released, gave every text a key of its own.
+const Layout = 2
 
 // ErrLayout is wrapped by Load's error when Redis holds keys written in a
 // layout this build cannot read.
 var ErrLayout = errors.New("freq: Redis holds keys of another layout")
 
-// checkLayout writes this build's layout version to the marker unless one
-// is there, and refuses any other. A marker holding a unix second was
-// written by development builds before versions (it noted when their
-// layout began).
+// checkLayout writes this build's layout version and bucket bits to the
+// marker ("2:11") unless one is there, and refuses any other. A marker
+// holding a unix second was written by development builds before versions
+// (it noted when their layout began).
 func (s *Store) checkLayout(ctx context.Context) error {
 	key := s.prefix + "layout"
-	v, err := layoutScript.Run(ctx, s.rdb, []string{key}, Layout).Text()
+	v, err := layoutScript.Run(ctx, s.rdb, []string{key}, s.layoutArg).Text()
 	if err != nil {
 		return fmt.Errorf("freq: read the layout's version: %w", err)
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	switch {
-	case err == nil && n == Layout:
+	if v == s.layoutArg {
 		return nil
+	}
+	reads := fmt.Sprintf("this build reads layout %d with %d bucket bits (%q) only", Layout, s.bucketBits, s.layoutArg)
+	version, bits, _ := strings.Cut(v, ":")
+	n, err := strconv.ParseInt(version, 10, 64)
+	switch {
 	case err == nil && n > 1e9:
-		return fmt.Errorf("%w: %s holds %s, written by a development build before layout versions; this build reads layout %d only: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, v, Layout)
+		return fmt.Errorf("%w: %s holds %s, written by a development build before layout versions; %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, v, reads)
+	case err == nil && n == 1:
+		return fmt.Errorf("%w: %s says the keys are in layout 1 (a key per text, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, reads)
+	case err == nil && n == Layout:
+		return fmt.Errorf("%w: %s says the keys are in layout %d with %s bucket bits; %s: run with BucketBits %s, or migrate the keys", ErrLayout, key, Layout, bits, reads, bits)
 	default:
-		return fmt.Errorf("%w: %s says the keys are in layout %q; this build reads layout %d only: run a build that reads %q, or migrate the keys", ErrLayout, key, v, Layout, v)
+		return fmt.Errorf("%w: %s says the keys are in layout %q; %s: run a build that reads %q, or migrate the keys", ErrLayout, key, v, reads, v)
 	}
 }
 

@@ -1,19 +1,20 @@
 -- seen.lua (run after text.lua) answers how many occurrences of a text
 -- are inside the window at a second: the previous that count.lua would
 -- answer for the text's next message at that second. It writes nothing: it
--- reads the text's key and the clock.
+-- reads the text's bucket, its key and the clock.
 --
 -- KEYS[1]  the text's key (text.lua)
+-- KEYS[2]  the text's bucket (text.lua)
 -- ARGV[1]  window in seconds: an occurrence at t is expired when t <= now - window
 -- ARGV[2]  the unix second to read at, or "" to read the clock with TIME
 --
 -- Reply: the number of occurrences inside the window, an integer.
-local key = KEYS[1]
-local window = tonumber(ARGV[1])
+local c = text(KEYS[1], KEYS[2], tonumber(ARGV[1]))
+local key, window = c.key, c.window
 local clk = clock(ARGV[2])
-local st = find(key)
+local st = find(c)
 
-if st.typ == 'string' then
+if st.typ == 'bucket' then
   -- One occurrence, as count_text counts it.
   local sec = st.sec
   if sec > math.max(clk, sec) - window then return 1 end

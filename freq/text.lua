@@ -3,21 +3,34 @@
 -- reads or counts a text (count.lua, record.lua, seen.lua); it is not a
 -- script by itself.
 --
--- One key per text holds:
---   * while the text occurred once in the window: its second, a string
---     Redis keeps as an integer inside the key's object (no allocation of
---     its own);
---   * from the second occurrence: a list of integers [total, tail, head,
---     e...]: how many occurrences it holds, the newest second, the oldest
---     second (one occurrence there), then an entry per step: a positive d
---     is one occurrence d seconds after the second before it, a negative
---     -k is k more occurrences at the second before it. Redis stores a
---     small integer in 2 bytes, so a text seen every second of a day costs
---     about 175 KB.
--- The key expires a margin after its newest occurrence left the window:
--- its TTL is set when the key is written anew, and moved on only when the
--- newest second enters a new margin-long step (see refresh), not on every
--- occurrence.
+-- A text is in one of two places, never both:
+--   * while it occurred once in the window (or its occurrences left it):
+--     a field of its bucket, a hash shared by the texts whose digests
+--     begin with the same bits (keys.go): the field is the last 9 bytes of
+--     the text's key name, its value the second. Redis keeps a hash of up
+--     to hash-max-listpack-entries fields (128) as one listpack, about 17
+--     bytes a text, where a key of its own costs about 140;
+--   * from the second occurrence: the text's own key, a list of integers
+--     [total, tail, head, e...]: how many occurrences it holds, the newest
+--     second, the oldest second (one occurrence there), then an entry per
+--     step: a positive d is one occurrence d seconds after the second
+--     before it, a negative -k is k more occurrences at the second before
+--     it. Redis stores a small integer in 2 bytes, so a text seen every
+--     second of a day costs about 175 KB. When every occurrence of the
+--     list left the window, the next one deletes it and starts the text
+--     anew in its bucket.
+-- Every read compares the stored seconds with the window, never a TTL, so
+-- the window is exact to the second. The list expires a margin after its
+-- newest occurrence left the window: its TTL is set when the key is
+-- written anew, and moved on only when the newest second enters a new
+-- margin-long step (see refresh), not on every occurrence. A bucket also
+-- holds two fields of its own: 'o', a second no later than its oldest
+-- text's, and 'e', the margin-long step its TTL was last set in (moved on
+-- as a list's is, so it outlasts its newest text by the window and a
+-- margin); a write that finds 'o' a 24th of the window past the window
+-- (an hour of a day) drops the bucket's expired texts (purge), so a
+-- bucket holds at most that much of expired texts and is purged about
+-- once in that time.
 
 -- clock returns the unix second at, or Redis's clock when at is "".
 local function clock(at)
@@ -37,17 +50,89 @@ local function period(even, odd, span, clk)
   return odd, even, ttl
 end
 
--- find reads the text's key and returns its state {typ, sec}: typ is
--- 'none', 'string' (sec its second), 'list' (any type GET refuses: one
--- command as for the other forms; add_list finds a foreign type), or
--- 'foreign' (a value no script of the layout wrote, replaced when counted).
-local function find(key)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' and v.err then return {typ = 'list'} end
-  if not v then return {typ = 'none'} end
-  local sec = tonumber(v)
-  if not sec then return {typ = 'foreign'} end
-  return {typ = 'string', sec = sec}
+-- text returns a text's state of the call c: its key, its bucket, its
+-- field there (the key name's last 9 bytes: keys.go's textHashBytes), the
+-- window and, to write, a new list's TTL and the margin, in seconds.
+local function text(key, bucket, window, ttl, margin)
+  return {key = key, bucket = bucket, field = string.sub(key, -9), window = window, ttl = ttl, margin = margin,
+    slack = math.max(1, math.floor(window / 24))}
+end
+
+-- find reads the text's bucket, and its key when the bucket has no field
+-- of it, and returns its state {typ, sec, o, e, bad}: typ is 'bucket' (sec
+-- its second), 'none', 'list' (any type GET refuses: one command as for
+-- the other forms; add_list finds a foreign type), or 'foreign' (a value no
+-- script of the layout wrote, replaced when counted); o and e are the
+-- bucket's own fields (nil for a new bucket), bad says the bucket is not a
+-- hash (only a foreign write makes one; replaced when written).
+local function find(c)
+  local b = redis.pcall('HMGET', c.bucket, c.field, 'o', 'e')
+  local st = {bad = b.err ~= nil}
+  if st.bad then b = {false, false, false} end
+  st.o, st.e = tonumber(b[2]), tonumber(b[3])
+  local sec = tonumber(b[1])
+  if sec then
+    st.typ, st.sec = 'bucket', sec
+    return st
+  end
+  local v = redis.pcall('GET', c.key)
+  if type(v) == 'table' and v.err then
+    st.typ = 'list'
+  elseif v then
+    st.typ = 'foreign'
+  else
+    st.typ = 'none'
+  end
+  return st
+end
+
+-- purge drops the bucket's texts whose second left the window at clk and
+-- returns the oldest second of the others (nil for none).
+local function purge(c, clk)
+  local cutoff = clk - c.window
+  local all = redis.call('HGETALL', c.bucket)
+  local gone, oldest = {}, nil
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f ~= 'o' and f ~= 'e' then
+      local sec = tonumber(all[i + 1])
+      if not sec or sec <= cutoff then
+        gone[#gone + 1] = f
+      elseif not oldest or sec < oldest then
+        oldest = sec
+      end
+    end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', c.bucket, unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  return oldest
+end
+
+-- add_bucket writes the text's field at clk into its bucket (st from
+-- find), purging the bucket first when its oldest second is a slack past
+-- the window, and moves the bucket's TTL on when clk is in a new step.
+local function add_bucket(c, st, clk)
+  local o, e = st.o, st.e
+  if st.bad then
+    redis.call('DEL', c.bucket)
+    o, e = nil, nil
+  end
+  local args = {c.field, clk}
+  if o and o <= clk - c.window - c.slack then
+    o = purge(c, clk)
+    args[3], args[4] = 'o', math.min(o or clk, clk)
+  elseif not o or clk < o then
+    args[3], args[4] = 'o', clk
+  end
+  local step = math.floor(clk / c.margin)
+  if e ~= step then
+    args[#args + 1], args[#args + 2] = 'e', step
+  end
+  redis.call('HSET', c.bucket, unpack(args))
+  if e ~= step then
+    redis.call('EXPIRE', c.bucket, c.ttl + c.margin)
+  end
 end
 
 -- refresh moves the list's expiry on when its newest second went from
@@ -118,17 +203,19 @@ local function add_list(c, clk)
   return total, now
 end
 
--- count_text counts one occurrence of the text at clk (the key's state st,
--- from find) and returns the occurrences before it inside the window and
--- the second it was recorded at. c holds the text's key and the window,
--- the key's TTL and the margin, in seconds.
+-- count_text counts one occurrence of the text c (its state st, from
+-- find) at clk and returns the occurrences before it inside the window and
+-- the second it was recorded at.
 local function count_text(c, st, clk)
-  if st.typ == 'string' then
+  if st.typ == 'bucket' then
     local now = math.max(clk, st.sec)
     if st.sec > now - c.window then
-      -- The second occurrence: the text becomes a list.
+      -- The second occurrence: the text moves out to a list of its own.
       local step = now - st.sec
       if step == 0 then step = -1 end
+      -- (DEL: a key only a foreign write made while the text was in its
+      -- bucket would refuse the RPUSH.)
+      redis.call('HDEL', c.bucket, c.field)
       redis.call('DEL', c.key)
       redis.call('RPUSH', c.key, 2, now, st.sec, step)
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
@@ -138,7 +225,10 @@ local function count_text(c, st, clk)
     local previous, now = add_list(c, clk)
     if previous then return previous, now end
   end
-  -- The first occurrence in the window (SET replaces whatever was there).
-  redis.call('SET', c.key, clk, 'EX', c.ttl)
+  -- The first occurrence in the window: into the bucket, the key gone.
+  if st.typ == 'list' or st.typ == 'foreign' then
+    redis.call('DEL', c.key)
+  end
+  add_bucket(c, st, clk)
   return 0, clk
 end
