@@ -241,5 +241,18 @@ func TestBucketForeign(t *testing.T) {
 		if r := count(t, s, "x", "", sec(1)); r.Previous != 1 {
 			t.Fatalf("next: %+v", r)
 		}
+		// A foreign value at the key of a text in its bucket: the text's
+		// second occurrence replaces it with its list.
+		count(t, s, "y", "", sec(0))
+		mustDo(t, tg.Client.Set(ctx, s.Keys("y")[0], "junk", time.Hour))
+		if n, err := s.SeenAt(ctx, "y", sec(1)); err != nil || n != 1 {
+			t.Fatalf("Seen beside a foreign key: %d, %v; want 1", n, err)
+		}
+		if r := count(t, s, "y", "", sec(1)); r.Previous != 1 {
+			t.Fatalf("beside a foreign key: %+v, want Previous 1", r)
+		}
+		if st := stateOf(t, tg, s, "y"); st.Total != "2" {
+			t.Fatalf("state %+v, want a list of 2", st)
+		}
 	})
 }

@@ -50,38 +50,41 @@ local function period(even, odd, span, clk)
   return odd, even, ttl
 end
 
--- text returns a text's state of the call c: its key, its bucket, its
--- field there (the key name's last 9 bytes: keys.go's textHashBytes), the
--- window and, to write, a new list's TTL and the margin, in seconds.
-local function text(key, bucket, window, ttl, margin)
-  return {key = key, bucket = bucket, field = string.sub(key, -9), window = window, ttl = ttl, margin = margin,
+-- text returns a call's text c: its key, its bucket, its field there (the
+-- key name's last 9 bytes: keys.go's textHashBytes), the window and, to
+-- write, a new list's TTL and the margin, in seconds; slack is how long
+-- past the window the bucket's oldest text waits for a purge.
+local function text(key, hash, window, ttl, margin)
+  return {key = key, bucket = hash, field = string.sub(key, -9), window = window, ttl = ttl, margin = margin,
     slack = math.max(1, math.floor(window / 24))}
 end
 
--- find reads the text's bucket, and its key when the bucket has no field
--- of it, and returns its state {typ, sec, o, e, bad}: typ is 'bucket' (sec
--- its second), 'none', 'list' (any type GET refuses: one command as for
--- the other forms; add_list finds a foreign type), or 'foreign' (a value no
--- script of the layout wrote, replaced when counted); o and e are the
--- bucket's own fields (nil for a new bucket), bad says the bucket is not a
--- hash (only a foreign write makes one; replaced when written).
-local function find(c)
+-- bucket reads the text's bucket into st: sec, the text's second there
+-- (nil when it has no field), o and e, the bucket's own fields (nil for a
+-- new bucket), and bad: the bucket is not a hash (only a foreign write
+-- makes one; replaced when written). It returns st.
+local function bucket(c, st)
   local b = redis.pcall('HMGET', c.bucket, c.field, 'o', 'e')
-  local st = {bad = b.err ~= nil}
+  st.bad = b.err ~= nil
   if st.bad then b = {false, false, false} end
-  st.o, st.e = tonumber(b[2]), tonumber(b[3])
-  local sec = tonumber(b[1])
-  if sec then
-    st.typ, st.sec = 'bucket', sec
-    return st
-  end
+  st.sec, st.o, st.e = tonumber(b[1]), tonumber(b[2]), tonumber(b[3])
+  return st
+end
+
+-- find reads the text's key, and its bucket unless the key is a list
+-- (bucket), and returns its state {typ, sec, o, e, bad, stale}: typ is
+-- 'list' (any type GET refuses: one command as for the other forms;
+-- add_list finds a foreign type), 'bucket' (sec its second there), 'none',
+-- or 'foreign' (a value no script of the layout wrote at the key, replaced
+-- when counted; stale when the text is in its bucket too).
+local function find(c)
   local v = redis.pcall('GET', c.key)
-  if type(v) == 'table' and v.err then
-    st.typ = 'list'
+  if type(v) == 'table' and v.err then return {typ = 'list'} end
+  local st = bucket(c, {typ = 'none', stale = v and true})
+  if st.sec then
+    st.typ = 'bucket'
   elseif v then
     st.typ = 'foreign'
-  else
-    st.typ = 'none'
   end
   return st
 end
@@ -213,10 +216,8 @@ local function count_text(c, st, clk)
       -- The second occurrence: the text moves out to a list of its own.
       local step = now - st.sec
       if step == 0 then step = -1 end
-      -- (DEL: a key only a foreign write made while the text was in its
-      -- bucket would refuse the RPUSH.)
       redis.call('HDEL', c.bucket, c.field)
-      redis.call('DEL', c.key)
+      if st.stale then redis.call('DEL', c.key) end
       redis.call('RPUSH', c.key, 2, now, st.sec, step)
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
@@ -226,7 +227,10 @@ local function count_text(c, st, clk)
     if previous then return previous, now end
   end
   -- The first occurrence in the window: into the bucket, the key gone.
-  if st.typ == 'list' or st.typ == 'foreign' then
+  if st.typ == 'list' then
+    redis.call('DEL', c.key)
+    bucket(c, st)
+  elseif st.typ == 'foreign' then
     redis.call('DEL', c.key)
   end
   add_bucket(c, st, clk)
