@@ -35,10 +35,10 @@ const (
 	// DefaultBucketBits is the k used when Options.BucketBits is zero:
 	// 2,048 buckets, about 10 texts each at 20,000 texts a day and 50 at
 	// 100,000, each a small hash Redis keeps as a listpack up to its
-	// hash-max-listpack-entries (128 by default). A larger day fills them
-	// past it: Redis then keeps a bucket as a hash table, about 64 bytes a
-	// text, still under a key of its own (BENCHMARKS.md, "Texts in
-	// buckets").
+	// hash-max-listpack-entries (512 by default). From about 900,000 texts
+	// in the window on, buckets fill past it: Redis then keeps a bucket as
+	// a hash table, about 60-70 bytes a text, still under a key of its own
+	// (BENCHMARKS.md, "Texts in buckets").
 	DefaultBucketBits = 11
 	// MaxBucketBits is the largest k: a million buckets.
 	MaxBucketBits = 20

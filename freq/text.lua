@@ -8,7 +8,7 @@
 --     a field of its bucket, a hash shared by the texts whose digests
 --     begin with the same bits (keys.go): the field is the last 9 bytes of
 --     the text's key name, its value the second. Redis keeps a hash of up
---     to hash-max-listpack-entries fields (128) as one listpack, about 17
+--     to hash-max-listpack-entries fields (512) as one listpack, about 17
 --     bytes a text, where a key of its own costs about 140;
 --   * from the second occurrence: the text's own key, a list of integers
 --     [total, tail, head, e...]: how many occurrences it holds, the newest
