@@ -191,8 +191,8 @@ func (s *Store) Window() time.Duration { return s.window }
 // written by the first Load with the bucket bits ("2:11"): a Redis written
 // in another layout (layout 1, a later version, a development build before
 // versions, or another BucketBits) is refused with an error wrapping
-// ErrLayout, which names both, rather than read wrongly. From the first release on, a layout change ships its own
-// migration.
+// ErrLayout, which names both, rather than read wrongly. From the first
+// release on, a layout change ships its own migration.
 func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {
 		return err
