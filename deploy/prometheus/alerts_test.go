@@ -30,6 +30,7 @@ import (
 	"github.com/vkcounter/vkcounter/deploy/grafana"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/soak"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -359,12 +360,14 @@ func dashboardQueries(t *testing.T) map[string]string {
 	return out
 }
 
-// TestAlertsInRealPrometheus: the project's alert rules (waits shortened),
+// TestAlertsInRealPrometheusSoak: the project's alert rules (waits shortened),
 // in a real Prometheus scraping three live services (callback mode with
 // the counter port, long-poll mode, and one whose token VK refuses, added
 // for the last fault), each fault fires the alerts that name it and no
 // other; half a minute of healthy traffic fires none; every dashboard query returns data.
-func TestAlertsInRealPrometheus(t *testing.T) {
+// A soak: the faults and the alerts' waits last minutes of the machine's time.
+func TestAlertsInRealPrometheusSoak(t *testing.T) {
+	soak.Test(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv(redistest.EnvRequire) == "1" {
