@@ -41,3 +41,22 @@ func TestCheckURLAndCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestWhere: a Redis is named for messages by its address or its
+// cluster's seeds, never with the URL's password.
+func TestWhere(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  redisconn.Config
+		want string
+	}{
+		{redisconn.Config{URL: "redis://:s3cret@10.0.0.5:6380/0"}, "Redis at 10.0.0.5:6380"},
+		{redisconn.Config{URL: "rediss://user:s3cret@cache.example:6379"}, "Redis at cache.example:6379"},
+		{redisconn.Config{Cluster: []string{"a:7000", "b:7001"}, URL: "redis://h:1/0"}, "Redis Cluster a:7000,b:7001"},
+		{redisconn.Config{Addr: "127.0.0.1:4321"}, "Redis at 127.0.0.1:4321"},
+		{redisconn.Config{URL: "not a url"}, "Redis"},
+	} {
+		if got := tc.cfg.Where(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}

@@ -62,6 +62,21 @@ type Config struct {
 	PoolSize int
 }
 
+// Where names the Redis of c for messages, without its password: the
+// cluster's seeds, or the server's address.
+func (c Config) Where() string {
+	if len(c.Cluster) > 0 {
+		return "Redis Cluster " + strings.Join(c.Cluster, ",")
+	}
+	if c.URL == "" && c.Addr != "" {
+		return "Redis at " + c.Addr
+	}
+	if opt, err := redis.ParseURL(c.URL); err == nil {
+		return "Redis at " + opt.Addr
+	}
+	return "Redis"
+}
+
 // Open returns a client for cfg. It does not contact Redis.
 func Open(cfg Config) (redis.UniversalClient, error) {
 	c, err := open(cfg)
