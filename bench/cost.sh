@@ -79,7 +79,10 @@ measure() { # measure LABEL TREE BINARY
   echo "   ceiling: the count script alone (redis-benchmark, 50 clients), two runs: $ceil and $ceil2 calls/s, Redis CPU $cpu_script and $cpu2 µs per call; the best of each is the ceiling"
   ceil=$(awk -v a="$ceil" -v b="$ceil2" 'BEGIN {print (a > b) ? a : b}')
   cpu_script=$(awk -v a="$cpu_script" -v b="$cpu2" 'BEGIN {print (a < b) ? a : b}')
-  out=$(cd "$tree" && VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 100000x ./cmd/vkcounter/ | grep Benchmark)
+  # The benchmark lives with the service (internal/service), in cmd/vkcounter before it moved.
+  local benchpkg=./internal/service/
+  [ -d "$tree/internal/service" ] || benchpkg=./cmd/vkcounter/
+  out=$(cd "$tree" && VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 100000x "$benchpkg" | grep Benchmark)
   echo "   in process: $out"
   rps=$(grep -o '[0-9.]* req/s' <<<"$out" | awk '{print $1}')
   echo "   in process / ceiling: $(ratio "$rps" "$ceil")"

@@ -17,7 +17,7 @@ echo "== ceiling before: redis-benchmark EVALSHA count.lua+text.lua+textcount.lu
 echo "   Redis CPU per script call: $(per_call "$c0") µs"; del 'bench:*'
 echo "== in-process webhook (handler, script, outbox, batched vk.messages and vk.users, sender), 50 goroutines"
 c0=$(redis_cpu)
-VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./cmd/vkcounter/ | grep Benchmark
+VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench 'Webhook/^redis$' -benchtime 200000x ./internal/service/ | grep Benchmark
 echo "   Redis CPU per webhook request: $(per_call "$c0") µs (cmds/op: commands the client sent per message, everything amortised)"
 max_out=$(load "as fast as possible, HTTP, 50 in flight" -texts 1000 -per-text 100 -concurrency 50 -duration 20s -reply-timeout 60s)
 echo "$max_out"
@@ -32,7 +32,7 @@ load "seed scenario 3000 texts x 1, window 60s, one at a time" -window 60s -text
 load "expired: 3000 texts x 1 old occurrence" -window 60s -texts 3000 -per-text 1 -expired 1 -concurrency 1
 load "expired: 300 texts x 10 old occurrences" -window 60s -texts 300 -per-text 1 -expired 10 -concurrency 1
 echo "== reply backlog: 5000 replies, one token, fake VK enforcing 20 requests/s"
-VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench BacklogDrain -benchtime 1x ./cmd/vkcounter/ | grep Benchmark
+VKCOUNTER_TEST_REDIS=$url go test -run '^$' -bench BacklogDrain -benchtime 1x ./internal/service/ | grep Benchmark
 
 echo "== idle: commands the service sends in 30 s with one community and one token, nothing to do"
 idle_prefix="idle$RANDOM:"

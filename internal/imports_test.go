@@ -24,8 +24,9 @@ type rule struct {
 }
 
 // programParts are the packages under internal/ that are parts of the
-// program, not helpers: they import the program's packages.
-var programParts = []string{"internal/config"}
+// program, or run it whole for tests (internal/servicetest), not helpers:
+// they import the program's packages.
+var programParts = []string{"internal/config", "internal/service", "internal/servicetest"}
 
 // rules are the import rules of docs/ARCHITECTURE.md, each checked here.
 var rules = []rule{
@@ -35,6 +36,10 @@ var rules = []rule{
 		forbidden: func(d string) bool {
 			return under(d, "cmd/...") || under(d, "metrics") || under(d, "internal/service/...") || under(d, "admin/...")
 		}},
+	{name: "internal/service imports no cmd: the commands open the service, not the reverse", pkgs: "internal/service",
+		forbidden: func(d string) bool { return under(d, "cmd/...") }},
+	{name: "internal/servicetest does not import internal/service: it is handed the service's constructor, so the service's own tests use it too", pkgs: "internal/servicetest",
+		forbidden: func(d string) bool { return under(d, "internal/service") || under(d, "cmd/...") }},
 	{name: "counters/client links the codec alone: no server, no store, no go-redis", pkgs: "counters/client",
 		forbidden: func(d string) bool { return strings.Contains(d, "go-redis") },
 		allowed:   []string{"counters/client", "counters/wire", "counters/internal/names"}},
@@ -53,6 +58,8 @@ var rules = []rule{
 			return under(d, "cmd/...") || under(d, "freq/...") || under(d, "internal/config") || under(d, "internal/redisconn") ||
 				strings.Contains(d, "go-redis")
 		}},
+	{name: "admin does not import internal/service: the service fills admin's snapshot and hands it its interfaces", pkgs: "admin",
+		forbidden: func(d string) bool { return under(d, "internal/service/...") }},
 	{name: "loadtest reaches the program only through its public surfaces", pkgs: "loadtest",
 		forbidden: func(d string) bool {
 			return inModule(d) && !under(d, "counters/wire") && !under(d, "counters/internal/names") &&

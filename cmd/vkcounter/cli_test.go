@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -116,19 +115,6 @@ func TestPlural(t *testing.T) {
 	}{{0, "0 texts"}, {1, "1 text"}, {2, "2 texts"}} {
 		if got := plural(tc.n, "text", "texts"); got != tc.want {
 			t.Errorf("plural(%d) = %q, want %q", tc.n, got, tc.want)
-		}
-	}
-	cause := errors.New("not drained")
-	for _, tc := range []struct {
-		left int64
-		want string
-	}{
-		{1, "1 reply not sent before SHUTDOWN_TIMEOUT is lost with the embedded Redis: not drained"},
-		{3, "3 replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: not drained"},
-		{-1, "the replies not sent before SHUTDOWN_TIMEOUT are lost with the embedded Redis: not drained"},
-	} {
-		if err := lostWithEmbedded(tc.left, cause); err.Error() != tc.want || !errors.Is(err, cause) {
-			t.Errorf("%d left: %q, want %q wrapping the cause", tc.left, err, tc.want)
 		}
 	}
 }

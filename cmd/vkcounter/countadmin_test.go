@@ -9,21 +9,8 @@ import (
 
 	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/internal/config"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
 )
-
-// demoEnv is the README's demo: no Redis, no token, no community set
-// (dry-run, demo community 1, the embedded Redis).
-var demoEnv = map[string]string{"VK_TOKEN": "", "VK_GROUP_ID": "", "VK_SECRET": "", "VK_CONFIRMATION": ""}
-
-// demoEvent is the README's curl: a message_new for the demo community.
-func demoEvent(eventID string, id int, text string) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"type": "message_new", "group_id": config.DemoGroupID, "event_id": eventID, "v": "5.199",
-		"object": map[string]any{"message": map[string]any{"id": id, "peer_id": 42, "from_id": 42, "date": 1764115200,
-			"conversation_message_id": id, "text": text}},
-	})
-	return b
-}
 
 // TestCountAsksTheDemo: beside the README's demo (the embedded Redis),
 // `vkcounter count` with no Redis setting asks the service's admin
@@ -31,9 +18,9 @@ func demoEvent(eventID string, id int, text string) []byte {
 // question the service refuses is a usage error (2), no service answering
 // a failure (1) naming the address.
 func TestCountAsksTheDemo(t *testing.T) {
-	a := startApp(t, nil, demoEnv)
+	a := startApp(t, nil, servicetest.DemoEnv)
 	for i, id := range []string{"e1", "e2"} {
-		a.mustOK(t, demoEvent(id, 11+i, "hello"))
+		a.MustOK(t, servicetest.DemoEvent(id, 11+i, "hello"))
 	}
 	env := map[string]string{"ADMIN_ADDR": a.AdminAddr()}
 	where := "http://" + a.AdminAddr() + "/texts"

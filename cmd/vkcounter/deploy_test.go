@@ -27,7 +27,9 @@ import (
 	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -153,7 +155,7 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 
 	// The paths fly.toml names are served by the program, where it says.
 	a := startApp(t, nil, nil)
-	for _, u := range []string{a.url(fly.HTTPService.Checks[0].Path), a.adminURL(ready.Path), a.adminURL(fly.Metrics.Path)} {
+	for _, u := range []string{a.URL(fly.HTTPService.Checks[0].Path), a.AdminURL(ready.Path), a.AdminURL(fly.Metrics.Path)} {
 		resp, err := http.Get(u)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
@@ -205,7 +207,7 @@ func deployEnv(t *testing.T) map[string]string {
 // an embedded Redis in dry-run.
 func TestDeployRefusesWhatWouldLookHealthy(t *testing.T) {
 	bin := program(t)
-	closed := freePort(t) // nothing listens there once freePort returns
+	closed := tcptest.FreeAddr(t) // nothing listens there once freePort returns
 	for _, tc := range []struct {
 		name  string
 		extra map[string]string
@@ -252,7 +254,7 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 		env := deployEnv(t)
 		env["ADMIN_ADDR"], env["COUNTER_ADDR"] = "127.0.0.1:0", "off"
 		maps.Copy(env, map[string]string{"REDIS_URL": tg.URL, "KEY_PREFIX": redistest.Prefix(t),
-			"VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "tok", "VK_SECRET": testSecret, "VK_CONFIRMATION": "c", "VK_API_URL": vkURL})
+			"VK_GROUP_ID": strconv.Itoa(servicetest.Group), "VK_TOKEN": "tok", "VK_SECRET": servicetest.Secret, "VK_CONFIRMATION": "c", "VK_API_URL": vkURL})
 		delete(env, "HTTP_ADDR") // startBinary's
 		p := startBinary(t, env)
 		m := regexp.MustCompile(`"admin":"([^"]+)"`).FindStringSubmatch(p.log.String())
@@ -280,7 +282,7 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 	}
 
 	t.Run("VK unreachable", func(t *testing.T) {
-		get := readyz(t, "http://"+freePort(t)+"/method/")
+		get := readyz(t, "http://"+tcptest.FreeAddr(t)+"/method/")
 		waitReadyz(t, get, 503, "not ready: vk: cannot check the token of community")
 	})
 	t.Run("token refused", func(t *testing.T) {
@@ -288,7 +290,7 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 		defer vk.Close()
 		vk.FailAlways(5)
 		get := readyz(t, vk.MethodURL())
-		waitReadyz(t, get, 503, "not ready: vk: community "+strconv.Itoa(testGroup)+", token 1 of 1: VK refuses the token")
+		waitReadyz(t, get, 503, "not ready: vk: community "+strconv.Itoa(servicetest.Group)+", token 1 of 1: VK refuses the token")
 	})
 	t.Run("one unknown error", func(t *testing.T) {
 		// Error 1 says nothing of the token: it is asked again, with
@@ -533,16 +535,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // process is the built binary running as a child.
 type process struct {
 	cmd  *exec.Cmd
@@ -562,7 +554,7 @@ func startBinary(t *testing.T, env map[string]string) *process {
 // startProgram is startBinary with the binary bin.
 func startProgram(t *testing.T, bin string, env map[string]string) *process {
 	t.Helper()
-	p := &process{addr: freePort(t), done: make(chan error, 1), log: &syncbuf.Buffer{}}
+	p := &process{addr: tcptest.FreeAddr(t), done: make(chan error, 1), log: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
 	for k, v := range env {
@@ -629,9 +621,8 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	defer vk.Close()
 	vk.SetDelay(2 * time.Millisecond) // replies queue up behind a slowish VK
 	p := startBinary(t, map[string]string{
-		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "tok", "VK_GROUP_ID": strconv.Itoa(testGroup),
-		"VK_SECRET": testSecret, "VK_RATE": "400", "SHUTDOWN_TIMEOUT": "20s"})
-	a := &app{Main: nil, vk: vk}
+		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "tok", "VK_GROUP_ID": strconv.Itoa(servicetest.Group),
+		"VK_SECRET": servicetest.Secret, "VK_RATE": "400", "SHUTDOWN_TIMEOUT": "20s"})
 	url := "http://" + p.addr + "/callback"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -648,7 +639,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil && i < 2000; i++ {
 				peer := 1 + w*100000 + i
-				resp, err := http.Post(url, "application/json", strings.NewReader(string(event(fmt.Sprintf("t%d", peer), peer, 1, "term"))))
+				resp, err := http.Post(url, "application/json", strings.NewReader(string(servicetest.Event(fmt.Sprintf("t%d", peer), peer, 1, "term"))))
 				if err != nil {
 					return // the listener is closed: shutdown began
 				}
@@ -678,7 +669,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 		t.Fatalf("exit status after SIGTERM: %v", exitErr)
 	}
 	got := map[int]int{}
-	for _, s := range a.vk.Sends() {
+	for _, s := range vk.Sends() {
 		got[s.PeerID]++
 	}
 	missing := 0
@@ -765,6 +756,41 @@ func TestComposeFile(t *testing.T) {
 	for k, v := range svc.Environment {
 		if _, known := def[k]; !known {
 			t.Errorf("compose.yaml sets %s=%q, which is no setting", k, v)
+		}
+	}
+}
+
+// TestDefaultAddressesAreLoopback: the counter port and the admin server
+// listen on loopback unless told otherwise, so another host cannot reach
+// them; the public HTTP server listens on every address.
+func TestDefaultAddressesAreLoopback(t *testing.T) {
+	def := defaults()
+	for _, env := range []string{"COUNTER_ADDR", "ADMIN_ADDR"} {
+		host, _, err := net.SplitHostPort(def[env])
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			t.Errorf("%s default %q: want a loopback IP address", env, def[env])
+		}
+	}
+	if host, _, _ := net.SplitHostPort(def["HTTP_ADDR"]); host != "" {
+		t.Errorf("HTTP_ADDR default %q: VK must reach the webhook", def["HTTP_ADDR"])
+	}
+
+	// The defaults' hosts, on ports of their own so that tests running at
+	// once do not collide: nothing answers on this machine's other address.
+	ip := tcptest.HostIP(t)
+	counterHost, _, _ := net.SplitHostPort(def["COUNTER_ADDR"])
+	adminHost, _, _ := net.SplitHostPort(def["ADMIN_ADDR"])
+	a := startApp(t, nil, map[string]string{"COUNTER_ADDR": net.JoinHostPort(counterHost, "0"), "ADMIN_ADDR": net.JoinHostPort(adminHost, "0")})
+	for name, addr := range map[string]string{"counter port": a.CounterAddr(), "admin server": a.AdminAddr()} {
+		_, port, _ := net.SplitHostPort(addr)
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.String(), port), time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s (%s) answers on %s", name, addr, ip)
+		}
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err != nil {
+			t.Errorf("%s (%s) does not answer on loopback: %v", name, addr, err)
+		} else {
+			c.Close()
 		}
 	}
 }

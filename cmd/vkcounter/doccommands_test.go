@@ -174,7 +174,7 @@ func TestReadmeLogLinesAreLogged(t *testing.T) {
 		t.Fatalf("README's fly logs line names %d log lines, want the start-up line and VK's acceptance", len(quoted))
 	}
 	var sources []byte
-	for _, dir := range []string{".", "../../bot/tokens"} {
+	for _, dir := range []string{".", "../../internal/service", "../../bot/tokens"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if !strings.HasSuffix(f, "_test.go") {

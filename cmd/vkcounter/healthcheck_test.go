@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/internal/eventually"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // TestHealthcheck: `vkcounter healthcheck` exits 0 while the service is
@@ -33,8 +35,8 @@ func TestHealthcheck(t *testing.T) {
 		t.Errorf("-addr 0.0.0.0:%s: %d %q, want 0 ready", port, code, out)
 	}
 
-	a.vk.FailAlways(5)
-	a.mustOK(t, event("hc", 1, 1, "x")) // its send meets the refusal
+	a.VK.FailAlways(5)
+	a.MustOK(t, servicetest.Event("hc", 1, 1, "x")) // its send meets the refusal
 	eventually.NoError(t, 10*time.Second, "healthcheck not ready", func() error {
 		code, _, errs := check(map[string]string{"ADMIN_ADDR": a.AdminAddr()})
 		if code != exitFailure || !strings.Contains(errs, "503 not ready: vk: ") {
@@ -43,7 +45,7 @@ func TestHealthcheck(t *testing.T) {
 		return nil
 	})
 
-	closed := freePort(t)
+	closed := tcptest.FreeAddr(t)
 	if code, _, errs := check(nil, "-addr", closed, "-timeout", "2s"); code != exitFailure || !strings.Contains(errs, "vkcounter healthcheck: ") {
 		t.Errorf("nothing listening: %d %q, want 1 with the error", code, errs)
 	}

@@ -15,7 +15,10 @@ import (
 	"github.com/vkcounter/vkcounter/counters"
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/freq"
+	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 	"github.com/vkcounter/vkcounter/loadtest"
 )
 
@@ -74,10 +77,10 @@ func wrongAnswers(rep loadReport) int64 {
 // counts, and the tool must say the answers are wrong.
 func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vkAddr := freePort(t)
+		vkAddr := tcptest.FreeAddr(t)
 		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "WINDOW": "1h"})
-		base := []string{"callback", "-url", a.url("/callback"), "-vk-addr", vkAddr, "-group", strconv.Itoa(testGroup),
-			"-secret", testSecret, "-stats-url", a.adminURL("/stats"), "-redis", tg.URL, "-key-prefix", a.prefix, "-json"}
+		base := []string{"callback", "-url", a.URL("/callback"), "-vk-addr", vkAddr, "-group", strconv.Itoa(servicetest.Group),
+			"-secret", servicetest.Secret, "-stats-url", a.AdminURL("/stats"), "-redis", tg.URL, "-key-prefix", a.Prefix, "-json"}
 
 		code, rep, stderr := runLoad(t, append(base, "-texts", "40", "-per-text", "8", "-concurrency", "8",
 			"-retry-fraction", "0.1", "-expired", "2")...)
@@ -100,7 +103,7 @@ func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 			t.Errorf("prefilled inside the program's window: exit %d, problems %v; want exit 1 and all 10 numbers wrong",
 				code, rep.Check.Problems)
 		}
-	}, singleServers...)
+	}, servicetest.SingleServers...)
 }
 
 // TestLoadtestSpawn starts the built program with -spawn: callback runs on
@@ -414,8 +417,8 @@ func TestLoadtestURLNeedsAWiredBot(t *testing.T) {
 			t.Parallel()
 			a := startApp(t, nil, tt.env)
 			var stdout, stderr bytes.Buffer
-			code := run(t.Context(), []string{"loadtest", "callback", "-url", a.url("/callback"), "-stats-url", a.adminURL("/stats"),
-				"-group", strconv.Itoa(testGroup), "-secret", testSecret, "-texts", "3000", "-per-text", "1", "-wait", "1s"}, os.Getenv, &stdout, &stderr)
+			code := run(t.Context(), []string{"loadtest", "callback", "-url", a.URL("/callback"), "-stats-url", a.AdminURL("/stats"),
+				"-group", strconv.Itoa(servicetest.Group), "-secret", servicetest.Secret, "-texts", "3000", "-per-text", "1", "-wait", "1s"}, os.Getenv, &stdout, &stderr)
 			if code != 1 || !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "start the bot with the settings printed above") {
 				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr.String(), tt.want)
 			}
@@ -423,9 +426,27 @@ func TestLoadtestURLNeedsAWiredBot(t *testing.T) {
 				!strings.Contains(out, "VK_API_URL=http://127.0.0.1:") || strings.Contains(out, "wrong answer") {
 				t.Errorf("stdout %q: want the line to start the bot with, and no report", out)
 			}
-			if n := len(a.vk.Sends()); n > 1 {
+			if n := len(a.VK.Sends()); n > 1 {
 				t.Errorf("the service sent %d replies to its own VK: the run went on", n)
 			}
 		})
 	}
+}
+
+// TestLoadtestLongPollAgainstProgram runs the load tool in long-poll mode
+// against the whole program: every answer must be right, in the order of
+// each text's events.
+func TestLoadtestLongPollAgainstProgram(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		vkAddr := tcptest.FreeAddr(t)
+		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "VK_MODE": config.ModeLongPoll, "LONGPOLL_WAIT": "1s"})
+		code, rep, stderr := runLoad(t, "callback", "-longpoll", "-vk-addr", vkAddr, "-group", strconv.Itoa(servicetest.Group),
+			"-stats-url", a.AdminURL("/stats"), "-texts", "40", "-per-text", "8", "-json")
+		if code != 0 || !rep.OK || wrongAnswers(rep) != 0 || rep.Events != 320 || rep.Check.Checked != 320 {
+			t.Fatalf("exit %d, events %d checked %d problems %v %v\n%s", code, rep.Events, rep.Check.Checked, rep.Check.Problems, rep.Check.Listed, stderr)
+		}
+		if !strings.Contains(rep.Scenario, "Long Poll") {
+			t.Errorf("scenario %q does not say long poll", rep.Scenario)
+		}
+	}, redistest.Real)
 }

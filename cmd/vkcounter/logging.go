@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	stdlog "log"
 	"strings"
 	"time"
 
@@ -14,9 +13,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 	"github.com/vkcounter/vkcounter/internal/tty"
 )
-
-// failureLogEvery is how often a repeated failure line may be logged.
-const failureLogEvery = 10 * time.Second
 
 // newLogger returns the service's logger writing to w: JSON lines, or with
 // LOG_FORMAT=console human-readable ones, coloured only when w is a
@@ -36,28 +32,13 @@ func newLogger(cfg config.Config, w io.Writer) (zerolog.Logger, error) {
 
 // redisLogger routes go-redis's own log lines (pool and reconnection
 // messages) into the service's log as warnings, at most one per
-// failureLogEvery, so that a JSON log stays JSON and an outage does not
+// service.FailureLogEvery, so that a JSON log stays JSON and an outage does not
 // flood it.
 type redisLogger struct{ log *ratelog.Logger }
 
 // Printf is go-redis's logging interface.
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn().Msg(strings.TrimSpace(fmt.Sprintf(format, v...)))
-}
-
-// serverErrorLog is an http.Server's ErrorLog writing into the service's
-// log: each line a warning naming the server (env), at most one per
-// failureLogEvery, so that a failing accept (too many open files) keeps a
-// JSON log JSON and does not flood it.
-func serverErrorLog(log zerolog.Logger, env string) *stdlog.Logger {
-	return stdlog.New(serverLogWriter{ratelog.New(log.With().Str("server", env).Logger(), failureLogEvery)}, "", 0)
-}
-
-type serverLogWriter struct{ log *ratelog.Logger }
-
-func (w serverLogWriter) Write(p []byte) (int, error) {
-	w.log.Warn().Msg(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // quietRedisLog drops go-redis's own log lines, for a command that reports

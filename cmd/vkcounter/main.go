@@ -33,6 +33,7 @@ import (
 
 	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
+	"github.com/vkcounter/vkcounter/internal/service"
 	"github.com/vkcounter/vkcounter/internal/version"
 )
 
@@ -154,8 +155,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return usageError(config.Redactor(cfg).Writer(stderr), "serve", err)
 	}
-	redis.SetLogger(redisLogger{ratelog.New(log.With().Str("component", "go-redis").Logger(), failureLogEvery)})
-	m := NewMain(cfg, log)
+	redis.SetLogger(redisLogger{ratelog.New(log.With().Str("component", "go-redis").Logger(), service.FailureLogEvery)})
+	m := service.New(cfg, log)
 	if err := m.Run(ctx); err != nil {
 		log.Error().Err(err).Msg("cannot start")
 		return exitFailure

@@ -96,7 +96,7 @@ func needOutsideRedis(cfg config.Config, what string) error {
 
 // openStore opens the Redis of cfg, checks that it answers, and returns
 // it with the count's store the service of cfg uses, and the Redis's name
-// for messages (redisWhere). The caller closes rdb.
+// for messages (redisconn.Config.Where). The caller closes rdb.
 func openStore(ctx context.Context, cfg config.Config) (rdb redis.UniversalClient, store *freq.Store, where string, err error) {
 	if rdb, err = redisconn.Open(cfg.Redis()); err != nil {
 		return nil, nil, "", err
@@ -105,23 +105,12 @@ func openStore(ctx context.Context, cfg config.Config) (rdb redis.UniversalClien
 		rdb.Close()
 		return nil, nil, "", err
 	}
-	where = redisWhere(cfg)
+	where = cfg.Redis().Where()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, nil, "", fmt.Errorf("cannot reach %s: %w", where, unreachable(err))
 	}
 	return rdb, store, where, nil
-}
-
-// redisWhere names the Redis of cfg for messages, without its password.
-func redisWhere(cfg config.Config) string {
-	if cfg.RedisCluster != "" {
-		return "Redis Cluster " + cfg.RedisCluster
-	}
-	if opt, err := redis.ParseURL(cfg.RedisURL); err == nil {
-		return "Redis at " + opt.Addr
-	}
-	return "Redis"
 }
 
 // unreachable is why a connection failed: for a failed dial, the

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/wire"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // redisEnv is the environment pointing the program at tg.
@@ -24,17 +25,6 @@ func redisEnv(tg *redistest.Target) map[string]string {
 		return map[string]string{"REDIS_CLUSTER": os.Getenv(redistest.EnvCluster)}
 	}
 	return map[string]string{"REDIS_URL": tg.URL}
-}
-
-// dialCounters connects a counter client to addr, closed when t ends.
-func dialCounters(ctx context.Context, t *testing.T, addr string) *client.Client {
-	t.Helper()
-	c, err := client.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // TestKill9ResourceHoldingsExpire: kill -9 of an instance with holdings:
@@ -47,7 +37,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		env["KEY_PREFIX"] = redistest.Prefix(t)
 		env["RESOURCE_STORE"] = "redis"
 		env["RESOURCE_LEASE"] = lease.String()
-		addrs := []string{freePort(t), freePort(t)}
+		addrs := []string{tcptest.FreeAddr(t), tcptest.FreeAddr(t)}
 		var procs []*process
 		for _, a := range addrs {
 			env["COUNTER_ADDR"] = a
@@ -55,7 +45,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		holder, other := dialCounters(ctx, t, addrs[0]), dialCounters(ctx, t, addrs[1])
+		holder, other := servicetest.DialCounters(ctx, t, addrs[0]), servicetest.DialCounters(ctx, t, addrs[1])
 		// A new store grants nothing for its first lease.
 		eventually.True(t, 30*time.Second, "3 of jobs acquired", func() bool {
 			_, err := holder.Acquire(ctx, "jobs", 3, 4)
@@ -93,11 +83,11 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 // memory; a counter released to 0 makes room for another client's new
 // name.
 func TestResourceMaxMemory(t *testing.T) {
-	addr := freePort(t)
+	addr := tcptest.FreeAddr(t)
 	startBinary(t, map[string]string{"COUNTER_ADDR": addr, "RESOURCE_MAX_MEMORY": "100000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, b := dialCounters(ctx, t, addr), dialCounters(ctx, t, addr)
+	a, b := servicetest.DialCounters(ctx, t, addr), servicetest.DialCounters(ctx, t, addr)
 	long := func(c byte) string { return strings.Repeat(string(c), 65535) } // 64 KiB of the cap each
 	if _, err := a.Acquire(ctx, long('a'), 1, 1); err != nil {
 		t.Fatal(err)
@@ -120,7 +110,7 @@ func TestResourceMaxMemory(t *testing.T) {
 func TestResourceMaxHoldingsInMemory(t *testing.T) {
 	a := startApp(t, nil, map[string]string{"RESOURCE_MAX_HOLDINGS": "2", "COUNTER_ADDR": "127.0.0.1:0"})
 	ctx := t.Context()
-	c, other := dialCounters(ctx, t, a.CounterAddr()), dialCounters(ctx, t, a.CounterAddr())
+	c, other := servicetest.DialCounters(ctx, t, a.CounterAddr()), servicetest.DialCounters(ctx, t, a.CounterAddr())
 	for _, name := range []string{"a", "b"} {
 		if _, err := c.Acquire(ctx, name, 1, 4); err != nil {
 			t.Fatalf("acquire %s: %v", name, err)
@@ -149,11 +139,11 @@ func TestResourceMaxHoldingsInMemory(t *testing.T) {
 func TestBirthRuleVisible(t *testing.T) {
 	const lease = time.Minute
 	a := startApp(t, nil, map[string]string{"RESOURCE_STORE": "redis", "RESOURCE_LEASE": lease.String(), "COUNTER_ADDR": "127.0.0.1:0"})
-	c := dialCounters(t.Context(), t, a.CounterAddr())
+	c := servicetest.DialCounters(t.Context(), t, a.CounterAddr())
 	if _, err := c.Acquire(t.Context(), "jobs", 1, 4); !errors.Is(err, wire.StatusNotAvailable) {
 		t.Fatalf("acquire in a new store: %v, want 0x21", err)
 	}
-	resp, err := http.Get(a.adminURL("/stats"))
+	resp, err := http.Get(a.AdminURL("/stats"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +163,7 @@ func TestBirthRuleVisible(t *testing.T) {
 		t.Errorf("/stats resources %+v: want refused until within a lease from now, why, 1 refusal", r)
 	}
 	want := fmt.Sprintf("vkcounter_resource_acquires_refused_until_timestamp_seconds %g\n", float64(r.RefusedUntil.UnixMilli())/1000)
-	if m := a.scrapeMetrics(t); !strings.Contains(m, want) || !strings.Contains(m, "vkcounter_resource_young_refusals_total 1\n") {
+	if m := a.ScrapeMetrics(t); !strings.Contains(m, want) || !strings.Contains(m, "vkcounter_resource_young_refusals_total 1\n") {
 		t.Errorf("no %q and 1 young refusal in /metrics", want)
 	}
 }

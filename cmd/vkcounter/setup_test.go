@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkcounter/vkcounter/internal/servicetest"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
 func runSetupCmd(vk *vktest.Server, env map[string]string, args ...string) (code int, stdout, stderr string) {
-	vars := map[string]string{"VK_API_URL": vk.MethodURL(), "VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "token-1"}
+	vars := map[string]string{"VK_API_URL": vk.MethodURL(), "VK_GROUP_ID": strconv.Itoa(servicetest.Group), "VK_TOKEN": "token-1"}
 	for k, v := range env {
 		vars[k] = v
 	}
@@ -28,7 +29,7 @@ var printedSecret = regexp.MustCompile(`VK_SECRET=([0-9a-f]{32})\n`)
 func TestSetupCreatesThenUpdates(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	other := vk.AddCallbackServer(testGroup, "other bot", "https://other.example/cb", "x")
+	other := vk.AddCallbackServer(servicetest.Group, "other bot", "https://other.example/cb", "x")
 	const u = "https://bot.example/callback"
 
 	code, out, errOut := runSetupCmd(vk, nil, "-url", u)
@@ -36,14 +37,14 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 		t.Fatalf("first run: exit %d, stderr %q", code, errOut)
 	}
 	m := printedSecret.FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "created") || !strings.Contains(out, "VK_CONFIRMATION=vktest-"+strconv.Itoa(testGroup)) {
+	if m == nil || !strings.Contains(out, "created") || !strings.Contains(out, "VK_CONFIRMATION=vktest-"+strconv.Itoa(servicetest.Group)) {
 		t.Fatalf("first run printed:\n%s", out)
 	}
 	secret := m[1]
 	if !strings.Contains(out, "A new secret was generated and set at VK") || strings.Contains(out, "shown only") {
 		t.Errorf("first run: the generated secret is not told as set at VK (it is not shown only once):\n%s", out)
 	}
-	servers := vk.CallbackServers(testGroup)
+	servers := vk.CallbackServers(servicetest.Group)
 	if len(servers) != 2 || servers[0].ID != other || servers[0].URL != "https://other.example/cb" {
 		t.Fatalf("servers after the first run: %+v", servers)
 	}
@@ -67,7 +68,7 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 	if e, st := vk.Calls("groups.editCallbackServer")-edits, vk.Calls("groups.setCallbackSettings")-sets; e != 0 || st != 0 {
 		t.Errorf("second run: %d groups.editCallbackServer and %d groups.setCallbackSettings calls, want none", e, st)
 	}
-	if servers := vk.CallbackServers(testGroup); len(servers) != 2 || servers[1].SecretKey != secret {
+	if servers := vk.CallbackServers(servicetest.Group); len(servers) != 2 || servers[1].SecretKey != secret {
 		t.Fatalf("servers after the second run: %+v", servers)
 	}
 	// It prints the same secret again, read back from VK, and says it is kept.
@@ -79,14 +80,14 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "The secret given is set at VK: the service must run with it.") || !strings.Contains(out, "VK_SECRET=given-secret\n") {
 		t.Fatalf("third run: exit %d, stdout:\n%s", code, out)
 	}
-	if got := vk.CallbackServers(testGroup)[1].SecretKey; got != "given-secret" || !strings.Contains(out, "updated") {
+	if got := vk.CallbackServers(servicetest.Group)[1].SecretKey; got != "given-secret" || !strings.Contains(out, "updated") {
 		t.Errorf("secret = %q, want the one given, and the server told as updated:\n%s", got, out)
 	}
 	// A new title is an update too; the events, already right, are not set again.
 	sets = vk.Calls("groups.setCallbackSettings")
 	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u, "-title", "counter")
-	if code != 0 || !strings.Contains(out, "updated") || vk.CallbackServers(testGroup)[1].Title != "counter" || vk.Calls("groups.setCallbackSettings") != sets {
-		t.Errorf("new title: exit %d, title %q, %d settings calls:\n%s", code, vk.CallbackServers(testGroup)[1].Title, vk.Calls("groups.setCallbackSettings")-sets, out)
+	if code != 0 || !strings.Contains(out, "updated") || vk.CallbackServers(servicetest.Group)[1].Title != "counter" || vk.Calls("groups.setCallbackSettings") != sets {
+		t.Errorf("new title: exit %d, title %q, %d settings calls:\n%s", code, vk.CallbackServers(servicetest.Group)[1].Title, vk.Calls("groups.setCallbackSettings")-sets, out)
 	}
 	if n := vk.Calls("groups.addCallbackServer"); n != 1 {
 		t.Errorf("groups.addCallbackServer called %d times, want 1", n)
@@ -109,7 +110,7 @@ func TestSetupExitCodes(t *testing.T) {
 		{"no community", map[string]string{"VK_GROUP_ID": "", "VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", "VK_GROUP_ID and VK_TOKEN are needed for setup"},
 		{"neither url nor community", map[string]string{"VK_GROUP_ID": "", "VK_TOKEN": ""}, nil, 2, "", "-url is required: the public URL of the webhook, such as -url https://example.com/callback\nVK_GROUP_ID and VK_TOKEN are needed"},
 		{"not a URL", nil, []string{"-url", "bot.example/callback"}, 2, "", "http(s) URL"},
-		{"no token", map[string]string{"VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", fmt.Sprintf("community %d has no token", testGroup)},
+		{"no token", map[string]string{"VK_TOKEN": ""}, []string{"-url", "https://b/cb"}, 2, "", fmt.Sprintf("community %d has no token", servicetest.Group)},
 		{"title too long", nil, []string{"-url", "https://b/cb", "-title", "fifteen chars!!"}, 2, "", "at most 14"},
 		{"stray argument", nil, []string{"-url", "https://b/cb", "extra"}, 2, "", "extra"},
 	}
@@ -122,7 +123,7 @@ func TestSetupExitCodes(t *testing.T) {
 			}
 		})
 	}
-	if n := len(vk.CallbackServers(testGroup)); n != 0 {
+	if n := len(vk.CallbackServers(servicetest.Group)); n != 0 {
 		t.Errorf("%d servers registered by bad invocations", n)
 	}
 	// The help tells what a second run does with the secret.
@@ -146,23 +147,23 @@ func TestSetupExitCodes(t *testing.T) {
 func TestConfirmationFollowsVK(t *testing.T) {
 	a := startApp(t, nil, map[string]string{"VK_CONFIRMATION": ""})
 	confirm := func() (int, string) {
-		status, body, _ := a.post(t, []byte(fmt.Sprintf(`{"type":"confirmation","group_id":%d,"secret":%q}`, testGroup, testSecret)), nil)
+		status, body, _ := a.Post(t, []byte(fmt.Sprintf(`{"type":"confirmation","group_id":%d,"secret":%q}`, servicetest.Group, servicetest.Secret)), nil)
 		return status, body
 	}
-	if status, body := confirm(); status != 200 || body != "vktest-"+strconv.Itoa(testGroup) {
+	if status, body := confirm(); status != 200 || body != "vktest-"+strconv.Itoa(servicetest.Group) {
 		t.Fatalf("confirmation: %d %q, want the code from groups.getCallbackConfirmationCode", status, body)
 	}
-	a.vk.SetConfirmation(testGroup, "changed-1")
+	a.VK.SetConfirmation(servicetest.Group, "changed-1")
 	if status, body := confirm(); status != 200 || body != "changed-1" {
 		t.Fatalf("VK's code changed while running: the next confirmation got %d %q, want %q", status, body, "changed-1")
 	}
-	if n := a.vk.Calls("groups.getCallbackConfirmationCode"); n != 3 {
+	if n := a.VK.Calls("groups.getCallbackConfirmationCode"); n != 3 {
 		t.Errorf("%d calls of groups.getCallbackConfirmationCode, want 3: one at start, one per event", n)
 	}
-	a.vk.SetConfirmation(testGroup, "changed-2")
-	a.vk.SetOutage(vktest.Hang)
+	a.VK.SetConfirmation(servicetest.Group, "changed-2")
+	a.VK.SetOutage(vktest.Hang)
 	status, body := confirm()
-	a.vk.SetOutage(vktest.Up)
+	a.VK.SetOutage(vktest.Up)
 	if status != 200 || body != "changed-1" {
 		t.Fatalf("VK hanging: confirmation got %d %q, want the last code VK gave, %q", status, body, "changed-1")
 	}
@@ -175,19 +176,19 @@ func TestConfirmationFollowsVK(t *testing.T) {
 func TestSetupOtherServers(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	quiet := vk.AddCallbackServer(testGroup, "other bot", "https://other.example/cb", "x") // message_new off
+	quiet := vk.AddCallbackServer(servicetest.Group, "other bot", "https://other.example/cb", "x") // message_new off
 	if code, _, errOut := runSetupCmd(vk, nil, "-url", "https://old.example/callback"); code != 0 {
 		t.Fatalf("first setup: exit %d %s", code, errOut)
 	}
-	old := vk.CallbackServers(testGroup)[1]
-	vk.SetCallbackStatus(testGroup, old.ID, "ok")
+	old := vk.CallbackServers(servicetest.Group)[1]
+	vk.SetCallbackStatus(servicetest.Group, old.ID, "ok")
 
 	code, out, _ := runSetupCmd(vk, nil, "-url", "https://new.example/callback")
-	want := fmt.Sprintf(`Warning: other Callback servers of community %d still receive message_new, so every message reaches them too: server %d "vkcounter" at https://old.example/callback (status ok). Run setup again with -disable-others`, testGroup, old.ID)
+	want := fmt.Sprintf(`Warning: other Callback servers of community %d still receive message_new, so every message reaches them too: server %d "vkcounter" at https://old.example/callback (status ok). Run setup again with -disable-others`, servicetest.Group, old.ID)
 	if code != 0 || !strings.Contains(out, want) || strings.Contains(out, "other.example") {
 		t.Fatalf("setup at a new URL: exit %d, want %q, and nothing of server %d, in:\n%s", code, want, quiet, out)
 	}
-	if vk.CallbackServers(testGroup)[1].Events["message_new"] != 1 {
+	if vk.CallbackServers(servicetest.Group)[1].Events["message_new"] != 1 {
 		t.Fatal("the old server's message_new was turned off without -disable-others")
 	}
 
@@ -196,13 +197,13 @@ func TestSetupOtherServers(t *testing.T) {
 		!strings.Contains(out, "unchanged") {
 		t.Fatalf("-disable-others: exit %d:\n%s", code, out)
 	}
-	for _, s := range vk.CallbackServers(testGroup) {
+	for _, s := range vk.CallbackServers(servicetest.Group) {
 		want := map[bool]int{true: 1, false: 0}[s.URL == "https://new.example/callback"]
 		if s.Events["message_new"] != want {
 			t.Errorf("server %d at %s: message_new %d, want %d", s.ID, s.URL, s.Events["message_new"], want)
 		}
 	}
-	if old := vk.CallbackServers(testGroup)[1]; old.Events["wall_post_new"] != 0 || old.URL != "https://old.example/callback" {
+	if old := vk.CallbackServers(servicetest.Group)[1]; old.Events["wall_post_new"] != 0 || old.URL != "https://old.example/callback" {
 		t.Errorf("the old server's other settings changed: %+v", old)
 	}
 	// Once off, a new run has nothing to say about them.

@@ -18,12 +18,14 @@ import (
 	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/servicetest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // stickerEvent builds a message_new without text holding one sticker.
 func stickerEvent(eventID string, peer, cmid int, sticker int64) []byte {
 	b, _ := json.Marshal(map[string]any{
-		"type": "message_new", "group_id": testGroup, "event_id": eventID, "v": "5.199", "secret": testSecret,
+		"type": "message_new", "group_id": servicetest.Group, "event_id": eventID, "v": "5.199", "secret": servicetest.Secret,
 		"object": map[string]any{
 			"message": map[string]any{"id": cmid, "date": 1764115200, "peer_id": peer, "from_id": peer, "text": "", "conversation_message_id": cmid,
 				"attachments": []any{map[string]any{"type": "sticker", "sticker": map[string]any{"product_id": 1, "sticker_id": sticker}}}},
@@ -35,7 +37,7 @@ func stickerEvent(eventID string, peer, cmid int, sticker int64) []byte {
 // getTexts asks /texts with the query q and decodes the answer.
 func (a *app) getTexts(t testing.TB, q url.Values) (int, admin.Answer, string) {
 	t.Helper()
-	resp, err := http.Get(a.adminURL("/texts?" + q.Encode()))
+	resp, err := http.Get(a.AdminURL("/texts?" + q.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +54,11 @@ func (a *app) getTexts(t testing.TB, q url.Values) (int, admin.Answer, string) {
 
 // countEnv is the environment `vkcounter count` needs to read a's Redis.
 func (a *app) countEnv(extra map[string]string) map[string]string {
-	env := map[string]string{"KEY_PREFIX": a.prefix, "VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "token-1"}
-	if a.target.Kind == redistest.Cluster {
-		env["REDIS_CLUSTER"] = a.target.Addr
+	env := map[string]string{"KEY_PREFIX": a.Prefix, "VK_GROUP_ID": strconv.Itoa(servicetest.Group), "VK_TOKEN": "token-1"}
+	if a.Target.Kind == redistest.Cluster {
+		env["REDIS_CLUSTER"] = a.Target.Addr
 	} else {
-		env["REDIS_URL"] = a.target.URL
+		env["REDIS_URL"] = a.Target.URL
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -135,19 +137,19 @@ func TestTextsAnswerIsNextReply(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		a := startApp(t, tg, map[string]string{"NORMALIZE": "true"})
 		for i := range 3 {
-			a.mustOK(t, event(fmt.Sprintf("h%d", i), 1000+i, 1, "Hello   World"))
+			a.MustOK(t, servicetest.Event(fmt.Sprintf("h%d", i), 1000+i, 1, "Hello   World"))
 		}
 		for i := range 2 {
-			a.mustOK(t, stickerEvent(fmt.Sprintf("s%d", i), 2000+i, 1, 9012))
+			a.MustOK(t, stickerEvent(fmt.Sprintf("s%d", i), 2000+i, 1, 9012))
 		}
-		a.waitSends(t, 5)
+		a.WaitSends(t, 5)
 		// The count's keys: the activity counters are written in the
 		// background, a little after the replies.
-		before := redisState(t, tg, a.prefix+"f:", 0)
+		before := redisState(t, tg, a.Prefix+"f:", 0)
 
 		code, ans, body := a.getTexts(t, url.Values{"text": {" hello world", "never sent"}})
 		if code != 200 || ans.WindowSeconds != 86400 || !ans.Normalize || len(ans.Texts) != 2 ||
-			fmt.Sprint(ans.Texts[0]) != fmt.Sprint(admin.TextCount{GroupID: testGroup, Text: " hello world", Count: 3}) || ans.Texts[1].Count != 0 {
+			fmt.Sprint(ans.Texts[0]) != fmt.Sprint(admin.TextCount{GroupID: servicetest.Group, Text: " hello world", Count: 3}) || ans.Texts[1].Count != 0 {
 			t.Fatalf("/texts answered %d %s", code, body)
 		}
 		code, ans, body = a.getTexts(t, url.Values{"attachment": {"sticker:9012"}})
@@ -164,13 +166,13 @@ func TestTextsAnswerIsNextReply(t *testing.T) {
 		if code, out, _ := runCountCmd(a.countEnv(nil), "HELLO WORLD"); code != exitOK || out != "0\tHELLO WORLD\n" {
 			t.Errorf("count without NORMALIZE: exit %d, stdout %q; want 0 (another text key)", code, out)
 		}
-		if after := redisState(t, tg, a.prefix+"f:", 0); after != before {
+		if after := redisState(t, tg, a.Prefix+"f:", 0); after != before {
 			t.Errorf("asking changed Redis:\nbefore %s\nafter  %s", before, after)
 		}
 
-		a.mustOK(t, event("h-next", 1100, 1, "hello world"))
-		a.mustOK(t, stickerEvent("s-next", 2100, 1, 9012))
-		sends := a.waitSends(t, 7)
+		a.MustOK(t, servicetest.Event("h-next", 1100, 1, "hello world"))
+		a.MustOK(t, stickerEvent("s-next", 2100, 1, 9012))
+		sends := a.WaitSends(t, 7)
 		got := map[int]string{}
 		for _, s := range sends {
 			got[s.PeerID] = s.Message
@@ -188,19 +190,19 @@ func TestTextsChangeNothing(t *testing.T) {
 	tg := redistest.OwnServer(t)
 	a := startApp(t, tg, nil)
 	for i := range 3 {
-		a.mustOK(t, event(fmt.Sprintf("h%d", i), 1000+i, 1, "hello"))
+		a.MustOK(t, servicetest.Event(fmt.Sprintf("h%d", i), 1000+i, 1, "hello"))
 	}
-	a.waitSends(t, 3)
+	a.WaitSends(t, 3)
 	// Closed first, with its senders' polls; the count's script, which it
 	// loaded, stays in Redis's cache. The client is connected before the
 	// first reading, as connecting changes Redis's client table.
 	a.Close()
-	rdb, store, _, err := openStore(context.Background(), a.cfg)
+	rdb, store, _, err := openStore(context.Background(), a.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	ms, err := admin.Question{Texts: []string{"hello", "other"}}.Messages([]int{testGroup})
+	ms, err := admin.Question{Texts: []string{"hello", "other"}}.Messages([]int{servicetest.Group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +220,11 @@ func TestTextsChangeNothing(t *testing.T) {
 	// from its pool (go-redis 9.23, #4002): the look-ups are one pipeline,
 	// the PING went through the pool. With the test's own client, 3.
 	ask()
-	before := redisState(t, tg, a.prefix, 3)
+	before := redisState(t, tg, a.Prefix, 3)
 	for range 3 {
 		ask()
 	}
-	if after := redisState(t, tg, a.prefix, 3); after != before {
+	if after := redisState(t, tg, a.Prefix, 3); after != before {
 		t.Errorf("asking changed Redis:\nbefore %s\nafter  %s", before, after)
 	}
 }
@@ -232,14 +234,14 @@ func TestTextsChangeNothing(t *testing.T) {
 // is a port nobody listens on: reading would fail with exit 1). /texts
 // answers the same questions 400 (admin's TestTextsBadQuestions).
 func TestCountBadQuestions(t *testing.T) {
-	env := map[string]string{"REDIS_URL": "redis://" + freePort(t), "VK_GROUP_ID": strconv.Itoa(testGroup), "VK_TOKEN": "token-1"}
+	env := map[string]string{"REDIS_URL": "redis://" + tcptest.FreeAddr(t), "VK_GROUP_ID": strconv.Itoa(servicetest.Group), "VK_TOKEN": "token-1"}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"-attachment", "sticker:1", "a"}, "give texts or attachments, not both"},
 		{[]string{"-attachment", "sticker:x"}, `attachment "sticker:x"`},
-		{[]string{"-group", "5", "a"}, "community 5 is not served (served: " + strconv.Itoa(testGroup) + ")"},
+		{[]string{"-group", "5", "a"}, "community 5 is not served (served: " + strconv.Itoa(servicetest.Group) + ")"},
 	} {
 		code, out, errOut := runCountCmd(env, tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tc.want) {

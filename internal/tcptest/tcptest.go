@@ -36,3 +36,34 @@ func Serve(t testing.TB, handle func(nc net.Conn)) string {
 	})
 	return ln.Addr().String()
 }
+
+// FreeAddr returns a loopback address no one listens on now: for a
+// server under test that must be given its address before it starts (a
+// second instance on the same port, a child process).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// HostIP returns a non-loopback IPv4 address of this machine, to reach a
+// listener the way another host would; it skips the test when there is
+// none.
+func HostIP(t testing.TB) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	t.Skip("this machine has no non-loopback IPv4 address")
+	return nil
+}

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package main
-
-// openFileLimit returns 0: the limit is not known on this platform.
-func openFileLimit() int { return 0 }
