@@ -179,12 +179,19 @@ func TestBucketPurge(t *testing.T) {
 
 // TestBucketModel: many texts in two buckets (BucketBits 1), counted at
 // random seconds across many windows and purges, answer what a model of
-// every occurrence answers, and Seen agrees with it between counts.
+// every occurrence answers, and Seen agrees with it between counts; and in
+// buckets named past the slot's 14 bits (BucketBits 17).
 func TestBucketModel(t *testing.T) {
+	for _, bits := range []int{1, 17} {
+		t.Run(strconv.Itoa(bits), func(t *testing.T) { bucketModel(t, bits) })
+	}
+}
+
+func bucketModel(t *testing.T, bits int) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		const w = 48 // slack 2
-		s := newStore(t, tg, freq.Options{Window: w * time.Second, BucketBits: 1})
+		s := newStore(t, tg, freq.Options{Window: w * time.Second, BucketBits: bits})
 		rng := rand.New(rand.NewPCG(3, 4))
 		seen := map[string][]int64{}
 		steps := 600
@@ -211,6 +218,9 @@ func TestBucketModel(t *testing.T) {
 			if n, err := s.SeenAt(ctx, other, sec(now)); err != nil || n != inside(other) {
 				t.Fatalf("step %d, Seen %s at %d: %d, %v; want %d", i, other, now, n, err, inside(other))
 			}
+		}
+		if bits != 1 {
+			return
 		}
 		// The buckets hold no text that left the window more than a slack
 		// and a window's worth of writes ago: each was purged on the way.
