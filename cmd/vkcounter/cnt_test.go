@@ -362,6 +362,21 @@ func TestCntStoreFailure(t *testing.T) {
 	}
 }
 
+// checkOnOwnerOnly checks that the counter n is on its owner in ring
+// alone, at total, asking each server (watchers, by address).
+func checkOnOwnerOnly(ctx context.Context, t *testing.T, ring *client.Ring, watchers map[string]*client.Client, n string, total int64) {
+	t.Helper()
+	owner := ring.Owner(n)
+	if v, err := watchers[owner].Total(ctx, n); v != total || err != nil {
+		t.Fatalf("%q on its owner %s: %d, %v", n, owner, v, err)
+	}
+	for a, w := range watchers {
+		if _, err := w.Total(ctx, n); a != owner && err == nil {
+			t.Fatalf("%q also on %s", n, a)
+		}
+	}
+}
+
 // TestCntRing: with several servers named commands go to the name's owner
 // and noop, stats and dump to every server, each line prefixed with it.
 func TestCntRing(t *testing.T) {
@@ -388,15 +403,7 @@ func TestCntRing(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	for _, n := range names {
-		owner := ring.Owner(n)
-		if v, err := watchers[owner].Total(ctx, n); v != 3 || err != nil {
-			t.Fatalf("%q on its owner %s: %d, %v", n, owner, v, err)
-		}
-		for a, w := range watchers {
-			if _, err := w.Total(ctx, n); a != owner && err == nil {
-				t.Fatalf("%q also on %s", n, a)
-			}
-		}
+		checkOnOwnerOnly(ctx, t, ring, watchers, n, 3)
 	}
 	// The acquires were released, so dump lists every name at 0, each on
 	// its owner's line.

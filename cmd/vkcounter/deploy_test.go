@@ -55,36 +55,41 @@ func portOf(t *testing.T, addr string) int {
 	return n
 }
 
+// flyCheck is a check of fly.toml.
+type flyCheck struct {
+	Type   string `toml:"type"`
+	Port   int    `toml:"port"`
+	Path   string `toml:"path"`
+	Method string `toml:"method"`
+}
+
+// flyToml is what TestFlyTomlMatchesProgram reads of fly.toml.
+type flyToml struct {
+	KillSignal  string            `toml:"kill_signal"`
+	KillTimeout string            `toml:"kill_timeout"`
+	Build       map[string]string `toml:"build"`
+	Env         map[string]string `toml:"env"`
+	HTTPService struct {
+		InternalPort       int        `toml:"internal_port"`
+		MinMachinesRunning *int       `toml:"min_machines_running"`
+		AutoStopMachines   any        `toml:"auto_stop_machines"`
+		ForceHTTPS         bool       `toml:"force_https"`
+		Checks             []flyCheck `toml:"checks"`
+	} `toml:"http_service"`
+	Checks   map[string]flyCheck `toml:"checks"`
+	Services []struct {
+		InternalPort int `toml:"internal_port"`
+	} `toml:"services"`
+	Metrics struct {
+		Port int    `toml:"port"`
+		Path string `toml:"path"`
+	} `toml:"metrics"`
+}
+
 // TestFlyTomlMatchesProgram checks that fly.toml parses and that its ports
 // and paths are the ones the program serves by default.
 func TestFlyTomlMatchesProgram(t *testing.T) {
-	type check struct {
-		Type   string `toml:"type"`
-		Port   int    `toml:"port"`
-		Path   string `toml:"path"`
-		Method string `toml:"method"`
-	}
-	var fly struct {
-		KillSignal  string            `toml:"kill_signal"`
-		KillTimeout string            `toml:"kill_timeout"`
-		Build       map[string]string `toml:"build"`
-		Env         map[string]string `toml:"env"`
-		HTTPService struct {
-			InternalPort       int     `toml:"internal_port"`
-			MinMachinesRunning *int    `toml:"min_machines_running"`
-			AutoStopMachines   any     `toml:"auto_stop_machines"`
-			ForceHTTPS         bool    `toml:"force_https"`
-			Checks             []check `toml:"checks"`
-		} `toml:"http_service"`
-		Checks   map[string]check `toml:"checks"`
-		Services []struct {
-			InternalPort int `toml:"internal_port"`
-		} `toml:"services"`
-		Metrics struct {
-			Port int    `toml:"port"`
-			Path string `toml:"path"`
-		} `toml:"metrics"`
-	}
+	var fly flyToml
 	md, err := toml.DecodeFile("../../fly.toml", &fly)
 	if err != nil {
 		t.Fatalf("fly.toml: %v", err)
@@ -92,6 +97,33 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 	if und := md.Undecoded(); len(und) > 0 {
 		t.Logf("fly.toml keys not checked here: %v", und)
 	}
+	private := checkFlyPorts(t, &fly)
+	ready := checkFlyMachine(t, &fly, private["ADMIN_ADDR"])
+	raw, _ := os.ReadFile("../../fly.toml")
+	for _, secret := range []string{"VK_TOKEN", "VK_SECRET", "VK_CONFIRMATION", "COUNTERS_HTTP_TOKEN", "REDIS_URL"} {
+		if _, inEnv := fly.Env[secret]; inEnv || !strings.Contains(string(raw), secret) {
+			t.Errorf("fly.toml must list %s among the secrets and not set it in [env]", secret)
+		}
+	}
+
+	// The paths fly.toml names are served by the program, where it says.
+	a := startApp(t, nil, nil)
+	for _, u := range []string{a.URL(fly.HTTPService.Checks[0].Path), a.AdminURL(ready.Path), a.AdminURL(fly.Metrics.Path)} {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", u, resp.StatusCode)
+		}
+	}
+}
+
+// checkFlyPorts checks fly.toml's ports against the program's defaults
+// and returns the private ones (COUNTER_ADDR, ADMIN_ADDR) by setting.
+func checkFlyPorts(t *testing.T, fly *flyToml) map[string]int {
+	t.Helper()
 	def := defaults()
 	httpPort := portOf(t, def["HTTP_ADDR"])
 	if v := fly.Env["HTTP_ADDR"]; v != "" {
@@ -117,6 +149,14 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 	if fly.HTTPService.InternalPort != httpPort {
 		t.Errorf("http_service.internal_port %d, program listens on %d", fly.HTTPService.InternalPort, httpPort)
 	}
+	return private
+}
+
+// checkFlyMachine checks how Fly runs the machine: never stopped, its
+// checks and metrics on the admin port (adminPort), the image, the
+// shutdown. It returns the readiness check.
+func checkFlyMachine(t *testing.T, fly *flyToml, adminPort int) flyCheck {
+	t.Helper()
 	// VK expects an answer within seconds and replies are sent in the
 	// background: machines are never stopped for idleness. Fly ignores
 	// min_machines_running unless machines may be stopped, so it must not
@@ -131,11 +171,11 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 		t.Errorf("http_service.checks %+v, want a check on /healthz", fly.HTTPService.Checks)
 	}
 	ready, ok := fly.Checks["ready"]
-	if !ok || ready.Type != "http" || ready.Port != private["ADMIN_ADDR"] || ready.Path != "/readyz" {
-		t.Errorf("[checks.ready] %+v, want an http check of /readyz on ADMIN_ADDR's port %d", ready, private["ADMIN_ADDR"])
+	if !ok || ready.Type != "http" || ready.Port != adminPort || ready.Path != "/readyz" {
+		t.Errorf("[checks.ready] %+v, want an http check of /readyz on ADMIN_ADDR's port %d", ready, adminPort)
 	}
-	if fly.Metrics.Port != private["ADMIN_ADDR"] || fly.Metrics.Path != "/metrics" {
-		t.Errorf("[metrics] %+v, want port %d (ADMIN_ADDR) path /metrics", fly.Metrics, private["ADMIN_ADDR"])
+	if fly.Metrics.Port != adminPort || fly.Metrics.Path != "/metrics" {
+		t.Errorf("[metrics] %+v, want port %d (ADMIN_ADDR) path /metrics", fly.Metrics, adminPort)
 	}
 	if fly.Build["dockerfile"] != "Dockerfile" {
 		t.Errorf("[build] %v, want dockerfile = Dockerfile", fly.Build)
@@ -146,24 +186,56 @@ func TestFlyTomlMatchesProgram(t *testing.T) {
 		t.Errorf("kill_signal %q kill_timeout %q SHUTDOWN_TIMEOUT %q: Fly must send SIGTERM and wait longer than the shutdown",
 			fly.KillSignal, fly.KillTimeout, fly.Env["SHUTDOWN_TIMEOUT"])
 	}
-	raw, _ := os.ReadFile("../../fly.toml")
-	for _, secret := range []string{"VK_TOKEN", "VK_SECRET", "VK_CONFIRMATION", "COUNTERS_HTTP_TOKEN", "REDIS_URL"} {
-		if _, inEnv := fly.Env[secret]; inEnv || !strings.Contains(string(raw), secret) {
-			t.Errorf("fly.toml must list %s among the secrets and not set it in [env]", secret)
+	return ready
+}
+
+// checkExposed checks that every port the Dockerfile (text) EXPOSEs is
+// one the image (its ENV: image) listens on, on the container's addresses
+// (a loopback one would be exposed in vain).
+func checkExposed(t *testing.T, text string, image map[string]string) {
+	t.Helper()
+	def := defaults()
+	for _, env := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
+		addr := def[env]
+		if v, ok := image[env]; ok {
+			addr = v
+		}
+		if p := strconv.Itoa(portOf(t, addr)); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
+			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
+		}
+		if host, _, _ := net.SplitHostPort(addr); host != "" && net.ParseIP(host).IsLoopback() || host == "localhost" {
+			t.Errorf("the image's %s %q is loopback: its EXPOSE reaches nothing", env, addr)
 		}
 	}
+}
 
-	// The paths fly.toml names are served by the program, where it says.
-	a := startApp(t, nil, nil)
-	for _, u := range []string{a.URL(fly.HTTPService.Checks[0].Path), a.AdminURL(ready.Path), a.AdminURL(fly.Metrics.Path)} {
-		resp, err := http.Get(u)
-		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
+// checkGoBuild checks the Dockerfile's (text) go build b: Go's caches
+// survive between builds, and the builder's Go satisfies go.mod's go line.
+func checkGoBuild(t *testing.T, b dockerBuild, text string) {
+	t.Helper()
+	// Go's caches survive between builds.
+	for _, target := range []string{"/go/pkg/mod", "/root/.cache/go-build"} {
+		if !slices.Contains(b.mounts, "--mount=type=cache,target="+target) {
+			t.Errorf("go build has no cache mount of %s: %v", target, b.mounts)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Errorf("GET %s: %d", u, resp.StatusCode)
-		}
+	}
+	if !regexp.MustCompile(`(?m)^RUN --mount=type=cache,target=/go/pkg/mod go mod download$`).MatchString(text) ||
+		!strings.HasPrefix(text, "# syntax=docker/dockerfile:1\n") {
+		t.Error("go mod download needs the module cache mount, and the Dockerfile the syntax line that enables it")
+	}
+	// The builder's Go satisfies go.mod's go line: the golang images set
+	// GOTOOLCHAIN=local and will not fetch a newer toolchain.
+	m := regexp.MustCompile(`(?m)^ARG GO_VERSION=(\S+)$`).FindStringSubmatch(text)
+	if m == nil || !strings.Contains(text, "FROM golang:${GO_VERSION} AS build") {
+		t.Fatal("the build stage must be FROM golang:${GO_VERSION} with ARG GO_VERSION=<version>")
+	}
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goLine == nil || goversion.Compare("go"+m[1], "go"+string(goLine[1])) < 0 || !goversion.IsValid("go"+m[1]) {
+		t.Errorf("builder golang:%s does not satisfy go.mod's go %s", m[1], goLine[1])
 	}
 }
 
@@ -380,46 +452,8 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("the image sets %s=%q, want true", env, image[env])
 		}
 	}
-	// Every port it EXPOSEs is one the image listens on, on the
-	// container's addresses (a loopback one would be exposed in vain).
-	def := defaults()
-	for _, env := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
-		addr := def[env]
-		if v, ok := image[env]; ok {
-			addr = v
-		}
-		if p := strconv.Itoa(portOf(t, addr)); !regexp.MustCompile(`(?m)^EXPOSE .*\b` + p + `\b`).MatchString(text) {
-			t.Errorf("Dockerfile does not EXPOSE %s's port %s", env, p)
-		}
-		if host, _, _ := net.SplitHostPort(addr); host != "" && net.ParseIP(host).IsLoopback() || host == "localhost" {
-			t.Errorf("the image's %s %q is loopback: its EXPOSE reaches nothing", env, addr)
-		}
-	}
-
-	// Go's caches survive between builds.
-	for _, target := range []string{"/go/pkg/mod", "/root/.cache/go-build"} {
-		if !slices.Contains(b.mounts, "--mount=type=cache,target="+target) {
-			t.Errorf("go build has no cache mount of %s: %v", target, b.mounts)
-		}
-	}
-	if !regexp.MustCompile(`(?m)^RUN --mount=type=cache,target=/go/pkg/mod go mod download$`).MatchString(text) ||
-		!strings.HasPrefix(text, "# syntax=docker/dockerfile:1\n") {
-		t.Error("go mod download needs the module cache mount, and the Dockerfile the syntax line that enables it")
-	}
-	// The builder's Go satisfies go.mod's go line: the golang images set
-	// GOTOOLCHAIN=local and will not fetch a newer toolchain.
-	m := regexp.MustCompile(`(?m)^ARG GO_VERSION=(\S+)$`).FindStringSubmatch(text)
-	if m == nil || !strings.Contains(text, "FROM golang:${GO_VERSION} AS build") {
-		t.Fatal("the build stage must be FROM golang:${GO_VERSION} with ARG GO_VERSION=<version>")
-	}
-	mod, err := os.ReadFile("../../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
-	if goLine == nil || goversion.Compare("go"+m[1], "go"+string(goLine[1])) < 0 || !goversion.IsValid("go"+m[1]) {
-		t.Errorf("builder golang:%s does not satisfy go.mod's go %s", m[1], goLine[1])
-	}
+	checkExposed(t, text, image)
+	checkGoBuild(t, b, text)
 	// The version is stamped in.
 	if !slices.ContainsFunc(b.args, func(a string) bool {
 		return strings.Contains(a, "-X github.com/vkcounter/vkcounter/internal/version.Stamp="+testVersion)
@@ -687,6 +721,30 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	}
 }
 
+// loopbackPorts is how compose publishes the image's listeners (its ENV,
+// else the defaults) on the host's loopback only: 127.0.0.1:P:P each.
+func loopbackPorts(t *testing.T) []string {
+	t.Helper()
+	env, def := imageEnv(t), defaults()
+	var ports []string
+	for _, name := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
+		addr := def[name]
+		if v, ok := env[name]; ok {
+			addr = v
+		}
+		p := strconv.Itoa(portOf(t, addr))
+		ports = append(ports, "127.0.0.1:"+p+":"+p)
+	}
+	return ports
+}
+
+// isHealthcheckCommand reports whether a container's health check test is
+// the binary's own healthcheck command, run without a shell.
+func isHealthcheckCommand(hc []string) bool {
+	return len(hc) == 3 && hc[0] == "CMD" && hc[1] == "/usr/local/bin/vkcounter" && hc[2] == "healthcheck" &&
+		slices.ContainsFunc(commands(), func(c command) bool { return c.name == hc[2] })
+}
+
 // TestComposeFile: compose.yaml runs the image next to a Redis that keeps
 // its data (AOF) and never evicts, reaches it by its service name, and
 // publishes every port the image listens on, on loopback only.
@@ -727,9 +785,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	// The health check: the image has no shell and no HTTP client, so
 	// the binary itself asks /readyz (a command it has).
-	hc := svc.Healthcheck.Test
-	if len(hc) != 3 || hc[0] != "CMD" || hc[1] != "/usr/local/bin/vkcounter" || hc[2] != "healthcheck" ||
-		!slices.ContainsFunc(commands(), func(c command) bool { return c.name == hc[2] }) {
+	if hc := svc.Healthcheck.Test; !isHealthcheckCommand(hc) {
 		t.Errorf("vkcounter: healthcheck %q, want [CMD /usr/local/bin/vkcounter healthcheck]", hc)
 	}
 	// The README's laptop path (Bots Long Poll) sets these and nothing
@@ -739,17 +795,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("vkcounter: %s=%q, want it passed through from the environment (${%s:-…})", name, svc.Environment[name], name)
 		}
 	}
-	env := imageEnv(t)
 	def := defaults()
-	var want []string
-	for _, name := range []string{"HTTP_ADDR", "ADMIN_ADDR", "COUNTER_ADDR"} {
-		addr := def[name]
-		if v, ok := env[name]; ok {
-			addr = v
-		}
-		p := strconv.Itoa(portOf(t, addr))
-		want = append(want, "127.0.0.1:"+p+":"+p)
-	}
+	want := loopbackPorts(t)
 	if len(r.Ports) != 0 || !slices.Equal(svc.Ports, want) {
 		t.Errorf("ports: redis %v, vkcounter %v; want Redis unpublished and %v", r.Ports, svc.Ports, want)
 	}

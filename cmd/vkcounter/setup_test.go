@@ -32,6 +32,33 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 	other := vk.AddCallbackServer(servicetest.Group, "other bot", "https://other.example/cb", "x")
 	const u = "https://bot.example/callback"
 
+	s := setupFirstRun(t, vk, u, other)
+	setupRunAgain(t, vk, u, s)
+	// A secret given replaces it.
+	code, out, _ := runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u)
+	if code != 0 || !strings.Contains(out, "The secret given is set at VK: the service must run with it.") || !strings.Contains(out, "VK_SECRET=given-secret\n") {
+		t.Fatalf("third run: exit %d, stdout:\n%s", code, out)
+	}
+	if got := vk.CallbackServers(servicetest.Group)[1].SecretKey; got != "given-secret" || !strings.Contains(out, "updated") {
+		t.Errorf("secret = %q, want the one given, and the server told as updated:\n%s", got, out)
+	}
+	// A new title is an update too; the events, already right, are not set again.
+	sets := vk.Calls("groups.setCallbackSettings")
+	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u, "-title", "counter")
+	if code != 0 || !strings.Contains(out, "updated") || vk.CallbackServers(servicetest.Group)[1].Title != "counter" || vk.Calls("groups.setCallbackSettings") != sets {
+		t.Errorf("new title: exit %d, title %q, %d settings calls:\n%s", code, vk.CallbackServers(servicetest.Group)[1].Title, vk.Calls("groups.setCallbackSettings")-sets, out)
+	}
+	if n := vk.Calls("groups.addCallbackServer"); n != 1 {
+		t.Errorf("groups.addCallbackServer called %d times, want 1", n)
+	}
+}
+
+// setupFirstRun runs setup -url u on a community with another bot's
+// server (other): it creates a server of its own beside it, with a
+// secret it generates and prints, and the message_new event alone. It
+// returns the server.
+func setupFirstRun(t *testing.T, vk *vktest.Server, u string, other int) vktest.CallbackServer {
+	t.Helper()
 	code, out, errOut := runSetupCmd(vk, nil, "-url", u)
 	if code != 0 {
 		t.Fatalf("first run: exit %d, stderr %q", code, errOut)
@@ -57,40 +84,27 @@ func TestSetupCreatesThenUpdates(t *testing.T) {
 			t.Errorf("event %s = %d, want %d", name, on, want)
 		}
 	}
+	return s
+}
 
-	// Again with the same settings: nothing to change, and nothing is
-	// asked of VK but reads.
+// setupRunAgain runs setup -url u again with the same settings as the
+// run that registered s: nothing to change, and nothing is asked of VK but
+// reads; it prints the same secret, read back from VK, and says it is kept.
+func setupRunAgain(t *testing.T, vk *vktest.Server, u string, s vktest.CallbackServer) {
+	t.Helper()
 	edits, sets := vk.Calls("groups.editCallbackServer"), vk.Calls("groups.setCallbackSettings")
-	code, out, errOut = runSetupCmd(vk, nil, "-url", u)
+	code, out, errOut := runSetupCmd(vk, nil, "-url", u)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("Callback server %d unchanged", s.ID)) || strings.Contains(out, "generated") || strings.Contains(out, "Warning") {
 		t.Fatalf("second run: exit %d, stdout:\n%s\nstderr %q", code, out, errOut)
 	}
 	if e, st := vk.Calls("groups.editCallbackServer")-edits, vk.Calls("groups.setCallbackSettings")-sets; e != 0 || st != 0 {
 		t.Errorf("second run: %d groups.editCallbackServer and %d groups.setCallbackSettings calls, want none", e, st)
 	}
-	if servers := vk.CallbackServers(servicetest.Group); len(servers) != 2 || servers[1].SecretKey != secret {
+	if servers := vk.CallbackServers(servicetest.Group); len(servers) != 2 || servers[1].SecretKey != s.SecretKey {
 		t.Fatalf("servers after the second run: %+v", servers)
 	}
-	// It prints the same secret again, read back from VK, and says it is kept.
-	if m := printedSecret.FindStringSubmatch(out); m == nil || m[1] != secret || !strings.Contains(out, "The server keeps its secret at VK") {
-		t.Errorf("second run: want the kept secret %s printed and told as kept:\n%s", secret, out)
-	}
-	// A secret given replaces it.
-	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u)
-	if code != 0 || !strings.Contains(out, "The secret given is set at VK: the service must run with it.") || !strings.Contains(out, "VK_SECRET=given-secret\n") {
-		t.Fatalf("third run: exit %d, stdout:\n%s", code, out)
-	}
-	if got := vk.CallbackServers(servicetest.Group)[1].SecretKey; got != "given-secret" || !strings.Contains(out, "updated") {
-		t.Errorf("secret = %q, want the one given, and the server told as updated:\n%s", got, out)
-	}
-	// A new title is an update too; the events, already right, are not set again.
-	sets = vk.Calls("groups.setCallbackSettings")
-	code, out, _ = runSetupCmd(vk, map[string]string{"VK_SECRET": "given-secret"}, "-url", u, "-title", "counter")
-	if code != 0 || !strings.Contains(out, "updated") || vk.CallbackServers(servicetest.Group)[1].Title != "counter" || vk.Calls("groups.setCallbackSettings") != sets {
-		t.Errorf("new title: exit %d, title %q, %d settings calls:\n%s", code, vk.CallbackServers(servicetest.Group)[1].Title, vk.Calls("groups.setCallbackSettings")-sets, out)
-	}
-	if n := vk.Calls("groups.addCallbackServer"); n != 1 {
-		t.Errorf("groups.addCallbackServer called %d times, want 1", n)
+	if m := printedSecret.FindStringSubmatch(out); m == nil || m[1] != s.SecretKey || !strings.Contains(out, "The server keeps its secret at VK") {
+		t.Errorf("second run: want the kept secret %s printed and told as kept:\n%s", s.SecretKey, out)
 	}
 }
 

@@ -129,6 +129,24 @@ func redisState(t testing.TB, tg *redistest.Target, prefix string, clients int) 
 	return state
 }
 
+// checkCountSaysSo checks that `vkcounter count` against a's Redis says
+// what /texts says of TestTextsAnswerIsNextReply's messages: 3 for the
+// normalised text, 2 for the sticker, 0 for a text never sent or keyed
+// without NORMALIZE.
+func checkCountSaysSo(t *testing.T, a *app) {
+	t.Helper()
+	env := a.countEnv(map[string]string{"NORMALIZE": "true"})
+	if code, out, errOut := runCountCmd(env, "HELLO WORLD", "never sent"); code != exitOK || out != "3\tHELLO WORLD\n0\tnever sent\n" || errOut != "" {
+		t.Errorf("count: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runCountCmd(env, "-attachment", "sticker:9012"); code != exitOK || out != "2\t[sticker:9012]\n" || errOut != "" {
+		t.Errorf("count -attachment: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, _ := runCountCmd(a.countEnv(nil), "HELLO WORLD"); code != exitOK || out != "0\tHELLO WORLD\n" {
+		t.Errorf("count without NORMALIZE: exit %d, stdout %q; want 0 (another text key)", code, out)
+	}
+}
+
 // TestTextsAnswerIsNextReply: /texts and `vkcounter count` answer, with the
 // bot's normalisation and text key (a sticker by its key), the number the
 // next reply to that text shows, 0 for a text never seen; asking changes
@@ -156,16 +174,7 @@ func TestTextsAnswerIsNextReply(t *testing.T) {
 		if code != 200 || len(ans.Texts) != 1 || ans.Texts[0].Count != 2 || ans.Texts[0].Attachments[0] != "sticker:9012" {
 			t.Fatalf("/texts for the sticker answered %d %s", code, body)
 		}
-		env := a.countEnv(map[string]string{"NORMALIZE": "true"})
-		if code, out, errOut := runCountCmd(env, "HELLO WORLD", "never sent"); code != exitOK || out != "3\tHELLO WORLD\n0\tnever sent\n" || errOut != "" {
-			t.Errorf("count: exit %d, stdout %q, stderr %q", code, out, errOut)
-		}
-		if code, out, errOut := runCountCmd(env, "-attachment", "sticker:9012"); code != exitOK || out != "2\t[sticker:9012]\n" || errOut != "" {
-			t.Errorf("count -attachment: exit %d, stdout %q, stderr %q", code, out, errOut)
-		}
-		if code, out, _ := runCountCmd(a.countEnv(nil), "HELLO WORLD"); code != exitOK || out != "0\tHELLO WORLD\n" {
-			t.Errorf("count without NORMALIZE: exit %d, stdout %q; want 0 (another text key)", code, out)
-		}
+		checkCountSaysSo(t, a)
 		if after := redisState(t, tg, a.Prefix+"f:", 0); after != before {
 			t.Errorf("asking changed Redis:\nbefore %s\nafter  %s", before, after)
 		}
