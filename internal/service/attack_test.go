@@ -46,37 +46,7 @@ func TestCounterClientsCannotTakeTheBotsHeadroomSoak(t *testing.T) {
 	var visited, refusedVisits int
 	wg.Go(func() {
 		defer close(done)
-		c, err := client.Dial(ctx, a.CounterAddr())
-		if err != nil {
-			errs <- err
-			return
-		}
-		defer c.Close()
-		for i := 0; refusedVisits < 2000; {
-			p := c.Pipeline()
-			for range 256 {
-				p.Visit("room", fmt.Sprintf("%0255d", i), 86400)
-				i++
-			}
-			res, err := p.Exec(ctx)
-			if err != nil {
-				errs <- fmt.Errorf("visits: %w", err)
-				return
-			}
-			refused := 0
-			for _, r := range res {
-				switch r.Status {
-				case wire.StatusOK:
-					visited++
-				case wire.StatusOutOfMemory:
-					refused++
-				default:
-					errs <- fmt.Errorf("visit: %v", r.Status)
-					return
-				}
-			}
-			refusedVisits += refused
-		}
+		visited, refusedVisits = visitUntilRefused(ctx, a.CounterAddr(), 2000, errs)
 	})
 
 	// The window and unique client: 20 window counters hit each round (a
@@ -84,64 +54,10 @@ func TestCounterClientsCannotTakeTheBotsHeadroomSoak(t *testing.T) {
 	// names (new ones every 20 rounds, so that some are still sparse and
 	// grow), until the participant client is done and it saw both refused.
 	var windowRefused, uniqueRefused int
-	wg.Go(func() {
-		c, err := client.Dial(ctx, a.CounterAddr())
-		if err != nil {
-			errs <- err
-			return
-		}
-		defer c.Close()
-		keys := make([]string, 10)
-		for round := 0; ; round++ {
-			select {
-			case <-done:
-				if windowRefused > 0 && uniqueRefused > 0 {
-					return
-				}
-			default:
-			}
-			p := c.Pipeline()
-			for n := range 20 {
-				p.WindowHit("w"+strconv.Itoa(n), 86400)
-				for k := range keys {
-					keys[k] = fmt.Sprintf("%d.%d.%d", round, n, k)
-				}
-				p.UniqueAdd(fmt.Sprintf("u%d.%d", round/20, n), keys)
-			}
-			res, err := p.Exec(ctx)
-			if err != nil {
-				errs <- fmt.Errorf("window and unique: %w", err)
-				return
-			}
-			for _, r := range res {
-				switch {
-				case r.Status == wire.StatusOK:
-				case r.Status != wire.StatusOutOfMemory:
-					errs <- fmt.Errorf("%v: %v", r.Op, r.Status)
-					return
-				case r.Op == wire.OpWindowHit:
-					windowRefused++
-				default:
-					uniqueRefused++
-				}
-			}
-		}
-	})
+	wg.Go(func() { windowRefused, uniqueRefused = growUntilRefused(ctx, a.CounterAddr(), done, errs) })
 
 	// The webhook, meanwhile: five texts, each from a peer of its own.
-	posted := 0
-	for stop := false; !stop; {
-		select {
-		case <-done:
-			stop = true
-		default:
-		}
-		text := posted % 5
-		if code, body, _ := a.Post(t, event(fmt.Sprint("atk", posted), 7000+text, posted+1, "attack text "+strconv.Itoa(text)), nil); code != 200 || body != "ok" {
-			t.Fatalf("webhook %d during the attack: %d %q, want 200 ok", posted, code, body)
-		}
-		posted++
-	}
+	posted := a.postFiveTexts(t, done, nil, "atk", "attack text ")
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -149,19 +65,7 @@ func TestCounterClientsCannotTakeTheBotsHeadroomSoak(t *testing.T) {
 	}
 
 	// Every message counted exactly: text k's i-th message is answered i.
-	got := map[int][]string{}
-	for _, s := range a.WaitSends(t, posted) {
-		got[s.PeerID] = append(got[s.PeerID], s.Message)
-	}
-	for text := range 5 {
-		var want []string
-		for i := 0; i*5+text < posted; i++ {
-			want = append(want, strconv.Itoa(i))
-		}
-		if g := strings.Join(got[7000+text], ","); g != strings.Join(want, ",") {
-			t.Errorf("text %d answered %s, want %s", text, g, strings.Join(want, ","))
-		}
-	}
+	a.checkFiveTexts(t, posted)
 
 	peak := redistest.InfoMemory(t, tg.Client, "used_memory_peak")
 	bound := int64(maxmemory - maxmemory*headroom/100/2)
@@ -201,33 +105,7 @@ func TestHoldingsFloodKeepsTheBotsHeadroomSoak(t *testing.T) {
 
 	// The 300 counters, created and released (they stay until the
 	// interval ends, at 0).
-	creator, err := client.Dial(ctx, a.CounterAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A new Redis refuses acquires for a lease (the birth rule).
-	eventually.NoError(t, 20*time.Second, "the first acquire granted", func() error {
-		_, err := creator.Acquire(ctx, name(0), 1, 1000000)
-		return err
-	})
-	if err := creator.Release(ctx, name(0), 1); err != nil {
-		t.Fatal(err)
-	}
-	p := creator.Pipeline()
-	for i := range counters {
-		p.Acquire(name(i), 1, 1000000)
-		p.Release(name(i), 1)
-	}
-	if res, err := p.Exec(ctx); err != nil {
-		t.Fatal(err)
-	} else {
-		for _, r := range res {
-			if r.Status != wire.StatusOK {
-				t.Fatalf("creating the counters: %v %v", r.Op, r.Status)
-			}
-		}
-	}
-	creator.Close()
+	createCounters(ctx, t, a.CounterAddr(), counters, name)
 
 	done := make(chan struct{})
 	var acquired, refused, closed atomic.Int64
@@ -282,36 +160,12 @@ func TestHoldingsFloodKeepsTheBotsHeadroomSoak(t *testing.T) {
 	// a peer of its own.
 	tick := time.NewTicker(time.Second / 30)
 	defer tick.Stop()
-	posted := 0
-	for stop := false; !stop; {
-		select {
-		case <-done:
-			stop = true
-		case <-tick.C:
-		}
-		text := posted % 5
-		if code, body, _ := a.Post(t, event(fmt.Sprint("hold", posted), 7000+text, posted+1, "holdings text "+strconv.Itoa(text)), nil); code != 200 || body != "ok" {
-			t.Fatalf("webhook %d during the flood: %d %q, want 200 ok", posted, code, body)
-		}
-		posted++
-	}
+	posted := a.postFiveTexts(t, done, tick.C, "hold", "holdings text ")
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	got := map[int][]string{}
-	for _, s := range a.WaitSends(t, posted) {
-		got[s.PeerID] = append(got[s.PeerID], s.Message)
-	}
-	for text := range 5 {
-		var want []string
-		for i := 0; i*5+text < posted; i++ {
-			want = append(want, strconv.Itoa(i))
-		}
-		if g := strings.Join(got[7000+text], ","); g != strings.Join(want, ",") {
-			t.Errorf("text %d answered %s, want %s", text, g, strings.Join(want, ","))
-		}
-	}
+	a.checkFiveTexts(t, posted)
 	peak := redistest.InfoMemory(t, tg.Client, "used_memory_peak")
 	t.Logf("%d webhooks; %d holdings acquired, %d refused, %d connections closed by the server; used_memory_peak %.1f MiB of %d MiB",
 		posted, acquired.Load(), refused.Load(), closed.Load(), float64(peak)/(1<<20), maxmemory>>20)
@@ -328,4 +182,178 @@ func TestHoldingsFloodKeepsTheBotsHeadroomSoak(t *testing.T) {
 		return counterstest.HoldingLeft(ctx, tg.Client, a.Prefix)
 	})
 	t.Logf("no holding left %v after the connections closed", time.Since(closedAt).Round(100*time.Millisecond))
+}
+
+// visitUntilRefused is the participant client of
+// TestCounterClientsCannotTakeTheBotsHeadroomSoak: 256 visits a round trip to
+// addr, distinct keys of MaxKeyLen bytes, until enough were refused
+// (memory freed by the bot's outbox lets a few more through now and
+// then). It returns the visits counted and refused; a failure goes to
+// errs.
+func visitUntilRefused(ctx context.Context, addr string, enough int, errs chan<- error) (visited, refusedVisits int) {
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		errs <- err
+		return
+	}
+	defer c.Close()
+	for i := 0; refusedVisits < enough; {
+		p := c.Pipeline()
+		for range 256 {
+			p.Visit("room", fmt.Sprintf("%0255d", i), 86400)
+			i++
+		}
+		res, err := p.Exec(ctx)
+		if err != nil {
+			errs <- fmt.Errorf("visits: %w", err)
+			return
+		}
+		refused := 0
+		for _, r := range res {
+			switch r.Status {
+			case wire.StatusOK:
+				visited++
+			case wire.StatusOutOfMemory:
+				refused++
+			default:
+				errs <- fmt.Errorf("visit: %v", r.Status)
+				return
+			}
+		}
+		refusedVisits += refused
+	}
+	return visited, refusedVisits
+}
+
+// growUntilRefused is the window and unique client of
+// TestCounterClientsCannotTakeTheBotsHeadroomSoak: 20 window counters hit each
+// round (a new entry each second), and 10 new keys added to each of 20
+// unique names (new ones every 20 rounds, so that some are still sparse
+// and grow), until done is closed and it saw both refused. It returns the
+// refusals of each; a failure goes to errs.
+func growUntilRefused(ctx context.Context, addr string, done <-chan struct{}, errs chan<- error) (windowRefused, uniqueRefused int) {
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		errs <- err
+		return
+	}
+	defer c.Close()
+	keys := make([]string, 10)
+	for round := 0; ; round++ {
+		select {
+		case <-done:
+			if windowRefused > 0 && uniqueRefused > 0 {
+				return windowRefused, uniqueRefused
+			}
+		default:
+		}
+		p := c.Pipeline()
+		for n := range 20 {
+			p.WindowHit("w"+strconv.Itoa(n), 86400)
+			for k := range keys {
+				keys[k] = fmt.Sprintf("%d.%d.%d", round, n, k)
+			}
+			p.UniqueAdd(fmt.Sprintf("u%d.%d", round/20, n), keys)
+		}
+		res, err := p.Exec(ctx)
+		if err != nil {
+			errs <- fmt.Errorf("window and unique: %w", err)
+			return
+		}
+		for _, r := range res {
+			switch {
+			case r.Status == wire.StatusOK:
+			case r.Status != wire.StatusOutOfMemory:
+				errs <- fmt.Errorf("%v: %v", r.Op, r.Status)
+				return
+			case r.Op == wire.OpWindowHit:
+				windowRefused++
+			default:
+				uniqueRefused++
+			}
+		}
+	}
+}
+
+// postFiveTexts posts to the webhook until done is closed, one event at
+// each tick of pace (nil: at once): five texts in turn ("text" and 0 to
+// 4), each from a peer of its own (7000 to 7004), event ids starting with
+// id. Each must be answered 200 ok. It returns how many it posted.
+func (a *app) postFiveTexts(t *testing.T, done <-chan struct{}, pace <-chan time.Time, id, text string) int {
+	t.Helper()
+	posted := 0
+	for stop := false; !stop; {
+		if pace == nil {
+			select {
+			case <-done:
+				stop = true
+			default:
+			}
+		} else {
+			select {
+			case <-done:
+				stop = true
+			case <-pace:
+			}
+		}
+		k := posted % 5
+		if code, body, _ := a.Post(t, event(fmt.Sprint(id, posted), 7000+k, posted+1, text+strconv.Itoa(k)), nil); code != 200 || body != "ok" {
+			t.Fatalf("webhook %d during the attack: %d %q, want 200 ok", posted, code, body)
+		}
+		posted++
+	}
+	return posted
+}
+
+// checkFiveTexts checks postFiveTexts's replies, posted of them: text k's
+// i-th message is answered i, every message counted exactly.
+func (a *app) checkFiveTexts(t *testing.T, posted int) {
+	t.Helper()
+	got := map[int][]string{}
+	for _, s := range a.WaitSends(t, posted) {
+		got[s.PeerID] = append(got[s.PeerID], s.Message)
+	}
+	for text := range 5 {
+		var want []string
+		for i := 0; i*5+text < posted; i++ {
+			want = append(want, strconv.Itoa(i))
+		}
+		if g := strings.Join(got[7000+text], ","); g != strings.Join(want, ",") {
+			t.Errorf("text %d answered %s, want %s", text, g, strings.Join(want, ","))
+		}
+	}
+}
+
+// createCounters creates n resource counters (name(0) to name(n-1)) on the
+// port at addr, acquired and released: they stay until the interval ends,
+// at 0. A new Redis refuses acquires for a lease (the birth rule): the
+// first is tried until granted.
+func createCounters(ctx context.Context, t *testing.T, addr string, n int, name func(int) string) {
+	t.Helper()
+	creator, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer creator.Close()
+	eventually.NoError(t, 20*time.Second, "the first acquire granted", func() error {
+		_, err := creator.Acquire(ctx, name(0), 1, 1000000)
+		return err
+	})
+	if err := creator.Release(ctx, name(0), 1); err != nil {
+		t.Fatal(err)
+	}
+	p := creator.Pipeline()
+	for i := range n {
+		p.Acquire(name(i), 1, 1000000)
+		p.Release(name(i), 1)
+	}
+	res, err := p.Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Status != wire.StatusOK {
+			t.Fatalf("creating the counters: %v %v", r.Op, r.Status)
+		}
+	}
 }

@@ -55,14 +55,7 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A resource counter on the same master, all its units held.
-	resName := ""
-	for i := 0; resName == ""; i++ {
-		name := fmt.Sprintf("jobs%d", i)
-		sum := sha256.Sum256([]byte(name))
-		if m, err := oc.MasterOf(ctx, redisconn.Slot(hex.EncodeToString(sum[:16]))); err == nil && m == victim {
-			resName = name
-		}
-	}
+	resName := resourceOn(ctx, oc, victim)
 	holder := servicetest.DialCounters(ctx, t, counterAddr)
 	// A new store grants nothing for its first lease.
 	eventually.NoError(t, 2*lease, "all of "+resName+" acquired", func() error {
@@ -72,94 +65,15 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 		}
 		return err
 	})
-	var grantedTwice atomic.Int64
-	stopOther := make(chan struct{})
-	otherDone := make(chan struct{})
-	go func() { // another client asks for a unit all along
-		defer close(otherDone)
-		for {
-			// On a connection of its own each time: a call the store
-			// failed closes the client's connection.
-			if other, err := client.Dial(ctx, counterAddr); err == nil {
-				if _, err := other.Acquire(ctx, resName, 1, 3); err == nil {
-					grantedTwice.Add(1)
-				}
-				other.Close()
-			}
-			select {
-			case <-stopOther:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
+	other := askAllAlong(ctx, counterAddr, resName)
 
 	// Six texts, each posted by its own sender one message at a time,
 	// every 20 ms; a message answered otherwise than 200 is posted again
 	// 100 ms later.
-	type answer struct {
-		start, end time.Time
-		code       int
-	}
-	var mu sync.Mutex
-	var answers []answer
-	refused := map[string]bool{} // messages answered non-200 at least once
-	posted := make([]int, 6)
-	stopPosting := make(chan struct{})
-	var wg sync.WaitGroup
-	stop := sync.OnceFunc(func() { close(stopPosting); wg.Wait() })
-	defer stop() // a failed wait below ends the senders before the test
-	for w := range posted {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			peer := 7000 + w
-			for k := 0; ; k++ {
-				select {
-				case <-stopPosting:
-					return
-				case <-time.After(20 * time.Millisecond):
-				}
-				id := fmt.Sprintf("ev-%d-%d", peer, k)
-				body := event(id, peer, k+1, fmt.Sprintf("failover text %d", w))
-				for {
-					start := time.Now()
-					code := postOnce(ctx, a, body)
-					mu.Lock()
-					answers = append(answers, answer{start, time.Now(), code})
-					if code != http.StatusOK {
-						refused[id] = true
-					}
-					mu.Unlock()
-					if code == http.StatusOK {
-						break
-					}
-					if ctx.Err() != nil {
-						t.Errorf("message %s not counted before the test's deadline", id)
-						return
-					}
-					// VK's re-delivery interval, the traffic's shape: the
-					// poster keeps re-posting until ok, even once stopped
-					// (a message refused and dropped could be counted
-					// with no reply, which the checks below would miss).
-					time.Sleep(100 * time.Millisecond)
-				}
-				posted[w] = k + 1
-			}
-		}()
-	}
+	p := startFailoverPosters(ctx, t, a, 6)
+	defer p.stop() // a failed wait below ends the senders before the test
 	// Traffic before the kill: ten messages a poster answered ok.
-	answeredSince := func(from time.Time) (ok int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, ans := range answers {
-			if ans.code == http.StatusOK && !ans.start.Before(from) {
-				ok++
-			}
-		}
-		return ok
-	}
-	eventually.True(t, 30*time.Second, "traffic before the kill", func() bool { return answeredSince(time.Time{}) >= 10*len(posted) })
+	eventually.True(t, 30*time.Second, "traffic before the kill", func() bool { return p.answeredSince(time.Time{}) >= 10*len(p.posted) })
 
 	oc.Kill(t, victim)
 	killed := time.Now()
@@ -179,28 +93,12 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 	// window (below): as many messages answered ok, posted after it, so
 	// a refusal that lasts longer is seen.
 	eventually.True(t, 30*time.Second, "traffic after the failover", func() bool {
-		return answeredSince(killed.Add(failover+3*time.Second)) >= 10*len(posted)
+		return p.answeredSince(killed.Add(failover+3*time.Second)) >= 10*len(p.posted)
 	})
-	stop()
+	p.stop()
 
-	var first, last time.Time
-	n503 := 0
-	for _, ans := range answers {
-		if ans.code == http.StatusOK {
-			continue
-		}
-		n503++
-		if first.IsZero() || ans.start.Before(first) {
-			first = ans.start
-		}
-		if ans.end.After(last) {
-			last = ans.end
-		}
-	}
-	total := 0
-	for _, n := range posted {
-		total += n
-	}
+	first, last, n503 := p.refusals()
+	total := p.total()
 	window := last.Sub(first)
 	t.Logf("failover (kill to promotion seen on every node) %v; %d messages, %d non-200 answers over %v",
 		failover.Round(time.Millisecond), total, n503, window.Round(time.Millisecond))
@@ -214,10 +112,190 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 			window, first.Sub(killed), failover)
 	}
 
-	// Every message counted and answered once, with the right number; the
-	// outbox drains. A reply whose acknowledgement the failed master lost
-	// is sent again with the same random_id, which VK delivers once: what
-	// the users see is VK's messages.
+	checkEveryMessageOnce(ctx, t, a, p)
+	checkReadyAgain(t, a)
+
+	// The holding outlives a lease after the kill: renewed on the new
+	// master. Nobody else got a unit meanwhile.
+	// The claim under test: a lease of the service's wall clock passes.
+	time.Sleep(time.Until(killed.Add(lease + time.Second)))
+	if n := other.stop(); n > 0 {
+		t.Errorf("another client was granted a unit %d times while all were held", n)
+	}
+	checkHeldThenReleased(ctx, t, holder, counterAddr, resName)
+}
+
+// resourceOn returns a resource counter's name whose key is on the master
+// victim of oc.
+func resourceOn(ctx context.Context, oc *redistest.OwnCluster, victim string) string {
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("jobs%d", i)
+		sum := sha256.Sum256([]byte(name))
+		if m, err := oc.MasterOf(ctx, redisconn.Slot(hex.EncodeToString(sum[:16]))); err == nil && m == victim {
+			return name
+		}
+	}
+}
+
+// An allAlong is a client that asks for a unit of a resource counter
+// every 50 ms (askAllAlong) and counts the units it was granted.
+type allAlong struct {
+	granted atomic.Int64
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+// askAllAlong starts a client asking for a unit of name at addr every
+// 50 ms, on a connection of its own each time (a call the store failed
+// closes the client's connection), until stop.
+func askAllAlong(ctx context.Context, addr, name string) *allAlong {
+	o := &allAlong{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		for {
+			if c, err := client.Dial(ctx, addr); err == nil {
+				if _, err := c.Acquire(ctx, name, 1, 3); err == nil {
+					o.granted.Add(1)
+				}
+				c.Close()
+			}
+			select {
+			case <-o.quit:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return o
+}
+
+// stop ends the asking and returns how many units were granted.
+func (o *allAlong) stop() int64 {
+	close(o.quit)
+	<-o.done
+	return o.granted.Load()
+}
+
+// A failoverAnswer is the webhook's answer to one post.
+type failoverAnswer struct {
+	start, end time.Time
+	code       int
+}
+
+// failoverPosters are TestClusterMasterFailoverSoak's senders.
+type failoverPosters struct {
+	mu      sync.Mutex // guards answers, refused and posted
+	answers []failoverAnswer
+	refused map[string]bool // messages answered non-200 at least once
+	posted  []int           // messages answered ok, by sender
+	quit    chan struct{}
+	wg      sync.WaitGroup
+	stop    func() // ends the senders and waits for them; once
+}
+
+// startFailoverPosters starts n senders, each posting its own text to a
+// one message at a time, every 20 ms; a message answered otherwise than
+// 200 is posted again 100 ms later, until ok.
+func startFailoverPosters(ctx context.Context, t *testing.T, a *app, n int) *failoverPosters {
+	p := &failoverPosters{refused: map[string]bool{}, posted: make([]int, n), quit: make(chan struct{})}
+	p.stop = sync.OnceFunc(func() { close(p.quit); p.wg.Wait() })
+	for w := range n {
+		p.wg.Go(func() { p.send(ctx, t, a, w) })
+	}
+	return p
+}
+
+// send is sender w.
+func (p *failoverPosters) send(ctx context.Context, t *testing.T, a *app, w int) {
+	peer := 7000 + w
+	for k := 0; ; k++ {
+		select {
+		case <-p.quit:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		id := fmt.Sprintf("ev-%d-%d", peer, k)
+		body := event(id, peer, k+1, fmt.Sprintf("failover text %d", w))
+		for {
+			start := time.Now()
+			code := postOnce(ctx, a, body)
+			p.mu.Lock()
+			p.answers = append(p.answers, failoverAnswer{start, time.Now(), code})
+			if code != http.StatusOK {
+				p.refused[id] = true
+			}
+			p.mu.Unlock()
+			if code == http.StatusOK {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("message %s not counted before the test's deadline", id)
+				return
+			}
+			// VK's re-delivery interval, the traffic's shape: the
+			// poster keeps re-posting until ok, even once stopped
+			// (a message refused and dropped could be counted
+			// with no reply, which the checks below would miss).
+			time.Sleep(100 * time.Millisecond)
+		}
+		p.mu.Lock()
+		p.posted[w] = k + 1
+		p.mu.Unlock()
+	}
+}
+
+// answeredSince is how many posts started at from or later were answered
+// ok.
+func (p *failoverPosters) answeredSince(from time.Time) (ok int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ans := range p.answers {
+		if ans.code == http.StatusOK && !ans.start.Before(from) {
+			ok++
+		}
+	}
+	return ok
+}
+
+// refusals returns when the first answer other than 200 started and the
+// last ended, and how many there were.
+func (p *failoverPosters) refusals() (first, last time.Time, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ans := range p.answers {
+		if ans.code == http.StatusOK {
+			continue
+		}
+		n++
+		if first.IsZero() || ans.start.Before(first) {
+			first = ans.start
+		}
+		if ans.end.After(last) {
+			last = ans.end
+		}
+	}
+	return first, last, n
+}
+
+// total is how many messages were answered ok.
+func (p *failoverPosters) total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := 0
+	for _, n := range p.posted {
+		total += n
+	}
+	return total
+}
+
+// checkEveryMessageOnce checks, once the posters p stopped, that every
+// message was counted and answered once, with the right number, and that
+// the outbox drains. A reply whose acknowledgement the failed master lost
+// is sent again with the same random_id, which VK delivers once: what the
+// users see is VK's messages.
+func checkEveryMessageOnce(ctx context.Context, t *testing.T, a *app, p *failoverPosters) {
+	t.Helper()
+	total := p.total()
 	a.WaitSends(t, total)
 	eventually.NoError(t, 30*time.Second, "the outbox emptied and every reply delivered", func() error {
 		if l := a.bot.outbox.Total(a.bot.groups...).Length; l != 0 {
@@ -241,7 +319,7 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 	}
 	t.Logf("%d sends for %d replies (repeats with the same random_id after the failover)", len(a.VK.Sends()), total)
 	byPeer := repliesByPeer(sends)
-	for w, n := range posted {
+	for w, n := range p.posted {
 		got := byPeer[7000+w]
 		slices.SortFunc(got, func(x, y string) int { return atoi(x) - atoi(y) })
 		want := make([]string, n)
@@ -252,11 +330,9 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 			t.Errorf("text %d: replies %v, want 0…%d once each", w, got, n-1)
 		}
 	}
+	floor := int64(total - len(p.refused))
 	eventually.NoError(t, 30*time.Second, "vk.messages", func() error {
 		got, err := a.counters.stores.Access.Total(ctx, bot.MessagesCounter)
-		mu.Lock()
-		floor := int64(total - len(refused))
-		mu.Unlock()
 		// A message whose count's answer was lost is not added again
 		// when re-delivered: the counter may be short of those, never over.
 		if err != nil || got > int64(total) || got < floor {
@@ -264,8 +340,12 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 		}
 		return nil
 	})
+}
 
-	// Readiness back, refusals counted.
+// checkReadyAgain checks that a is ready again after the failover and
+// counted Redis's refusals.
+func checkReadyAgain(t *testing.T, a *app) {
+	t.Helper()
 	eventually.NoError(t, 30*time.Second, "/readyz", func() error {
 		if code, body := get(t, a.AdminURL("/readyz")); code != http.StatusOK {
 			return fmt.Errorf("/readyz after the failover: %d %s", code, body)
@@ -276,24 +356,20 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^vkcounter_redis_refused_total\{cause="conn"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
 		t.Errorf("vkcounter_redis_refused_total{cause=\"conn\"}: %v; want the refusals counted", m)
 	}
+}
 
-	// The holding outlives a lease after the kill: renewed on the new
-	// master. Nobody else got a unit meanwhile.
-	// The claim under test: a lease of the service's wall clock passes.
-	time.Sleep(time.Until(killed.Add(lease + time.Second)))
-	close(stopOther)
-	<-otherDone
-	if n := grantedTwice.Load(); n > 0 {
-		t.Errorf("another client was granted a unit %d times while all were held", n)
+// checkHeldThenReleased checks that holder still holds all 3 units of name
+// at addr, and that they can be acquired once it released them.
+func checkHeldThenReleased(ctx context.Context, t *testing.T, holder *client.Client, addr, name string) {
+	t.Helper()
+	other := servicetest.DialCounters(ctx, t, addr)
+	if v, err := other.Get(ctx, name); v != 3 || err != nil {
+		t.Errorf("%s after a lease: %d, %v; want 3 held", name, v, err)
 	}
-	other := servicetest.DialCounters(ctx, t, counterAddr)
-	if v, err := other.Get(ctx, resName); v != 3 || err != nil {
-		t.Errorf("%s after a lease: %d, %v; want 3 held", resName, v, err)
-	}
-	if err := holder.Release(ctx, resName, 3); err != nil {
+	if err := holder.Release(ctx, name, 3); err != nil {
 		t.Errorf("the holder's release after the failover: %v", err)
 	}
-	if _, err := other.Acquire(ctx, resName, 3, 3); err != nil {
+	if _, err := other.Acquire(ctx, name, 3, 3); err != nil {
 		t.Errorf("acquire after the holder released: %v", err)
 	}
 }

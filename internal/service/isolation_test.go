@@ -60,67 +60,14 @@ func TestCounterClientCannotFillTheBotsRedisSoak(t *testing.T) {
 	}
 	defer cl.Close()
 	// The names that exist before the flood.
-	if _, err := cl.Add(ctx, "keep", 10); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.WindowHit(ctx, "keep", time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	acquireBorn(ctx, t, cl, "keep")
+	createKept(ctx, t, cl)
 
 	// The flood: 4 connections, new names of 200 bytes, each kind in turn,
 	// until every kind was refused and a second has passed since.
-	var refused [5]atomic.Int64 // by kind
-	var created atomic.Int64
-	var stop atomic.Bool
-	var floodErr error     // set once, read after wg.Wait
-	var failed atomic.Bool // floodErr is set
-	var errOnce sync.Once
-	var wg sync.WaitGroup
 	pad := strings.Repeat("x", 200)
+	f := &nameFlood{}
 	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(ctx, a.CounterAddr())
-			if err != nil {
-				errOnce.Do(func() { floodErr = err; failed.Store(true) })
-				return
-			}
-			defer c.Close()
-			for i := 0; i < 200_000 && !stop.Load(); i++ {
-				name := fmt.Sprintf("%s%d.%d", pad, g, i)
-				kind := i % 5
-				switch kind {
-				case 0:
-					_, err = c.Hit(ctx, name)
-				case 1:
-					_, err = c.WindowHit(ctx, name, time.Hour)
-				case 2:
-					_, err = c.UniqueAdd(ctx, name, []string{"k1", "k2", "k3"})
-				case 3:
-					_, _, err = c.Visit(ctx, name, "k", time.Hour)
-				case 4:
-					// Released at once: the counter stays until the
-					// interval's end, and no lease is left to renew.
-					if _, err = c.Acquire(ctx, name, 1, 2); err == nil {
-						err = c.Release(ctx, name, 1)
-					}
-				}
-				switch {
-				case err == nil:
-					created.Add(1)
-				case errors.Is(err, wire.StatusOutOfMemory):
-					refused[kind].Add(1)
-				default:
-					errOnce.Do(func() { floodErr = fmt.Errorf("kind %d, name %d: %w", kind, i, err); failed.Store(true) })
-					return
-				}
-			}
-		}()
+		f.wg.Go(func() { f.run(ctx, a.CounterAddr(), fmt.Sprintf("%s%d", pad, g)) })
 	}
 
 	// The bot, meanwhile: one text posted over and over, each answer 200.
@@ -132,86 +79,39 @@ func TestCounterClientCannotFillTheBotsRedisSoak(t *testing.T) {
 		for k := range texts {
 			code, body, _ := a.Post(t, event(fmt.Sprintf("e%d", posted), 7000+k, posted+1, fmt.Sprintf("flood %d", k)), nil)
 			if code != 200 || body != "ok" {
-				t.Fatalf("webhook %d answered %d %q during the flood (%d names created)", posted, code, body, created.Load())
+				t.Fatalf("webhook %d answered %d %q during the flood (%d names created)", posted, code, body, f.created.Load())
 			}
 			posted++
 		}
-		all := true
-		for k := range refused {
-			all = all && refused[k].Load() > 0
-		}
-		if all && allRefusedAt.IsZero() {
+		if f.allRefused() && allRefusedAt.IsZero() {
 			allRefusedAt = time.Now()
 		}
-		if !allRefusedAt.IsZero() && time.Since(allRefusedAt) > time.Second || failed.Load() {
+		if !allRefusedAt.IsZero() && time.Since(allRefusedAt) > time.Second || f.failed.Load() {
 			break
 		}
 		// VK's pace: the next events once the replies to these arrived
 		// (the bot keeps answering through the flood).
 		a.WaitSends(t, posted)
 	}
-	stop.Store(true)
-	wg.Wait()
-	if floodErr != nil {
-		t.Fatalf("a counter request failed otherwise than Out of memory: %v", floodErr)
+	f.stop.Store(true)
+	f.wg.Wait()
+	if f.err != nil {
+		t.Fatalf("a counter request failed otherwise than Out of memory: %v", f.err)
 	}
 	if allRefusedAt.IsZero() {
-		t.Fatalf("not every kind refused within the time: %d created, refused by kind %v", created.Load(), []int64{refused[0].Load(), refused[1].Load(), refused[2].Load(), refused[3].Load(), refused[4].Load()})
+		t.Fatalf("not every kind refused within the time: %d created, refused by kind %v", f.created.Load(), []int64{f.refused[0].Load(), f.refused[1].Load(), f.refused[2].Load(), f.refused[3].Load(), f.refused[4].Load()})
 	}
 	t.Logf("%d names created, %d webhooks posted; refused by kind: access %d, window %d, unique %d, participant %d, resource %d",
-		created.Load(), posted, refused[0].Load(), refused[1].Load(), refused[2].Load(), refused[3].Load(), refused[4].Load())
+		f.created.Load(), posted, f.refused[0].Load(), f.refused[1].Load(), f.refused[2].Load(), f.refused[3].Load(), f.refused[4].Load())
 
 	// Exact counts: each text's answers are 0, 1, 2, … once each.
-	got := map[int][]int{}
-	for _, s := range a.WaitSends(t, posted) {
-		v, err := strconv.Atoi(s.Message)
-		if err != nil {
-			t.Fatalf("reply %q", s.Message)
-		}
-		got[s.PeerID] = append(got[s.PeerID], v)
-	}
-	for peer, answers := range got {
-		sort.Ints(answers)
-		for i, v := range answers {
-			if v != i {
-				t.Fatalf("peer %d answers %v, want 0..%d each once", peer, answers, len(answers)-1)
-			}
-		}
-	}
+	a.checkEachOnce(t, posted)
 
 	// The bot's replies, sent, left Redis: fill it again up to the limit
 	// (bounded), so the checks below find it full.
-	for i := 0; ; i++ {
-		_, err := cl.Hit(ctx, fmt.Sprintf("%sagain.%d", pad, i))
-		if errors.Is(err, wire.StatusOutOfMemory) {
-			refused[0].Add(1)
-			break
-		}
-		if err != nil || i == 100_000 {
-			t.Fatalf("refill %d: %v", i, err)
-		}
-	}
-
-	// Existing names keep counting; new ones are refused, over HTTP too.
-	if n, err := cl.Hit(ctx, "keep"); err != nil || n != 11 {
-		t.Errorf("hit keep after the flood: %d, %v; want 11", n, err)
-	}
-	// A window hit in a new second grows its counter: refused, unless an
-	// older second leaves the window as it enters (keep1s's, a second).
-	if _, err := cl.WindowHit(ctx, "keep", time.Hour); !errors.Is(err, wire.StatusOutOfMemory) {
-		t.Errorf("window hit keep in a new second after the flood: %v; want Out of memory", err)
-	}
-	if n, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil || n != 0 {
-		t.Errorf("window hit keep1s after the flood: %d, %v; want 0", n, err)
-	}
-	if _, err := cl.Hit(ctx, "fresh"); !errors.Is(err, wire.StatusOutOfMemory) {
-		t.Errorf("hit fresh after the flood: %v, want Out of memory", err)
-	}
-	code, body := a.API(t, "POST", "/counters/access/fresh", "")
-	if code != http.StatusInsufficientStorage || !strings.Contains(body, "COUNTERS_REDIS_HEADROOM") || !strings.Contains(body, "maxmemory 24.0 MiB") {
-		t.Errorf("POST /counters/access/fresh: %d %s; want 507 naming the limit", code, body)
-	}
-	a.MustAPI(t, "POST", "/counters/access/keep", "", 200, `{"name":"keep","total":12}`)
+	refill(ctx, t, cl, pad)
+	f.refused[0].Add(1)
+	checkKeptAfterFlood(ctx, t, a, cl)
 
 	// The refusals are counted.
 	resp, err := http.Get(a.AdminURL("/metrics"))
@@ -221,8 +121,8 @@ func TestCounterClientCannotFillTheBotsRedisSoak(t *testing.T) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var total int64
-	for k := range refused {
-		total += refused[k].Load()
+	for k := range f.refused {
+		total += f.refused[k].Load()
 	}
 	for _, want := range []string{
 		"vkcounter_counters_redis_full 1",
@@ -282,4 +182,158 @@ func TestCountersOnTheirOwnRedis(t *testing.T) {
 			t.Errorf("key %q in the bot's Redis: the bot's keys are f: (counting), o: (outbox) and t: (the tokens' pace)", k)
 		}
 	}
+}
+
+// createKept creates, through cl, the names that
+// TestCounterClientCannotFillTheBotsRedisSoak keeps counting after its
+// flood: an access counter at 10, window counters of a second and of an
+// hour, a resource counter.
+func createKept(ctx context.Context, t *testing.T, cl *client.Client) {
+	t.Helper()
+	if _, err := cl.Add(ctx, "keep", 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.WindowHit(ctx, "keep", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	acquireBorn(ctx, t, cl, "keep")
+}
+
+// A nameFlood creates new names of every kind in turn over the counter
+// port, from several connections (run), until stop.
+type nameFlood struct {
+	refused [5]atomic.Int64 // by kind: access, window, unique, participant, resource
+	created atomic.Int64
+	stop    atomic.Bool
+	err     error       // the first failure but Out of memory; set once, read after wg.Wait
+	failed  atomic.Bool // err is set
+	errOnce sync.Once
+	wg      sync.WaitGroup
+}
+
+// fail records err, the flood's first failure.
+func (f *nameFlood) fail(err error) {
+	f.errOnce.Do(func() { f.err = err; f.failed.Store(true) })
+}
+
+// allRefused reports whether every kind was refused at least once.
+func (f *nameFlood) allRefused() bool {
+	for k := range f.refused {
+		if f.refused[k].Load() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// run creates names prefix.0, prefix.1, … on a connection of its own to
+// addr, at most 200,000, until stop or a failure.
+func (f *nameFlood) run(ctx context.Context, addr, prefix string) {
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		f.fail(err)
+		return
+	}
+	defer c.Close()
+	for i := 0; i < 200_000 && !f.stop.Load(); i++ {
+		name := fmt.Sprintf("%s.%d", prefix, i)
+		kind := i % 5
+		err := createName(ctx, c, kind, name)
+		switch {
+		case err == nil:
+			f.created.Add(1)
+		case errors.Is(err, wire.StatusOutOfMemory):
+			f.refused[kind].Add(1)
+		default:
+			f.fail(fmt.Errorf("kind %d, name %d: %w", kind, i, err))
+			return
+		}
+	}
+}
+
+// createName creates a counter of kind (nameFlood.refused's order) named
+// name through c.
+func createName(ctx context.Context, c *client.Client, kind int, name string) (err error) {
+	switch kind {
+	case 0:
+		_, err = c.Hit(ctx, name)
+	case 1:
+		_, err = c.WindowHit(ctx, name, time.Hour)
+	case 2:
+		_, err = c.UniqueAdd(ctx, name, []string{"k1", "k2", "k3"})
+	case 3:
+		_, _, err = c.Visit(ctx, name, "k", time.Hour)
+	case 4:
+		// Released at once: the counter stays until the interval's end,
+		// and no lease is left to renew.
+		if _, err = c.Acquire(ctx, name, 1, 2); err == nil {
+			err = c.Release(ctx, name, 1)
+		}
+	}
+	return err
+}
+
+// checkEachOnce checks the replies to posted messages: each peer's
+// answers are 0, 1, 2, … once each.
+func (a *app) checkEachOnce(t *testing.T, posted int) {
+	t.Helper()
+	got := map[int][]int{}
+	for _, s := range a.WaitSends(t, posted) {
+		v, err := strconv.Atoi(s.Message)
+		if err != nil {
+			t.Fatalf("reply %q", s.Message)
+		}
+		got[s.PeerID] = append(got[s.PeerID], v)
+	}
+	for peer, answers := range got {
+		sort.Ints(answers)
+		for i, v := range answers {
+			if v != i {
+				t.Fatalf("peer %d answers %v, want 0..%d each once", peer, answers, len(answers)-1)
+			}
+		}
+	}
+}
+
+// refill hits new access counters (pad again.0, …) through cl until one is
+// refused Out of memory, at most 100,000.
+func refill(ctx context.Context, t *testing.T, cl *client.Client, pad string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		_, err := cl.Hit(ctx, fmt.Sprintf("%sagain.%d", pad, i))
+		if errors.Is(err, wire.StatusOutOfMemory) {
+			return
+		}
+		if err != nil || i == 100_000 {
+			t.Fatalf("refill %d: %v", i, err)
+		}
+	}
+}
+
+// checkKeptAfterFlood checks a full counters' Redis: the names createKept
+// made keep counting; new ones are refused, over HTTP too.
+func checkKeptAfterFlood(ctx context.Context, t *testing.T, a *app, cl *client.Client) {
+	t.Helper()
+	if n, err := cl.Hit(ctx, "keep"); err != nil || n != 11 {
+		t.Errorf("hit keep after the flood: %d, %v; want 11", n, err)
+	}
+	// A window hit in a new second grows its counter: refused, unless an
+	// older second leaves the window as it enters (keep1s's, a second).
+	if _, err := cl.WindowHit(ctx, "keep", time.Hour); !errors.Is(err, wire.StatusOutOfMemory) {
+		t.Errorf("window hit keep in a new second after the flood: %v; want Out of memory", err)
+	}
+	if n, err := cl.WindowHit(ctx, "keep1s", time.Second); err != nil || n != 0 {
+		t.Errorf("window hit keep1s after the flood: %d, %v; want 0", n, err)
+	}
+	if _, err := cl.Hit(ctx, "fresh"); !errors.Is(err, wire.StatusOutOfMemory) {
+		t.Errorf("hit fresh after the flood: %v, want Out of memory", err)
+	}
+	code, body := a.API(t, "POST", "/counters/access/fresh", "")
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, "COUNTERS_REDIS_HEADROOM") || !strings.Contains(body, "maxmemory 24.0 MiB") {
+		t.Errorf("POST /counters/access/fresh: %d %s; want 507 naming the limit", code, body)
+	}
+	a.MustAPI(t, "POST", "/counters/access/keep", "", 200, `{"name":"keep","total":12}`)
 }
