@@ -124,17 +124,17 @@ func TestBucketOnceThenList(t *testing.T) {
 	})
 }
 
-// TestBucketPurge: a write that finds the bucket's oldest second a 24th of
-// the window (slack) past the window drops the texts that left the window,
+// TestBucketPurge: a write that finds the bucket's oldest second a quarter
+// of the window (slack) past the window drops the texts that left the window,
 // to the second, and keeps the others with their seconds; not before.
 // The answers at the window's edges are the same across the purge.
 func TestBucketPurge(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		const w, slack = 240, 10 // slack: w / 24
+		const w, slack = 240, 60 // slack: w / 4
 		s := newStore(t, tg, freq.Options{Window: w * time.Second})
 		ids := sameBucket(t, s, 5)
-		at := map[string]int64{ids[0]: 0, ids[1]: 10, ids[2]: 11, ids[3]: 100}
+		at := map[string]int64{ids[0]: 0, ids[1]: 60, ids[2]: 61, ids[3]: 200}
 		for _, id := range ids[:4] {
 			count(t, s, id, "", sec(at[id]))
 		}
@@ -146,32 +146,32 @@ func TestBucketPurge(t *testing.T) {
 			}
 			return v
 		}
-		// Before: ids[1] (second 10) is inside at 249, gone at 250.
-		if seen(ids[1], w+9) != 1 || seen(ids[1], w+10) != 0 || seen(ids[2], w+10) != 1 {
+		// Before: ids[1] (second 60) is inside at 299, gone at 300.
+		if seen(ids[1], w+59) != 1 || seen(ids[1], w+60) != 0 || seen(ids[2], w+60) != 1 {
 			t.Fatal("before the purge: wrong edges")
 		}
-		// At 249 the oldest (0) is not a slack past the window yet: no purge.
+		// At 299 the oldest (0) is not a slack past the window yet: no purge.
 		count(t, s, ids[4], "", sec(w+slack-1))
 		if texts, _ := fields(t, tg, s, ids); len(texts) != 5 {
 			t.Fatalf("purged too early: %v", texts)
 		}
 		mustDo(t, tg.Client.HDel(ctx, s.Keys(ids[4])[3], s.Field(ids[4])))
-		// At 250 it is: the texts at 0 and 10 left the window (cutoff 10),
-		// 11 and 100 stay, and o becomes the oldest kept.
+		// At 300 it is: the texts at 0 and 60 left the window (cutoff 60),
+		// 61 and 200 stay, and o becomes the oldest kept.
 		count(t, s, ids[4], "", sec(w+slack))
 		texts, own := fields(t, tg, s, ids)
-		want := map[string]string{ids[2]: strconv.FormatInt(sec(11).Unix(), 10), ids[3]: strconv.FormatInt(sec(100).Unix(), 10), ids[4]: strconv.FormatInt(sec(w+slack).Unix(), 10)}
+		want := map[string]string{ids[2]: strconv.FormatInt(sec(61).Unix(), 10), ids[3]: strconv.FormatInt(sec(200).Unix(), 10), ids[4]: strconv.FormatInt(sec(w+slack).Unix(), 10)}
 		if fmt.Sprint(texts) != fmt.Sprint(want) || own["o"] != want[ids[2]] {
 			t.Fatalf("after the purge: texts %v, o %s; want %v, o %s", texts, own["o"], want, want[ids[2]])
 		}
 		// After: the same answers at the edges.
-		if seen(ids[1], w+10) != 0 || seen(ids[2], w+10) != 1 || seen(ids[2], w+11) != 0 || seen(ids[3], w+99) != 1 {
+		if seen(ids[1], w+60) != 0 || seen(ids[2], w+60) != 1 || seen(ids[2], w+61) != 0 || seen(ids[3], w+199) != 1 {
 			t.Fatal("after the purge: wrong edges")
 		}
-		if r := count(t, s, ids[2], "", sec(w+10)); r.Previous != 1 {
+		if r := count(t, s, ids[2], "", sec(w+60)); r.Previous != 1 {
 			t.Fatalf("a kept text at the window's last second: %+v, want Previous 1", r)
 		}
-		if r := count(t, s, ids[1], "", sec(w+10)); r.Previous != 0 {
+		if r := count(t, s, ids[1], "", sec(w+60)); r.Previous != 0 {
 			t.Fatalf("a purged text: %+v, want Previous 0", r)
 		}
 	})
@@ -190,7 +190,7 @@ func TestBucketModel(t *testing.T) {
 func bucketModel(t *testing.T, bits int) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
-		const w = 48 // slack 2
+		const w = 48 // slack 12
 		s := newStore(t, tg, freq.Options{Window: w * time.Second, BucketBits: bits})
 		rng := rand.New(rand.NewPCG(3, 4))
 		seen := map[string][]int64{}

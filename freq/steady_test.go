@@ -17,7 +17,7 @@ import (
 
 // BenchmarkSteadyState measures what a deployment pays from its second day
 // on, which a benchmark of the first hour never reaches: the buckets'
-// purge runs first a window and a slack (25 h) after a bucket's first text.
+// purge runs first a window and a slack (30 h) after a bucket's first text.
 // Each operation counts perDay messages a day, spread evenly over each
 // simulated day (the scripts' clock argument, so days take seconds), for
 // steadyDays days with the default 24 h window, each message with a
