@@ -117,6 +117,7 @@ type result struct {
 // A Store counts occurrences in Redis. It is safe for concurrent use.
 type Store struct {
 	rdb     redisconn.Scripter
+	batch   *redisconn.Batcher // the writes' scripts: count, record, queue
 	prefix  string
 	window  time.Duration
 	cluster bool
@@ -176,6 +177,7 @@ func New(rdb redisconn.Scripter, opts Options) (*Store, error) {
 	s.dedupeArg = strconv.FormatInt(int64((dedupe+time.Second-1)/time.Second), 10)
 	s.countFixed = [4]any{s.windowArg, s.keyTTLArg, s.marginArg, s.dedupeArg}
 	s.recordFixed = [4]any{s.windowArg, s.keyTTLArg, s.marginArg, ""}
+	s.batch = redisconn.NewBatcher(rdb, redisconn.BatchOptions{})
 	return s, nil
 }
 
@@ -247,7 +249,7 @@ func (s *Store) count(ctx context.Context, identity, dedupe, at string) (result,
 	if at != "" {
 		args[4] = at
 	}
-	v, err := countScript.Exec(ctx, s.rdb, k.names[:], args[:]).Result()
+	v, err := s.batch.Run(ctx, countScript, k.names[:], args[:]).Result()
 	if err != nil {
 		return result{}, fmt.Errorf("freq: count: %w", err)
 	}

@@ -139,7 +139,7 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 	k := s.keys(m.Text, "")
 	c.keys[4], c.keys[5] = k.names[0], k.names[3]
 	copy(c.args[6:], s.recordFixed[:])
-	v, err := recordScript.Exec(ctx, s.rdb, c.keys[:], c.with(10, m.Fields)).Result()
+	v, err := s.batch.Run(ctx, recordScript, c.keys[:], c.with(10, m.Fields)).Result()
 	if err != nil {
 		return Recorded{}, queueError("record", err)
 	}
@@ -175,7 +175,7 @@ func (s *Store) Queue(ctx context.Context, q *Queue, dedupe, text string, fields
 func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (bool, int32, error) {
 	c := s.newCall(q, dedupe)
 	c.args[6] = &text
-	v, err := queueScript.Exec(ctx, s.rdb, c.keys[:4], c.with(7, fields)).Result()
+	v, err := s.batch.Run(ctx, queueScript, c.keys[:4], c.with(7, fields)).Result()
 	if err != nil {
 		return false, 0, queueError("queue", err)
 	}

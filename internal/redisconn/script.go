@@ -38,18 +38,26 @@ func (s *Script) Exec(ctx context.Context, c redis.Scripter, keys []string, args
 	if !ok {
 		return s.Run(ctx, c, keys, args...)
 	}
+	cmd := s.cmd(ctx, false, keys, args)
+	_ = p.Process(ctx, cmd)
+	if IsError(cmd.Err(), "NOSCRIPT") {
+		cmd = s.cmd(ctx, true, keys, args)
+		_ = p.Process(ctx, cmd)
+	}
+	return cmd
+}
+
+// cmd returns the command that runs the script with keys (by pointer) and
+// args: EVALSHA, or EVAL with the source when eval.
+func (s *Script) cmd(ctx context.Context, eval bool, keys []string, args []any) *redis.Cmd {
 	cmdArgs := make([]any, 3+len(keys)+len(args))
 	cmdArgs[0], cmdArgs[1], cmdArgs[2] = "evalsha", s.sha, len(keys)
+	if eval {
+		cmdArgs[0], cmdArgs[1] = "eval", s.src
+	}
 	for i := range keys {
 		cmdArgs[3+i] = &keys[i]
 	}
 	copy(cmdArgs[3+len(keys):], args)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
-	_ = p.Process(ctx, cmd)
-	if IsError(cmd.Err(), "NOSCRIPT") {
-		cmdArgs[0], cmdArgs[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, cmdArgs...)
-		_ = p.Process(ctx, cmd)
-	}
-	return cmd
+	return redis.NewCmd(ctx, cmdArgs...)
 }
