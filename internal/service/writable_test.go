@@ -64,8 +64,9 @@ func TestReadyzSeesRedisOutOfMemory(t *testing.T) {
 }
 
 // refuseScripts is a go-redis hook that answers every script call
-// (EVAL, EVALSHA) with the error reply in reply, while it is set, without
-// sending it: a managed service's refusal, injected.
+// (EVAL, EVALSHA), alone or in a pipeline, with the error reply in reply,
+// while it is set, without sending it: a managed service's refusal,
+// injected.
 type refuseScripts struct{ reply atomic.Pointer[string] }
 
 func (h *refuseScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -88,7 +89,24 @@ func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
 func (h *refuseScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r := h.reply.Load()
+		if r == nil {
+			return next(ctx, cmds)
+		}
+		var rest []redis.Cmder
+		for _, cmd := range cmds {
+			if strings.HasPrefix(cmd.Name(), "eval") {
+				cmd.SetErr(replyError(*r))
+			} else {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
 }
 
 // TestReadyzNamesManagedRefusals injects each managed service's refusal of
