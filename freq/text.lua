@@ -25,10 +25,13 @@
 -- written anew, and moved on only when the newest second enters a new
 -- margin-long step (see refresh), not on every occurrence. A bucket also
 -- holds two fields of its own: 'o', a second no later than its oldest
--- text's, and 'e', the margin-long step its TTL was last set in (moved on
--- as a list's is, so it outlasts its newest text by the window and a
--- margin); a write that finds 'o' a quarter of the window past the
--- window (6 hours of a day) drops the bucket's expired texts (purge), so a
+-- text's, and 'e', the slack-long step (below) its TTL was last set in:
+-- moved on only when a write is in a new step, to the window, a margin
+-- and a slack, so it outlasts its newest text by the window and a margin
+-- (a bucket is written hours apart on a day of 20,000 texts: a
+-- margin-long step, as a list's, cost an EXPIRE on every write); a write
+-- that finds 'o' a quarter of the window past the window (6 hours of a
+-- day), the slack, drops the bucket's expired texts (purge), so a
 -- bucket holds no text that left the window more than that before its
 -- latest write, and is purged at most once in that time. A quarter,
 -- not a 24th (an hour): at 20,000 texts a day a bucket is written every
@@ -134,13 +137,13 @@ local function add_bucket(c, st, clk)
   elseif not o or clk < o then
     args[3], args[4] = 'o', clk
   end
-  local step = math.floor(clk / c.margin)
+  local step = math.floor(clk / c.slack)
   if e ~= step then
     args[#args + 1], args[#args + 2] = 'e', step
   end
   redis.call('HSET', c.bucket, unpack(args))
   if e ~= step then
-    redis.call('EXPIRE', c.bucket, c.ttl + c.margin)
+    redis.call('EXPIRE', c.bucket, c.ttl + c.slack)
   end
 end
 
