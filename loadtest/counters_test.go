@@ -293,6 +293,13 @@ func TestSharedMaximumClosedByServer(t *testing.T) {
 	}
 }
 
+// splitRun is how long a run against split counters lasts: the servers
+// grant too much only while holds on both overlap, which a run of a few
+// hundred requests (10 ms without the race detector) may finish before the
+// connections' goroutines first interleave; a run over many scheduler
+// turns sees them overlap.
+const splitRun = 300 * time.Millisecond
+
 // TestSharedMaximumCatchesSplitCounters: two instances that each keep
 // their own counters (memory) grant the same unit twice, and the check
 // says so.
@@ -300,7 +307,7 @@ func TestSharedMaximumCatchesSplitCounters(t *testing.T) {
 	a, b := startCounters(t), startCounters(t)
 	rep := runCounters(t, loadtest.CountersOptions{
 		Addr: a + "," + b, Ops: []loadtest.Op{loadtest.OpAcquire}, Maximum: 1,
-		Conns: 4, Names: 1, Requests: 400,
+		Conns: 4, Names: 1, Requests: 0, Duration: splitRun,
 	})
 	if rep.OK() || rep.Check.Problems[loadtest.OverMaximum] == 0 {
 		t.Fatalf("split counters not caught: %+v", rep.Check)

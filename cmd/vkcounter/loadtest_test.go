@@ -224,7 +224,7 @@ func TestLoadtestCountersSharedMaximum(t *testing.T) {
 	a := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	b := counterstest.Start(t, counters.ServerOptions{Stores: counters.MemoryStores(nil)})
 	code, rep, stderr := runLoad(t, "counters", "-addr", a+","+b, "-op", "acquire", "-max", "1", "-names", "1",
-		"-conns", "4", "-requests", "400", "-json")
+		"-conns", "4", "-requests", "0", "-duration", "300ms", "-json") // long enough for the connections to interleave (loadtest's splitRun)
 	if code != 1 || rep.OK || rep.Check.Problems["over_maximum"] == 0 {
 		t.Fatalf("exit %d, report ok %v, problems %v; want exit 1 with over_maximum\n%s", code, rep.OK, rep.Check.Problems, stderr)
 	}
