@@ -32,7 +32,7 @@ func RunEach(ctx context.Context, rdb Scripter, n int,
 		return nil
 	})
 	for i, cmd := range cmds {
-		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if IsError(cmd.Err(), "NOSCRIPT") {
 			// A SCRIPT FLUSH, or a failover to a server that never
 			// saw the scripts.
 			script, keys, a := args(i)
