@@ -22,9 +22,8 @@ import (
 // requires exit 0 and the exact output.
 func (a *app) mustCnt(t *testing.T, want string, args ...string) {
 	t.Helper()
-	code, stdout, stderr := cnt(t, context.Background(), append([]string{"-addr", a.CounterAddr()}, args...)...)
-	if code != 0 || stdout != want {
-		t.Fatalf("cnt %v: exit %d, stdout %q, stderr %q; want %q", args, code, stdout, stderr, want)
+	if err := a.cntIs(t, want, args...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -32,13 +31,17 @@ func (a *app) mustCnt(t *testing.T, want string, args ...string) {
 // batches (ActivityFlush), so it polls until want shows up.
 func (a *app) waitCnt(t *testing.T, want string, args ...string) {
 	t.Helper()
-	eventually.NoError(t, 5*time.Second, "cnt", func() error {
-		code, stdout, stderr := cnt(t, context.Background(), append([]string{"-addr", a.CounterAddr()}, args...)...)
-		if code != 0 || stdout != want {
-			return fmt.Errorf("cnt %v: exit %d, stdout %q, stderr %q; want %q", args, code, stdout, stderr, want)
-		}
-		return nil
-	})
+	eventually.NoError(t, 5*time.Second, "cnt", func() error { return a.cntIs(t, want, args...) })
+}
+
+// cntIs runs `vkcounter cnt` against the program's counter port and says
+// how its exit or output differ from 0 and want.
+func (a *app) cntIs(t *testing.T, want string, args ...string) error {
+	code, stdout, stderr := cnt(t, context.Background(), append([]string{"-addr", a.CounterAddr()}, args...)...)
+	if code != 0 || stdout != want {
+		return fmt.Errorf("cnt %v: exit %d, stdout %q, stderr %q; want %q", args, code, stdout, stderr, want)
+	}
+	return nil
 }
 
 // TestCntAgainstTheProgram: `vkcounter cnt hit` against the running

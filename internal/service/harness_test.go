@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/servicetest"
@@ -78,8 +79,8 @@ func (a *app) waitQuiet(t testing.TB, messages int64) {
 func (a *app) mustTotal(t testing.TB, name string, want int64) {
 	t.Helper()
 	c := servicetest.DialCounters(t.Context(), t, a.CounterAddr())
-	if n, err := c.Total(t.Context(), name); err != nil || n != want {
-		t.Fatalf("total %s: %d %v; want %d", name, n, err, want)
+	if err := totalIs(t, c, name, want); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -88,10 +89,14 @@ func (a *app) mustTotal(t testing.TB, name string, want int64) {
 func (a *app) waitTotal(t testing.TB, name string, want int64) {
 	t.Helper()
 	c := servicetest.DialCounters(t.Context(), t, a.CounterAddr())
-	eventually.NoError(t, 5*time.Second, "total "+name, func() error {
-		if n, err := c.Total(t.Context(), name); err != nil || n != want {
-			return fmt.Errorf("total %s: %d %v; want %d", name, n, err, want)
-		}
-		return nil
-	})
+	eventually.NoError(t, 5*time.Second, "total "+name, func() error { return totalIs(t, c, name, want) })
+}
+
+// totalIs says how the access counter name's total, read by c, differs
+// from want.
+func totalIs(t testing.TB, c *client.Client, name string, want int64) error {
+	if n, err := c.Total(t.Context(), name); err != nil || n != want {
+		return fmt.Errorf("total %s: %d %v; want %d", name, n, err, want)
+	}
+	return nil
 }
