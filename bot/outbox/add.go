@@ -88,13 +88,13 @@ func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry)
 		}
 		e.Message = strconv.FormatInt(previous, 10)
 		a := o.newEntryArgs(e)
-		if _, err := o.store.Queue(ctx, a.queue, dedupeKey, e.Message, a.fields[:]); err != nil {
+		if _, err := o.store.Queue(ctx, a.queue, dedupeKey, e.Message, a.fields); err != nil {
 			return previous, duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "add", e.GroupID))
 		}
 		return previous, duplicate, nil
 	}
 	a := o.newEntryArgs(e)
-	r, err := o.store.Record(ctx, &freq.Message{Text: textKey, Dedupe: dedupeKey, Queue: a.queue, Fields: a.fields[:]})
+	r, err := o.store.Record(ctx, &freq.Message{Text: textKey, Dedupe: dedupeKey, Queue: a.queue, Fields: a.fields})
 	if errors.Is(err, freq.ErrNotQueued) {
 		return r.Previous, r.Duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "record", e.GroupID))
 	}
@@ -108,7 +108,7 @@ func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry)
 // Record is how a message is recorded.
 func (o *Outbox) Add(ctx context.Context, e Entry) error {
 	a := o.newEntryArgs(e)
-	_, err := o.store.Queue(ctx, a.queue, e.Key, e.Message, a.fields[:])
+	_, err := o.store.Queue(ctx, a.queue, e.Key, e.Message, a.fields)
 	return o.full(err, "add", e.GroupID)
 }
 
@@ -136,21 +136,29 @@ const (
 )
 
 // entryArgs holds what the store writes of one entry but its text and
-// random_id: the community's queue and the entry's field/value pairs;
-// decodeEntry reads them back. The numbers are handed to go-redis by
-// pointer, which it writes as their values: one allocation for them all
-// where each number put in an interface costs one.
+// random_id: the community's queue and the entry's field/value pairs
+// (fields); decodeEntry reads them back. The numbers are handed to
+// go-redis by pointer, which it writes as their values: one allocation for
+// them all where each number put in an interface costs one.
 type entryArgs struct {
 	e      Entry
 	queued int64 // e.Queued in Unix milliseconds
 	queue  *freq.Queue
-	fields [10]any
+	all    [10]any
+	fields []any // all, or all but the quote's pairs when e quotes nothing
 }
 
-// newEntryArgs returns e's entryArgs.
+// newEntryArgs returns e's entryArgs. A reply that quotes nothing (most:
+// every reply in a private chat) leaves the quote's fields out, which
+// decodeEntry reads as zero: two pairs fewer for Redis to store in the
+// stream and hand to the sender.
 func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
 	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), queue: o.community(e.GroupID).queue}
-	a.fields = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	a.all = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
+	a.fields = a.all[:]
+	if e.QuoteCMID == 0 && e.ReplyTo == 0 {
+		a.fields = a.all[:6]
+	}
 	return a
 }
 
@@ -170,7 +178,7 @@ func decodeEntry(m redis.XMessage) (Entry, error) {
 	e := Entry{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num(randomIDField)),
 		Queued: time.UnixMilli(num("q"))}
 	e.Message, _ = m.Values[messageField].(string)
-	if _, quoted := m.Values["c"]; quoted { // absent from entries stored before quotes
+	if _, quoted := m.Values["c"]; quoted { // absent when the reply quotes nothing
 		e.QuoteCMID, e.ReplyTo = int(num("c")), int(num("t"))
 	}
 	if e.Message == "" {

@@ -169,6 +169,45 @@ func TestAddTakeDone(t *testing.T) {
 	})
 }
 
+// TestUnquotedReplyLeavesTheQuoteOut: a reply that quotes nothing is
+// stored without the quote's fields (two pairs fewer in the stream) and
+// comes back with both zero, beside a quoted one that keeps them.
+func TestUnquotedReplyLeavesTheQuoteOut(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		o := newOutbox(t, tg, prefix, "a", outbox.Options{})
+		plain, quoted := reply(1), reply(2)
+		plain.QuoteCMID, plain.ReplyTo = 0, 0
+		for _, e := range []outbox.Entry{plain, quoted} {
+			if err := o.Add(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stored, err := tg.Client.XRange(ctx, prefix+"o:{42}", "-", "+").Result()
+		if err != nil || len(stored) != 2 {
+			t.Fatalf("XRANGE = %v, %v; want 2 entries", stored, err)
+		}
+		for i, wantQuote := range []bool{false, true} {
+			_, c := stored[i].Values["c"]
+			_, r := stored[i].Values["t"]
+			if c != wantQuote || r != wantQuote {
+				t.Errorf("entry %d's fields %v: quote fields stored %v, want %v", i, stored[i].Values, c || r, wantQuote)
+			}
+		}
+		got, err := o.Take(ctx, group, 10, 0)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Take = %v, %v; want 2 replies", got, err)
+		}
+		for i, want := range []outbox.Entry{plain, quoted} {
+			want.ID, want.RandomID = got[i].ID, got[i].RandomID
+			if got[i] != want {
+				t.Errorf("reply %d: %+v, want %+v", i, got[i], want)
+			}
+		}
+	})
+}
+
 func TestTakeWaitsForNewReplies(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
