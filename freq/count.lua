@@ -23,13 +23,13 @@
 -- for a duplicate).
 local c = text(KEYS[1], KEYS[4], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
 local span, hash = tonumber(ARGV[4]), ARGV[6]
-local clk = clock(ARGV[5])
+local clk, clks = clock(ARGV[5])
 local cur, prev, ttl = period(KEYS[2], KEYS[3], span, clk)
 if hash ~= '' then
   local v = redis.call('HGET', cur, hash) or redis.call('HGET', prev, hash)
   if v then return {tonumber(v), 1, 0} end
 end
-local previous, now = count_text(c, find(c), clk)
+local previous, now = count_text(c, find(c), clk, clks)
 if hash ~= '' then
   redis.call('HSET', cur, hash, previous)
   redis.call('EXPIRE', cur, ttl)

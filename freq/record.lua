@@ -22,11 +22,11 @@
 -- nothing changed.
 local q = reply_args()
 local c = text(KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
-local clk = clock(ARGV[10])
+local clk, clks = clock(ARGV[10])
 state(q, clk)
 if q.record then return {tonumber(q.record), 1, 0, 0, 0} end
 local err = room(q)
 if err then return err end
-local previous, now = count_text(c, find(c), clk)
+local previous, now = count_text(c, find(c), clk, clks)
 local r = push(q, previous, 11)
 return {previous, 0, now, r[2], r[3]}

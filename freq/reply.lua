@@ -150,11 +150,15 @@ end
 -- random_id as "r" and the fields from ARGV[from] on, and writes the
 -- period's state with the message's record: the epoch and the reserved
 -- block's end only when the period's hash is new or they changed.
--- It returns {entry id, random_id, epoch}.
+-- It returns {entry id, random_id, epoch}. The text and random_id, each
+-- written twice, are made strings once (a number is formatted on every
+-- redis.call it is handed to; most answers are 0).
 local function push(q, text, from)
   local id = next_random_id(q)
-  local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', id, unpack(ARGV, from))
-  local f = {'r', id, 'x', q.left}
+  local ids = tostring(id)
+  if text == 0 then text = '0' elseif type(text) == 'number' then text = tostring(text) end
+  local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, unpack(ARGV, from))
+  local f = {'r', ids, 'x', q.left}
   if q.field then f[5], f[6] = q.field, text end
   if q.new or q.epoch ~= q.stored_epoch or q.limit ~= q.stored_limit then
     f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'e', q.epoch, 'l', q.limit

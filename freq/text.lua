@@ -41,10 +41,13 @@
 -- and 16 % more texts than the window's, not 13 % and 4 % (BENCHMARKS.md,
 -- "The buckets' steady state").
 
--- clock returns the unix second at, or Redis's clock when at is "".
+-- clock returns the unix second at, or Redis's clock when at is "", as a
+-- number and as the string it was read from. A number handed to
+-- redis.call is formatted with "%.17g", a tenth of the record script's
+-- CPU when each message's values were: the string is written instead.
 local function clock(at)
-  if at ~= '' then return tonumber(at) end
-  return tonumber(redis.call('TIME')[1])
+  if at == '' then at = redis.call('TIME')[1] end
+  return tonumber(at), at
 end
 
 -- period returns, of a pair of hashes that hold what happened in periods of
@@ -121,21 +124,26 @@ local function purge(c, clk)
   return oldest
 end
 
--- add_bucket writes the text's field at clk into its bucket (st from
--- find), purging the bucket first when its oldest second is a slack past
--- the window, and moves the bucket's TTL on when clk is in a new step.
-local function add_bucket(c, st, clk)
+-- add_bucket writes the text's field at clk (clks: the same as a string,
+-- see clock) into its bucket (st from find), purging the bucket first when
+-- its oldest second is a slack past the window, and moves the bucket's TTL
+-- on when clk is in a new step.
+local function add_bucket(c, st, clk, clks)
   local o, e = st.o, st.e
   if st.bad then
     redis.call('DEL', c.bucket)
     o, e = nil, nil
   end
-  local args = {c.field, clk}
+  local args = {c.field, clks}
   if o and o <= clk - c.window - c.slack then
     o = purge(c, clk)
-    args[3], args[4] = 'o', math.min(o or clk, clk)
+    if o and o < clk then
+      args[3], args[4] = 'o', o
+    else
+      args[3], args[4] = 'o', clks
+    end
   elseif not o or clk < o then
-    args[3], args[4] = 'o', clk
+    args[3], args[4] = 'o', clks
   end
   local step = math.floor(clk / c.slack)
   if e ~= step then
@@ -216,9 +224,10 @@ local function add_list(c, clk)
 end
 
 -- count_text counts one occurrence of the text c (its state st, from
--- find) at clk and returns the occurrences before it inside the window and
--- the second it was recorded at.
-local function count_text(c, st, clk)
+-- find) at clk (clks: the same as a string, see clock) and returns the
+-- occurrences before it inside the window and the second it was recorded
+-- at.
+local function count_text(c, st, clk, clks)
   if st.typ == 'bucket' then
     local now = math.max(clk, st.sec)
     if st.sec > now - c.window then
@@ -242,6 +251,6 @@ local function count_text(c, st, clk)
   elseif st.typ == 'foreign' then
     redis.call('DEL', c.key)
   end
-  add_bucket(c, st, clk)
+  add_bucket(c, st, clk, clks)
   return 0, clk
 end
