@@ -6,11 +6,15 @@
 -- stream's oldest entry, or the Unix ms of the oldest reply set aside when
 -- that is older ("" if none). A reply set aside leaves the stream, so
 -- without the later set a reply VK keeps refusing would look fresh. len is
--- the stream's length when the caller knows it (nil: read with XLEN).
-local function reading(stream, later, age, len)
-  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
-  local oldest = ''
-  if first then oldest = first[1] end
+-- the stream's length when the caller knows it (nil: read with XLEN), and
+-- first the id of its first entry (nil: read with XRANGE), as trim
+-- returns them.
+local function reading(stream, later, age, len, first)
+  local oldest = first
+  if not oldest then
+    local e = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
+    oldest = e and e[1] or ''
+  end
   local aside = redis.call('ZCARD', later)
   if aside > 0 then
     local o = redis.call('ZRANGE', age, 0, 0, 'WITHSCORES')[2]

@@ -37,23 +37,24 @@ local function next_id(id)
 end
 
 -- trim removes the finished entries at the head of stream key, of consumer
--- group group, and returns the stream's length after it; a stream that is
--- empty or lost, or without the group, is left as it is.
+-- group group, and returns the stream's length after it and, when an
+-- entry is pending, the id of the stream's first entry: the oldest pending
+-- one, which only a trim removes once it is finished (nil otherwise); a
+-- stream that is empty or lost, or without the group, is left as it is.
 local function trim(key, group)
   local len = redis.call('XLEN', key)
   if len == 0 then return 0 end
   local pending = redis.pcall('XPENDING', key, group)
   if pending.err then return len end -- NOGROUP
   local keep = pending[2]
-  if not keep then
-    for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-      local name, last
-      for i = 1, #g, 2 do
-        if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
-      end
-      if name == group then keep = next_id(last) or last end
+  if keep then return len - redis.call('XTRIM', key, 'MINID', keep), keep end
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
     end
-    if not keep then return len end
+    if name == group then keep = next_id(last) or last end
   end
+  if not keep then return len end
   return len - redis.call('XTRIM', key, 'MINID', keep)
 end
