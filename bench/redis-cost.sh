@@ -18,6 +18,8 @@
 #     (commandstats' calls less the commands clients sent, which MONITOR
 #     shows in a second run of the same load) and the client commands per
 #     message;
+#   * per tree, the webhook's writes alone (writes_alone): the sending
+#     side's share is the difference;
 #   * memory, per tree: 20,000 and 100,000 distinct messages on a fresh
 #     server, used_memory after (every reply sent) minus before, per
 #     message: the first hour; then the messages' records (freq's dedupe
@@ -45,6 +47,27 @@ spawn() {
 }
 forget() { # forget PREFIX: delete what expires within two hours: the messages' records and the activity once-keys
   del "$1f:*:e:*"; del "$1f:{???}e[01]"; del "$1*:once:*"; del "$1o:{*}:once[01]"; del "$1o:{*}:s[01]"
+}
+
+# writes_alone BINARY: Redis CPU per message of the webhook's writes alone
+# (record script, activity), the sending side idle: the service serves on
+# its own with a pace of one VK call per 100 s, and the load tool posts
+# MESSAGES events without waiting for replies (it reports them missing).
+# The service's full figure less this one is the sending side's share: the
+# outbox's reads, acknowledgements and pace.
+writes_alone() {
+  local bin=$1 hp c0
+  hp=$(free_port 26100)
+  REDIS_URL=$url VK_TOKEN=x VK_GROUP_ID=1 VK_SECRET=loadtest VK_API_URL=http://127.0.0.1:9/method/ VK_RATE=0.01 \
+    HTTP_ADDR=127.0.0.1:$hp ADMIN_ADDR=127.0.0.1:0 COUNTER_ADDR=off WINDOW=24h REPLY_QUOTE=all LOG_LEVEL=error KEY_PREFIX=vkc: \
+    OUTBOX_MAX_LEN=1000000 "$bin" serve 2>/dev/null &
+  local sp=$!
+  wait_port "$hp" 100
+  c0=$(redis_cpu)
+  "$bin" loadtest callback -url "http://127.0.0.1:$hp/callback" -no-probe -texts "$messages" -per-text 1 -peers 1000 \
+    -concurrency 50 -reply-timeout 1ms >/dev/null 2>&1 || true # every answer missing: exit 1
+  awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}'
+  kill "$sp"; wait "$sp" 2>/dev/null || true
 }
 
 reference() { # the reference script alone: prints "µs-per-call commands-per-call calls/s"
@@ -93,6 +116,10 @@ measure() { # measure LABEL BINARY
   redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$messages" \
     '/^cmdstat/ {sub(/^cmdstat_/, "", $1); printf "%.2f %s %s calls, %s µs each\n", $5 / n, $1, $3, $7}' | sort -rn | head -8 >"$work/usec"
   stop_redis
+  start_redis 16960
+  local writes
+  writes=$(writes_alone "$bin")
+  stop_redis
   # The same load again on a fresh server, MONITOR counting what clients
   # sent (lines without "lua") and what scripts ran.
   start_redis 16960
@@ -105,6 +132,7 @@ measure() { # measure LABEL BINARY
   stop_redis
   echo "   reference script alone (redis-benchmark, 50 clients): $rrps calls/s, Redis CPU $rcpu µs per call, $rcmd commands inside per call"
   echo "   Redis CPU per message, the drain included: $cpu µs = $(ratio "$cpu" "$rcpu") × the reference's"
+  echo "   of which the webhook's writes alone (the sender idle): $writes µs = $(ratio "$writes" "$rcpu") ×; the sending side the rest: $(awk -v a="$cpu" -v b="$writes" 'BEGIN {printf "%.1f", a - b}') µs"
   echo "   Redis CPU per message by command (commandstats, µs per message, the scripts' inner commands inside their EVALSHA):"
   sed 's/^/      /' "$work/usec"
   echo "   commands per message (commandstats, all): $(awk -v t="$total" -v n="$messages" 'BEGIN {printf "%.2f", t / n}')"
