@@ -65,17 +65,45 @@ type Target struct {
 }
 
 // Run runs fn as one subtest per backend in kinds (all three when kinds is
-// empty), named after the Kind.
+// empty), named after the Kind, one after another.
 func Run(t *testing.T, fn func(t *testing.T, tg *Target), kinds ...Kind) {
+	t.Helper()
+	run(t, false, fn, kinds)
+}
+
+// RunParallel is Run with the variants running at the same time, each
+// t.Run from a goroutine of its own (testing allows that), and returns
+// when all have ended. It is for bodies that mostly wait on wall time
+// (leases, stalls, deadlines): their variants then wait together, not one
+// after another. The variants share only the process: a body run through
+// it must put its keys under its own Prefix and never flush, reconfigure
+// or stop a shared server (each variant has a server of its own anyway).
+// The variants do not take go test's -parallel slots, so a CPU-bound body
+// belongs in Run.
+func RunParallel(t *testing.T, fn func(t *testing.T, tg *Target), kinds ...Kind) {
+	t.Helper()
+	run(t, true, fn, kinds)
+}
+
+func run(t *testing.T, together bool, fn func(t *testing.T, tg *Target), kinds []Kind) {
 	t.Helper()
 	if len(kinds) == 0 {
 		kinds = []Kind{Mini, Real, Cluster}
 	}
+	var wg sync.WaitGroup
 	for _, k := range kinds {
-		t.Run(string(k), func(t *testing.T) {
-			fn(t, Open(t, k))
-		})
+		variant := func() {
+			t.Run(string(k), func(t *testing.T) {
+				fn(t, Open(t, k))
+			})
+		}
+		if together {
+			wg.Go(variant)
+		} else {
+			variant()
+		}
 	}
+	wg.Wait()
 }
 
 // Open returns a connected Target of the given kind, closed when t ends.

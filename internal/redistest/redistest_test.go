@@ -4,6 +4,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +113,31 @@ func TestClientsNeverResend(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRunParallelRunsTheVariantsTogether: RunParallel's variants run at
+// the same time (each waits until every one has started, which one after
+// another would never see), and it returns only once all have ended.
+func TestRunParallelRunsTheVariantsTogether(t *testing.T) {
+	const n = 3
+	var started sync.WaitGroup
+	started.Add(n)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	var ended atomic.Int32
+	RunParallel(t, func(t *testing.T, tg *Target) {
+		if err := tg.Client.Ping(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		started.Done()
+		select {
+		case <-all:
+		case <-time.After(time.Minute):
+			t.Fatal("the other variants did not start while this one ran")
+		}
+		ended.Add(1)
+	}, Mini, Mini, Mini)
+	if got := ended.Load(); got != n {
+		t.Fatalf("RunParallel returned with %d of %d variants ended", got, n)
+	}
 }
