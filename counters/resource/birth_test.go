@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,47 +87,52 @@ func TestRedisYoungStoreRefuses(t *testing.T) {
 // until one lease after the loss: at no moment do both hold.
 func TestRedisLosesItsData(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
+	// Each loss on a server of its own: the two wait together.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, loss := range []string{"restart", "flushall"} {
-		t.Run(loss, func(t *testing.T) {
-			tg := redistest.OwnServer(t)
-			const lease = 2 * time.Second
-			prefix := redistest.Prefix(t)
-			ra := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.Nop())
-			rb := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.Nop())
-			lostAt := make(chan time.Time, 1)
-			a := ra.NewHolder(func() { lostAt <- time.Now() })
-			acquireWhenFree(t, a, "db-slots", 3, 4, 3*lease) // the new store's first lease
-			b := rb.NewHolder(nil)
-			wantErr(t, "b while a holds", b.Acquire(bg(), []byte("db-slots"), 3, 4), resource.ErrNotAvailable)
+		wg.Go(func() {
+			t.Run(loss, func(t *testing.T) {
+				tg := redistest.OwnServer(t)
+				const lease = 2 * time.Second
+				prefix := redistest.Prefix(t)
+				ra := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.Nop())
+				rb := openNew(t, tg.NoRetryClient(t, ""), prefix, lease, zerolog.Nop())
+				lostAt := make(chan time.Time, 1)
+				a := ra.NewHolder(func() { lostAt <- time.Now() })
+				acquireWhenFree(t, a, "db-slots", 3, 4, 3*lease) // the new store's first lease
+				b := rb.NewHolder(nil)
+				wantErr(t, "b while a holds", b.Acquire(bg(), []byte("db-slots"), 3, 4), resource.ErrNotAvailable)
 
-			lostAt0 := time.Now()
-			switch loss {
-			case "restart":
-				redistest.RestartServer(t, tg.Addr)
-			case "flushall":
-				if err := tg.Client.FlushAll(bg()).Err(); err != nil {
-					t.Fatal(err)
+				lostAt0 := time.Now()
+				switch loss {
+				case "restart":
+					redistest.RestartServer(t, tg.Addr)
+				case "flushall":
+					if err := tg.Client.FlushAll(bg()).Err(); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			grantedAt, refused := acquireWhenFree(t, b, "db-slots", 3, 4, 3*lease)
-			var lost time.Time
-			select {
-			case lost = <-lostAt:
-			default:
-				t.Fatal("a's holder was never told it lost its holdings")
-			}
-			t.Logf("a closed %v after the loss, b granted %v after", lost.Sub(lostAt0), grantedAt.Sub(lostAt0))
-			if !refused || !lost.Before(grantedAt) {
-				t.Fatalf("b granted %v after the loss (refused first: %v), a's holder given up %v after: overlap",
-					grantedAt.Sub(lostAt0), refused, lost.Sub(lostAt0))
-			}
-			if grantedAt.Sub(lostAt0) < lease {
-				t.Fatalf("b granted %v after the loss, before a lease (%v)", grantedAt.Sub(lostAt0), lease)
-			}
-			if lost.Sub(lostAt0) > lease {
-				t.Fatalf("a's holder given up %v after the loss: want at a renewal, within the lease", lost.Sub(lostAt0))
-			}
-			a.ReleaseAll(bg())
+				grantedAt, refused := acquireWhenFree(t, b, "db-slots", 3, 4, 3*lease)
+				var lost time.Time
+				select {
+				case lost = <-lostAt:
+				default:
+					t.Fatal("a's holder was never told it lost its holdings")
+				}
+				t.Logf("a closed %v after the loss, b granted %v after", lost.Sub(lostAt0), grantedAt.Sub(lostAt0))
+				if !refused || !lost.Before(grantedAt) {
+					t.Fatalf("b granted %v after the loss (refused first: %v), a's holder given up %v after: overlap",
+						grantedAt.Sub(lostAt0), refused, lost.Sub(lostAt0))
+				}
+				if grantedAt.Sub(lostAt0) < lease {
+					t.Fatalf("b granted %v after the loss, before a lease (%v)", grantedAt.Sub(lostAt0), lease)
+				}
+				if lost.Sub(lostAt0) > lease {
+					t.Fatalf("a's holder given up %v after the loss: want at a renewal, within the lease", lost.Sub(lostAt0))
+				}
+				a.ReleaseAll(bg())
+			})
 		})
 	}
 }

@@ -58,6 +58,7 @@ func usedMemory(t *testing.T, rdb redis.UniversalClient) int64 {
 // releases of a closed connection (ReleaseAll) all succeed, and so do
 // renewals; a new acquire is refused whole.
 func TestRedisReleasesAtMaxmemory(t *testing.T) {
+	t.Parallel() // waits three leases, on a server of its own
 	tg := redistest.OwnServer(t)
 	prefix := redistest.Prefix(t)
 	r, err := resource.NewRedis(bg(), tg.Client, resource.RedisOptions{Prefix: prefix, Lease: 2 * time.Second, Logger: zerolog.Nop(), AssumeNoHolders: true})

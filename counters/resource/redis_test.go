@@ -214,7 +214,7 @@ func TestRedisLeaseExpiry(t *testing.T) {
 // many leases.
 func TestRedisRenewalKeepsHoldings(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		// Renewal rounds were seen to stall 0.6–1 s on a machine at load
 		// 8; a 1 s lease would then be given up (¾ lease) while Redis is fine.
 		const lease = 2 * time.Second
@@ -241,7 +241,7 @@ func TestRedisRenewalKeepsHoldings(t *testing.T) {
 // holders ever hold the same unit.
 func TestRedisLostLease(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = 2 * time.Second // as above: room for a stalled renewal round
 		prefix := redistest.Prefix(t)
 		proxy := redistest.NewProxy(t, tg.Addr)
@@ -430,7 +430,7 @@ func TestRedisStall(t *testing.T) {
 // within two leases, though no script touches its counter again.
 func TestRedisStallLeavesNoHolding(t *testing.T) {
 	t.Parallel() // waits for leases
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = time.Second
 		prefix := redistest.Prefix(t)
 		proxy := redistest.NewProxy(t, tg.Addr)
@@ -464,7 +464,8 @@ func TestRedisStallLeavesNoHolding(t *testing.T) {
 // a renewal that finds the holding in Redis extends its lease even while
 // a release of it is in flight.
 func TestRedisReleasesInFlightKeepLeases(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	t.Parallel()
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		// Without the renewals, the holders are given up after 3/4 of a
 		// lease. Renewals tolerate a stall of about half a lease, and the
 		// shared test servers on a loaded machine were seen to stall for
