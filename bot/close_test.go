@@ -169,7 +169,7 @@ func TestCloseEndsWaitingSendersAtOnce(t *testing.T) {
 // no send begins after Close returned.
 func TestCloseKeepsItsDeadlineWhileASendHangs(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		prefix := redistest.Prefix(t)
 		release := make(chan struct{})
 		var calls atomic.Int64
@@ -273,7 +273,7 @@ func TestClosingInstanceLeavesNewRepliesToOthers(t *testing.T) {
 // instance: another instance takes them at once, not after ClaimAfter.
 func TestCloseDeadlineHandsRepliesBack(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		vk := vktest.NewServer()
 		defer vk.Close()
 		vk.FailAlways(10)

@@ -66,7 +66,7 @@ func TestFloodControlDelaysOnlyThatPeer(t *testing.T) {
 // goes out exactly once, and the outbox ends empty.
 func TestRedisStallDuringReadAndAck(t *testing.T) {
 	t.Parallel() // mostly waits (leases, deadlines, a stall): alongside the other waiting tests
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
 		prefix := redistest.Prefix(t)
 		proxy := redistest.NewProxy(t, tg.Addr)
