@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
@@ -139,5 +140,26 @@ func TestRunParallelRunsTheVariantsTogether(t *testing.T) {
 	}, Mini, Mini, Mini)
 	if got := ended.Load(); got != n {
 		t.Fatalf("RunParallel returned with %d of %d variants ended", got, n)
+	}
+}
+
+// TestRestartedServerOutlivesLaterCleanups: a server RestartServer
+// started again is up for the cleanups registered after StartServer (a
+// service closing still finds Redis), and gone once the test has ended.
+func TestRestartedServerOutlivesLaterCleanups(t *testing.T) {
+	var addr string
+	t.Run("test", func(t *testing.T) {
+		addr = StartServer(t)
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() {
+			defer c.Close()
+			if err := c.Ping(context.Background()).Err(); err != nil {
+				t.Errorf("a cleanup registered after StartServer found the restarted server gone: %v", err)
+			}
+		})
+		RestartServer(t, addr)
+	})
+	if !awaitListening(addr, false) {
+		t.Errorf("the restarted server on %s still runs after its test ended", addr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,10 @@ import (
 // StartServer starts a redis-server of the test's own, keeping nothing on
 // disk, on a free loopback port with the extra args (e.g.
 // "--maxmemory-policy", "allkeys-lru"), and returns its address; it is
-// killed when t ends. A test that must reconfigure, stall or stop Redis uses
+// killed when t ends — a server RestartServer or StartServerAt started on
+// that address since then too, at the same point of t's cleanups (after
+// those registered later, such as a service's Close, which then still
+// finds Redis up). A test that must reconfigure, stall or stop Redis uses
 // one, never the shared servers. Without redis-server the test is skipped,
 // or fails when EnvRequire is set.
 func StartServer(t testing.TB, args ...string) string {
@@ -31,9 +35,26 @@ func StartServer(t testing.TB, args ...string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	startOn(t, addr, args...)
+	cmd := launch(t, addr, args...)
+	serversMu.Lock()
+	servers[addr] = cmd
+	serversMu.Unlock()
+	t.Cleanup(func() {
+		serversMu.Lock()
+		cmd := servers[addr]
+		delete(servers, addr)
+		serversMu.Unlock()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	awaitStarted(t, addr)
 	return addr
 }
+
+var (
+	serversMu sync.Mutex
+	servers   = map[string]*exec.Cmd{} // by address: the process now serving each address StartServer handed out
+)
 
 // needServer skips t when redis-server is not installed, or fails it when
 // EnvRequire is set.
@@ -64,7 +85,7 @@ func OwnServer(t testing.TB, args ...string) *Target {
 func RestartServer(t testing.TB, addr string, args ...string) {
 	t.Helper()
 	StopServer(t, addr)
-	startOn(t, addr, args...)
+	StartServerAt(t, addr, args...)
 }
 
 // StopServer stops the server StartServer started on addr at once
@@ -86,15 +107,38 @@ func StopServer(t testing.TB, addr string) {
 }
 
 // StartServerAt starts a new, empty redis-server on addr (one StopServer
-// stopped), as StartServer does.
+// stopped), as StartServer does. A server on an address StartServer gave
+// is killed by StartServer's cleanup, not before it.
 func StartServerAt(t testing.TB, addr string, args ...string) {
 	t.Helper()
-	startOn(t, addr, args...)
+	serversMu.Lock()
+	old, own := servers[addr]
+	serversMu.Unlock()
+	if !own {
+		startOn(t, addr, args...)
+		return
+	}
+	old.Process.Kill() // stopped already: this only reaps it
+	old.Wait()
+	cmd := launch(t, addr, args...)
+	serversMu.Lock()
+	servers[addr] = cmd // killed by StartServer's cleanup
+	serversMu.Unlock()
+	awaitStarted(t, addr)
 }
 
 // startOn starts a redis-server on addr and waits until it accepts
 // connections; it is killed when t ends.
 func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := launch(t, addr, args...)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	awaitStarted(t, addr)
+	return cmd
+}
+
+// launch starts a redis-server on addr; the caller kills it.
+func launch(t testing.TB, addr string, args ...string) *exec.Cmd {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command("redis-server", append([]string{"--bind", "127.0.0.1", "--port", port,
@@ -103,11 +147,15 @@ func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// awaitStarted waits until the server on addr accepts connections.
+func awaitStarted(t testing.TB, addr string) {
+	t.Helper()
 	if !awaitListening(addr, true) {
 		t.Fatalf("redis-server on %s did not start", addr)
 	}
-	return cmd
 }
 
 // awaitListening dials addr every 20 ms, 250 times at most, until a dial
