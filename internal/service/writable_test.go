@@ -120,6 +120,10 @@ func TestReadyzNamesManagedRefusals(t *testing.T) {
 	a := startApp(t, nil, nil)
 	hook := &refuseScripts{}
 	a.Main.redis.rdb.AddHook(hook)
+	// Redis writes again once the test is done, before the service closes
+	// (a cleanup registered after startApp's runs first): a shutdown
+	// against refused writes waits out its deadline.
+	t.Cleanup(func() { hook.reply.Store(nil) })
 	for i, c := range []struct{ reply, cause string }{
 		{"OOM command not allowed when used memory > 'maxmemory'.", redisconn.CauseOOM},
 		{"ERR DB capacity quota exceeded", redisconn.CauseOOM},
