@@ -171,7 +171,8 @@ func drainBacklog(tb testing.TB, tg *redistest.Target, n int) time.Duration {
 }
 
 func TestBacklogDrainsUnderVKRateLimit(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	t.Parallel() // mostly waits (VK's 20 requests/s): alongside the other waiting tests
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		took := drainBacklog(t, tg, 1000)
 		t.Logf("1000 replies drained in %v (%.0f replies/s)", took, 1000/took.Seconds())
 	}, redistest.Mini, redistest.Real)

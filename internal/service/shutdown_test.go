@@ -16,6 +16,7 @@ import (
 // number of replies left is unknown, never a made-up count (it logged
 // "replies_left":-1, a second after the deadline).
 func TestShutdownWithRedisDown(t *testing.T) {
+	t.Parallel() // mostly waits (its shutdown's deadline): alongside the other waiting tests
 	tg := redistest.Open(t, redistest.Mini)
 	proxy, url := viaProxy(t, tg)
 	var log syncbuf.Buffer

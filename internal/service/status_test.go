@@ -194,6 +194,7 @@ func mapValues(m map[string]string) []string {
 // stalls, once a call times out (a webhook's count), within the readiness
 // check's second.
 func TestStatusPageRedisDown(t *testing.T) {
+	t.Parallel() // mostly waits (a webhook's timeout in a stall): alongside the other waiting tests
 	t.Run("closed", func(t *testing.T) {
 		mr := miniredis.RunT(t)
 		a := startApp(t, &redistest.Target{Kind: redistest.Mini, Mini: mr, Addr: mr.Addr(), URL: "redis://" + mr.Addr()}, env("SHUTDOWN_TIMEOUT", "100ms"))
