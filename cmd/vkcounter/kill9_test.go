@@ -18,6 +18,7 @@ import (
 // its outbox, restarts it on the same Redis, and re-posts what got no ok.
 // Every event answered ok gets exactly one message.
 func TestKill9UnderLoad(t *testing.T) {
+	t.Parallel() // waits on VK's pace for a backlog: alongside the other waiting tests
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		vk := vktest.NewServer()
 		defer vk.Close()

@@ -141,6 +141,7 @@ func TestLoadtestSpawn(t *testing.T) {
 // answer must be right: exact numbers, one messages.send per counted
 // message, nothing missing.
 func TestLoadtestUnderFaults(t *testing.T) {
+	t.Parallel() // mostly waits (its faults' seconds, at 40 events/s): alongside the other waiting tests
 	tg := redistest.Open(t, redistest.Real)
 	bin := program(t)
 	faults := []string{"redis-stall@1s+6s", "vk-down@8s+3s"}

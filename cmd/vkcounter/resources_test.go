@@ -31,7 +31,8 @@ func redisEnv(tg *redistest.Target) map[string]string {
 // they are still held just after, and another instance on the same Redis
 // can acquire them once RESOURCE_LEASE has passed.
 func TestKill9ResourceHoldingsExpire(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+	t.Parallel() // mostly waits (a store's first lease, then the dead one's): alongside the other waiting tests
+	redistest.RunParallel(t, func(t *testing.T, tg *redistest.Target) {
 		const lease = time.Second
 		env := redisEnv(tg)
 		env["KEY_PREFIX"] = redistest.Prefix(t)
