@@ -321,6 +321,7 @@ func TestRepliesToldApartByQuote(t *testing.T) {
 // the wrong peer, a reply nobody asked for, and a reply with the random_id
 // of an earlier one, which VK swallows.
 func TestCheckerCatchesBrokenBot(t *testing.T) {
+	t.Parallel() // mostly waits (the reply timeout, for a missing reply): alongside the other waiting tests
 	vk := newVK(t)
 	b, u := newFakeBot(t, vk)
 	b.fault = func(k int, m callback.Message, n int64, r []reply) (int, []reply) {

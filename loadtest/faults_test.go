@@ -183,6 +183,7 @@ func TestStrictSendsCatchesRepeatedSend(t *testing.T) {
 // TestRetryAfterIsHonoured: a refused event is posted again only after the
 // Retry-After it was given.
 func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel() // mostly waits (out a Retry-After): alongside the other waiting tests
 	vk := newVK(t)
 	b, u := newFakeBot(t, vk)
 	b.retryAfter = "1"

@@ -81,6 +81,7 @@ func TestCheckHost(t *testing.T) {
 // three renderings: the table names every figure, the JSON carries them,
 // and the HTML page is self-contained with both charts.
 func TestReportOutputs(t *testing.T) {
+	t.Parallel() // mostly waits (the reply timeout, for a missing reply): alongside the other waiting tests
 	vk := newVK(t)
 	b, u := newFakeBot(t, vk)
 	b.fault = func(k int, m callback.Message, n int64, r []reply) (int, []reply) {
