@@ -398,6 +398,13 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap gives http.ResponseController the writer underneath, so that a
+// handler can still set its connection's deadlines: the webhook's body
+// deadline (callback.Options.BodyTimeout) does; without it the deadline
+// was silently not set and a slow body held its connection for the
+// server's whole ReadTimeout.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // Recorder wraps r, timing every record of a message (one script call on
 // a single Redis server, the count and the store's two on a cluster).
 func (m *Metrics) Recorder(r bot.Recorder) bot.Recorder {
