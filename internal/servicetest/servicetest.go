@@ -112,6 +112,11 @@ func Start[S Service](t testing.TB, tg *redistest.Target, env map[string]string,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	// Before Close (cleanups run last first): the test's client closes
+	// its idle connections. One it dialed for a burst and never sent a
+	// request on is new to the server, and http.Server.Shutdown waits 5 s
+	// before it takes a new connection for idle.
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	e.Service = s
 	return s, e
 }
