@@ -107,6 +107,7 @@ func (r *aofRedis) restart(t *testing.T) {
 // ok. The load tool's checker then finds every event counted exactly once
 // and answered exactly once.
 func TestAOFRedisRestartUnderLoad(t *testing.T) {
+	t.Parallel() // mostly waits (the refused events' Retry-After, 5 s): alongside the other waiting tests
 	r := startAOFRedis(t)
 	a := startApp(t, &redistest.Target{Kind: redistest.Real, URL: "redis://127.0.0.1:" + r.port + "/0"}, nil)
 	const texts, perText = 20, 30
