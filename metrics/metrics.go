@@ -83,6 +83,11 @@ type Metrics struct {
 	// counterOK holds counterRequests' series with status ok, by known
 	// opcode, looked up once: nearly every request takes this path.
 	counterOK [256]prometheus.Counter
+	// webhookOK is webhookRequests' series "ok", and replyDone replies'
+	// series by result, looked up once: a label lookup hashes its values
+	// and takes the vector's lock, on every message.
+	webhookOK prometheus.Counter
+	replyDone map[bot.Class]prometheus.Counter
 
 	writes *redisconn.WriteWatch // nil until ObserveRedisWrites
 }
@@ -135,8 +140,10 @@ func (m *Metrics) initLabels() {
 	for _, o := range callback.Outcomes() {
 		m.webhookRequests.WithLabelValues(o)
 	}
+	m.webhookOK = m.webhookRequests.WithLabelValues(callback.Outcome(http.StatusOK))
+	m.replyDone = make(map[bot.Class]prometheus.Counter, len(replyResults))
 	for _, c := range replyResults {
-		m.replies.WithLabelValues(c.String())
+		m.replyDone[c] = m.replies.WithLabelValues(c.String())
 	}
 	for _, c := range scriptCauses {
 		m.scriptErrors.WithLabelValues(c)
@@ -384,6 +391,10 @@ func (m *Metrics) Webhook(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		m.webhookDuration.Observe(time.Since(start).Seconds())
+		if sw.status == http.StatusOK {
+			m.webhookOK.Inc()
+			return
+		}
 		m.webhookRequests.WithLabelValues(callback.Outcome(sw.status)).Inc()
 	})
 }
@@ -476,7 +487,11 @@ func (m *Metrics) VKCall(method, result string, took time.Duration) {
 
 // ReplyDone records a reply leaving the outbox; it fits bot.Options.OnReplyDone.
 func (m *Metrics) ReplyDone(class bot.Class, age time.Duration) {
-	m.replies.WithLabelValues(class.String()).Inc()
+	if c := m.replyDone[class]; c != nil {
+		c.Inc()
+	} else {
+		m.replies.WithLabelValues(class.String()).Inc()
+	}
 	m.replyAge.Observe(age.Seconds())
 }
 
