@@ -254,6 +254,7 @@ type Bot struct {
 	// chan error, buffered for one, each carrying a record's result.
 	recordDeadline *sharedDeadline
 	results        sync.Pool
+	recorders      recorders
 	// draining is set by Close once no message is being recorded (or at its
 	// deadline): the senders read no new replies, finish what this
 	// instance holds, and stop.
@@ -292,6 +293,7 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 	b := &Bot{recorder: recorder, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
 		recordDeadline: newSharedDeadline(opts.RecordTimeout)}
 	b.results.New = func() any { return make(chan error, 1) }
+	b.recorders.init()
 	b.outage.init(b)
 	for _, g := range groups {
 		if b.groups[g.ID] {
@@ -358,10 +360,7 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		return ErrClosed
 	}
 	done := b.results.Get().(chan error)
-	go func() {
-		defer b.inflight.Done()
-		done <- b.record(m)
-	}()
+	b.recordAsync(recordJob{m: m, done: done})
 	select {
 	case err := <-done:
 		b.results.Put(done) // empty again: it carries one result
@@ -446,6 +445,7 @@ func (b *Bot) Close(ctx context.Context) error {
 	recorded := make(chan struct{})
 	go func() { b.inflight.Wait(); close(recorded) }()
 	wait(drainCtx, recorded)
+	b.recorders.close()
 	activity := make(chan struct{})
 	go func() {
 		if b.opts.Activity != nil {
