@@ -307,11 +307,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		if err != nil {
 			return fmt.Errorf("%w: %w", errNotConfirmed, err)
 		}
-		writeText(w, okBody)
+		writeOK(w)
 	default:
 		// Everything else, "remove" included, is acknowledged and ignored,
 		// so that VK does not keep resending it.
-		writeText(w, okBody)
+		writeOK(w)
 	}
 	return nil
 }
@@ -391,6 +391,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ev *event, err er
 func writeText(w http.ResponseWriter, s string) {
 	w.Header().Set("Content-Type", textPlain)
 	_, _ = io.WriteString(w, s)
+}
+
+// writeOK writes "ok" as a 200 plain-text body without touching the
+// header map: net/http gives a body it was not told the type of the type
+// it detects, textPlain for "ok" (http.DetectContentType), while a handler
+// that asks for the header map has it copied when the status is written
+// (two allocations and about 1 KB on every message).
+func writeOK(w http.ResponseWriter) {
+	_, _ = io.WriteString(w, okBody)
 }
 
 // retryCounter reads the X-Retry-Counter header. A missing, malformed or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -469,5 +470,28 @@ func TestTimeout(t *testing.T) {
 	}
 	if _, err := callback.NewHandler(next, callback.Options{Groups: fixtureGroups, Timeout: -time.Second}); err == nil {
 		t.Error("a negative Timeout was accepted")
+	}
+}
+
+// TestOKContentTypeOverHTTP: over a real server, "ok" (a message counted,
+// an event ignored) goes out as text/plain; charset=utf-8, the type
+// net/http detects for it, the handler not asking for the header map.
+func TestOKContentTypeOverHTTP(t *testing.T) {
+	h := mustHandler(t, &recorder{}, callback.Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, body := range []string{event("message_new", fixtureGroup, fixtureSecret, textObject), event("message_reply", fixtureGroup, fixtureSecret, "{}")} {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(got) != "ok" {
+			t.Fatalf("answered %d %q, want 200 ok", resp.StatusCode, got)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+			t.Errorf("Content-Type = %q, want text/plain; charset=utf-8", ct)
+		}
 	}
 }
