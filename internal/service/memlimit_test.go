@@ -67,3 +67,28 @@ func TestFollowLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestGCPercent: a small live heap gets a GOGC that leaves gcFloor (32
+// MiB) of garbage between collections, below the soft memory limit
+// (followLimit: 64 MiB above it); from 32 MiB live on, GOGC=100.
+func TestGCPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live int64
+		want int
+	}{
+		{0, 100},         // not known yet: the runtime's default
+		{4 * mib, 800},   // the webhook's few MiB: 32 MiB of garbage
+		{16 * mib, 200},  // 32 MiB of garbage
+		{32 * mib, 100},  // as much garbage as live
+		{448 * mib, 100}, // a full store
+	} {
+		got := gcPercent(tc.live)
+		if got != tc.want {
+			t.Errorf("gcPercent(%d MiB) = %d, want %d", tc.live/mib, got, tc.want)
+		}
+		if goal := tc.live + tc.live*int64(got)/100; got > 100 && goal > followLimit(tc.live, 1<<40) {
+			t.Errorf("gcPercent(%d MiB) = %d: the heap's goal %d MiB is above the soft memory limit", tc.live/mib, got, goal/mib)
+		}
+	}
+}
