@@ -23,6 +23,7 @@ import (
 	"github.com/vkcounter/vkcounter/bot/pace"
 	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/callback"
+	"github.com/vkcounter/vkcounter/internal/deadline"
 )
 
 // A Recorder counts a message and stores its reply, in one step: it
@@ -252,7 +253,7 @@ type Bot struct {
 	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
 	// recordDeadline bounds each record by RecordTimeout; results are
 	// chan error, buffered for one, each carrying a record's result.
-	recordDeadline *sharedDeadline
+	recordDeadline *deadline.Shared
 	results        sync.Pool
 	recorders      recorders
 	// draining is set by Close once no message is being recorded (or at its
@@ -281,7 +282,7 @@ type counters struct {
 	received, duplicates, ignored, late, sent, retried, dropped, dryRun, unsent, activityErrors atomic.Int64
 }
 
-var _ callback.MessageHandler = (*Bot)(nil)
+var _ callback.MessageStarter = (*Bot)(nil)
 
 // New returns a Bot recording messages with recorder, sending the replies
 // that outbox holds for groups, and starts its sender workers.
@@ -291,7 +292,7 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 		return nil, errors.New("bot: no community configured")
 	}
 	b := &Bot{recorder: recorder, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
-		recordDeadline: newSharedDeadline(opts.RecordTimeout)}
+		recordDeadline: deadline.NewShared(opts.RecordTimeout)}
 	b.results.New = func() any { return make(chan error, 1) }
 	b.recorders.init()
 	b.outage.init(b)
@@ -347,17 +348,8 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 // at once with ctx's error and the work goes on, so that its late result
 // is acted on exactly once and VK's re-delivery finds the message counted.
 func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
-	if !b.groups[m.GroupID] {
-		return fmt.Errorf("bot: community %d is not served", m.GroupID)
-	}
-	if why := Answered(m); why != nil {
-		b.stats.ignored.Add(1)
-		b.log.Debug().Int("group_id", m.GroupID).Int("peer_id", m.PeerID).Int("from_id", m.FromID).
-			Err(why).Msg("message not counted")
-		return nil
-	}
-	if !b.enter() {
-		return ErrClosed
+	if decided, err := b.admit(m); decided {
+		return err
 	}
 	done := b.results.Get().(chan error)
 	b.recordAsync(recordJob{m: m, done: done})
@@ -367,9 +359,48 @@ func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
 		return err
 	case <-ctx.Done():
 		// done is left to the garbage collector, with the late result.
-		b.stats.late.Add(1)
-		return fmt.Errorf("bot: no answer from Redis in time, the message is recognised when it comes again: %w", ctx.Err())
+		return b.GaveUp(m, ctx.Err())
 	}
+}
+
+// StartMessage starts HandleMessage's work on m and returns the channel
+// its result comes on (callback.MessageStarter): the webhook waits for it
+// without a context and a timer of its own per request.
+func (b *Bot) StartMessage(m callback.Message) <-chan error {
+	done := make(chan error, 1)
+	if decided, err := b.admit(m); decided {
+		done <- err
+		return done
+	}
+	b.recordAsync(recordJob{m: m, done: done})
+	return done
+}
+
+// GaveUp notes that the webhook stopped waiting for m's result, with err
+// (its context's), and returns the error it answers with; the record goes
+// on (callback.MessageStarter).
+func (b *Bot) GaveUp(_ callback.Message, err error) error {
+	b.stats.late.Add(1)
+	return fmt.Errorf("bot: no answer from Redis in time, the message is recognised when it comes again: %w", err)
+}
+
+// admit decides m at once when it is not to be recorded (decided, with
+// HandleMessage's result: a community not served, a message that is not
+// a person's, a bot closing), else admits it to be recorded.
+func (b *Bot) admit(m callback.Message) (decided bool, err error) {
+	if !b.groups[m.GroupID] {
+		return true, fmt.Errorf("bot: community %d is not served", m.GroupID)
+	}
+	if why := Answered(m); why != nil {
+		b.stats.ignored.Add(1)
+		b.log.Debug().Int("group_id", m.GroupID).Int("peer_id", m.PeerID).Int("from_id", m.FromID).
+			Err(why).Msg("message not counted")
+		return true, nil
+	}
+	if !b.enter() {
+		return true, ErrClosed
+	}
+	return false, nil
 }
 
 // enter admits one message unless Close has begun.
@@ -393,7 +424,7 @@ func (b *Bot) record(m callback.Message) error {
 		Queued:  time.Now(),
 	}
 	b.opts.Quote.quote(&r, m)
-	_, duplicate, err := b.recorder.Record(b.recordDeadline.context(), TextKey(m, b.opts.Normalize), key.DedupeKey(), r)
+	_, duplicate, err := b.recorder.Record(b.recordDeadline.Context(), TextKey(m, b.opts.Normalize), key.DedupeKey(), r)
 	if err != nil && !errors.Is(err, outbox.ErrNotStored) {
 		return fmt.Errorf("bot: count and store reply: %w", err)
 	}

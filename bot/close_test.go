@@ -306,3 +306,33 @@ func TestCloseDeadlineHandsRepliesBack(t *testing.T) {
 		}
 	}, redistest.Mini, redistest.Real)
 }
+
+// TestStartMessageGaveUp: the webhook's way (callback.MessageStarter): a
+// message of a community not served is refused at once; a message whose
+// count is held is given up (counted late, the error said), its record
+// goes on, its result comes on the channel, and its reply is sent once.
+func TestStartMessageGaveUp(t *testing.T) {
+	vk := vktest.NewServer()
+	defer vk.Close()
+	c := heldCounter{Counter: newMemCounter(), release: make(chan struct{})}
+	b := newBot(t, c, vk, "tok")
+	other := msg(2, "elsewhere")
+	other.GroupID = 8
+	if err := <-b.StartMessage(other); err == nil {
+		t.Error("a message of community 8, not served, was accepted")
+	}
+	result := b.StartMessage(msg(1, "late"))
+	if err := b.GaveUp(msg(1, "late"), context.DeadlineExceeded); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("GaveUp = %v, want the deadline wrapped", err)
+	}
+	if late := b.Stats().Late; late != 1 {
+		t.Errorf("%d late, want 1", late)
+	}
+	close(c.release)
+	if err := <-result; err != nil {
+		t.Fatalf("the late record: %v", err)
+	}
+	if sends := waitSends(t, vk, 1); sends[0].Message != "0" {
+		t.Errorf("sends %+v, want the late message's reply", sends)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/SevereCloud/vksdk/v2/events"
 	"github.com/rs/zerolog"
 
+	"github.com/vkcounter/vkcounter/internal/deadline"
 	"github.com/vkcounter/vkcounter/internal/ratelog"
 )
 
@@ -78,6 +79,7 @@ type Handler struct {
 	groups     map[int]*group // by pointer, so that compare gets a slice of a digest without a heap copy
 	maxBody    int64
 	timeout    time.Duration
+	deadline   *deadline.Shared // of timeout, for a MessageStarter
 	bodyTime   time.Duration
 	retryAfter string // Retry-After header value, whole seconds
 	log        zerolog.Logger
@@ -175,6 +177,7 @@ func NewHandler(h MessageHandler, opts Options) (*Handler, error) {
 		groups:     groups,
 		maxBody:    maxBody,
 		timeout:    timeout,
+		deadline:   deadline.NewShared(timeout),
 		bodyTime:   bodyTime,
 		retryAfter: strconv.FormatInt(retrySeconds, 10),
 		log:        opts.Logger,
@@ -301,10 +304,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 			return fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		m.GroupID, m.EventID = env.groupID, env.eventID
-		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-		err = h.next.HandleMessage(ctx, m)
-		cancel()
-		if err != nil {
+		if err := h.handle(r.Context(), m); err != nil {
 			return fmt.Errorf("%w: %w", errNotConfirmed, err)
 		}
 		writeOK(w)
@@ -314,6 +314,28 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ev *event) error
 		writeOK(w)
 	}
 	return nil
+}
+
+// handle passes m to the MessageHandler, within Timeout and the request's
+// context ctx: a MessageStarter's result is waited for here, on the
+// deadline the requests of the same moment share.
+func (h *Handler) handle(ctx context.Context, m Message) error {
+	s, ok := h.next.(MessageStarter)
+	if !ok {
+		ctx, cancel := context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+		return h.next.HandleMessage(ctx, m)
+	}
+	deadline := h.deadline.Context()
+	result := s.StartMessage(m)
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return s.GaveUp(m, ctx.Err())
+	case <-deadline.Done():
+		return s.GaveUp(m, deadline.Err())
+	}
 }
 
 // readEnvelope reads the body within the size limit and BodyTimeout and

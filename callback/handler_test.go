@@ -495,3 +495,75 @@ func TestOKContentTypeOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// starter is a MessageStarter whose results the test gives.
+type starter struct {
+	results chan error    // handed to StartMessage's callers
+	gaveUp  chan error    // GaveUp's err
+	handled chan struct{} // HandleMessage called: must not be
+}
+
+func newStarter() *starter {
+	return &starter{results: make(chan error, 1), gaveUp: make(chan error, 1), handled: make(chan struct{}, 1)}
+}
+
+func (s *starter) HandleMessage(context.Context, callback.Message) error {
+	s.handled <- struct{}{}
+	return nil
+}
+
+func (s *starter) StartMessage(callback.Message) <-chan error { return s.results }
+
+func (s *starter) GaveUp(_ callback.Message, err error) error {
+	s.gaveUp <- err
+	return fmt.Errorf("gave up: %w", err)
+}
+
+// TestMessageStarter: a MessageStarter's result is waited for by the
+// Handler: its result answers (ok, or 503 with Retry-After), HandleMessage
+// is not called; past Timeout the request gets 503 with Retry-After and
+// GaveUp is told the deadline; when the request's context ends first,
+// GaveUp is told that.
+func TestMessageStarter(t *testing.T) {
+	body := string(fixture(t, "message_new_private.json"))
+	t.Run("result", func(t *testing.T) {
+		for _, result := range []error{nil, errors.New("down")} {
+			s := newStarter()
+			s.results <- result
+			w := serve(mustHandler(t, s, callback.Options{}), request{body: body})
+			if want := map[bool]int{true: 200, false: 503}[result == nil]; w.Code != want {
+				t.Errorf("result %v: status %d, want %d", result, w.Code, want)
+			}
+			if result != nil && w.Header().Get("Retry-After") == "" {
+				t.Errorf("result %v: no Retry-After", result)
+			}
+			if len(s.handled) != 0 || len(s.gaveUp) != 0 {
+				t.Errorf("result %v: HandleMessage called %d, GaveUp %d times; want 0", result, len(s.handled), len(s.gaveUp))
+			}
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		s := newStarter()
+		w := serve(mustHandler(t, s, callback.Options{Timeout: 50 * time.Millisecond}), request{body: body})
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("got %d, Retry-After %q; want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+		}
+		if err := <-s.gaveUp; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("GaveUp told %v, want the deadline", err)
+		}
+	})
+	t.Run("request ended", func(t *testing.T) {
+		s := newStarter()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := request{body: body}.build().WithContext(ctx)
+		w := httptest.NewRecorder()
+		mustHandler(t, s, callback.Options{Timeout: time.Hour}).ServeHTTP(w, r)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("got %d, want 503", w.Code)
+		}
+		if err := <-s.gaveUp; !errors.Is(err, context.Canceled) {
+			t.Errorf("GaveUp told %v, want the request's cancellation", err)
+		}
+	})
+}

@@ -65,6 +65,22 @@ type MessageHandler interface {
 	HandleMessage(ctx context.Context, m Message) error
 }
 
+// A MessageStarter is a MessageHandler whose work the Handler can start
+// and wait for itself: StartMessage starts the handling of m and returns
+// the channel its one result comes on (buffered: the work never waits for
+// the Handler). The Handler waits until the result comes, the request's
+// context ends or Options.Timeout has passed (up to Timeout/64 later, at
+// most 100 ms: requests of the same moment share one deadline), and then
+// calls GaveUp with the context's error if it stopped waiting; GaveUp
+// returns the error to answer with, and the work goes on as it does when
+// HandleMessage's context ends. The Handler then creates no context and no
+// timer of its own per request. HandleMessage is not called.
+type MessageStarter interface {
+	MessageHandler
+	StartMessage(m Message) <-chan error
+	GaveUp(m Message, err error) error
+}
+
 // MessageHandlerFunc adapts an ordinary function to a MessageHandler.
 type MessageHandlerFunc func(ctx context.Context, m Message) error
 

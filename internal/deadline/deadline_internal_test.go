@@ -1,4 +1,4 @@
-package bot
+package deadline
 
 import (
 	"testing"
@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// TestSharedDeadlineBounds, on the bubble's clock: a call gets a context
+// TestSharedBounds, on the bubble's clock: a call gets a context
 // ending d+slack after it; a call up to slack later shares it, one a
 // nanosecond past that gets a new one.
-func TestSharedDeadlineBounds(t *testing.T) {
+func TestSharedBounds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newSharedDeadline(6400 * time.Millisecond) // slack 100 ms
+		s := NewShared(6400 * time.Millisecond) // slack 100 ms
 		start := time.Now()
-		ctx := s.context()
+		ctx := s.Context()
 		deadline, ok := ctx.Deadline()
 		if !ok {
 			t.Fatal("no deadline")
@@ -22,11 +22,11 @@ func TestSharedDeadlineBounds(t *testing.T) {
 			t.Fatalf("deadline %v from the call, want %v", got, s.d+s.slack)
 		}
 		time.Sleep(s.slack)
-		if again := s.context(); again != ctx {
+		if again := s.Context(); again != ctx {
 			t.Error("a call at the end of the slack got another context; want the shared one")
 		}
 		time.Sleep(time.Nanosecond)
-		later := s.context()
+		later := s.Context()
 		if later == ctx {
 			t.Fatal("a call past the slack got the old context, which ends too soon")
 		}
@@ -36,18 +36,18 @@ func TestSharedDeadlineBounds(t *testing.T) {
 	})
 }
 
-// TestSharedDeadlineEnds: the shared context ends at its deadline, and a
+// TestSharedEnds: the shared context ends at its deadline, and a
 // call after it gets a live one.
-func TestSharedDeadlineEnds(t *testing.T) {
+func TestSharedEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newSharedDeadline(20 * time.Millisecond)
+		s := NewShared(20 * time.Millisecond)
 		start := time.Now()
-		ctx := s.context()
+		ctx := s.Context()
 		<-ctx.Done()
 		if took := time.Since(start); took != s.d+s.slack {
 			t.Errorf("the shared context ended after %v, want %v", took, s.d+s.slack)
 		}
-		if fresh := s.context(); fresh.Err() != nil {
+		if fresh := s.Context(); fresh.Err() != nil {
 			t.Fatalf("a call after the deadline got an ended context: %v", fresh.Err())
 		}
 	})
