@@ -75,9 +75,9 @@ func (d *decoder) parse(data []byte) (*fastjson.Value, error) {
 	// fastjson checks the structure (brackets, commas, colons, literals)
 	// but takes as a number any run of digits, signs, dots and exponents,
 	// and NaN and Inf, and does not check escapes or control characters in
-	// strings: encoding/json's scanner (pooled, no allocation) checks the
-	// tokens.
-	if err == nil && json.Valid(data) {
+	// strings: valid checks the whole text as encoding/json's scanner
+	// does, in one pass.
+	if err == nil && valid(data) {
 		return v, nil
 	}
 	return nil, syntaxError(data, err)
