@@ -46,9 +46,9 @@ func (v *validator) value(depth int) bool {
 	}
 	switch c := v.data[v.i]; {
 	case c == '{':
-		return v.object(depth + 1)
+		return v.container(depth+1, '}', v.member)
 	case c == '[':
-		return v.array(depth + 1)
+		return v.container(depth+1, ']', v.value)
 	case c == '"':
 		v.i++
 		return v.str()
@@ -72,43 +72,31 @@ func (v *validator) literal(s string) bool {
 	return true
 }
 
-// object reads an object from its '{'.
-func (v *validator) object(depth int) bool {
+// at reports whether the next byte is c.
+func (v *validator) at(c byte) bool { return v.i < len(v.data) && v.data[v.i] == c }
+
+// container reads an object or an array from its opening byte to closer:
+// elements read by element, at depth, separated by commas.
+func (v *validator) container(depth int, closer byte, element func(depth int) bool) bool {
 	if depth > maxNesting {
 		return false
 	}
 	v.i++
 	v.blanks()
-	if v.i < len(v.data) && v.data[v.i] == '}' {
+	if v.at(closer) {
 		v.i++
 		return true
 	}
 	for {
-		if v.i >= len(v.data) || v.data[v.i] != '"' {
-			return false
-		}
-		v.i++
-		if !v.str() {
+		if !element(depth) {
 			return false
 		}
 		v.blanks()
-		if v.i >= len(v.data) || v.data[v.i] != ':' {
-			return false
-		}
-		v.i++
-		v.blanks()
-		if !v.value(depth) {
-			return false
-		}
-		v.blanks()
-		if v.i >= len(v.data) {
-			return false
-		}
-		switch v.data[v.i] {
-		case ',':
+		switch {
+		case v.at(','):
 			v.i++
 			v.blanks()
-		case '}':
+		case v.at(closer):
 			v.i++
 			return true
 		default:
@@ -117,36 +105,22 @@ func (v *validator) object(depth int) bool {
 	}
 }
 
-// array reads an array from its '['.
-func (v *validator) array(depth int) bool {
-	if depth > maxNesting {
+// member reads an object's member: a string, a colon and a value.
+func (v *validator) member(depth int) bool {
+	if !v.at('"') {
+		return false
+	}
+	v.i++
+	if !v.str() {
+		return false
+	}
+	v.blanks()
+	if !v.at(':') {
 		return false
 	}
 	v.i++
 	v.blanks()
-	if v.i < len(v.data) && v.data[v.i] == ']' {
-		v.i++
-		return true
-	}
-	for {
-		if !v.value(depth) {
-			return false
-		}
-		v.blanks()
-		if v.i >= len(v.data) {
-			return false
-		}
-		switch v.data[v.i] {
-		case ',':
-			v.i++
-			v.blanks()
-		case ']':
-			v.i++
-			return true
-		default:
-			return false
-		}
-	}
+	return v.value(depth)
 }
 
 // str reads a string's text after its opening quote, and the closing one.
@@ -191,20 +165,20 @@ func (v *validator) number() bool {
 		v.i++
 	}
 	switch {
-	case v.i < len(v.data) && v.data[v.i] == '0':
+	case v.at('0'):
 		v.i++
 	case v.digits() == 0:
 		return false
 	}
-	if v.i < len(v.data) && v.data[v.i] == '.' {
+	if v.at('.') {
 		v.i++
 		if v.digits() == 0 {
 			return false
 		}
 	}
-	if v.i < len(v.data) && (v.data[v.i] == 'e' || v.data[v.i] == 'E') {
+	if v.at('e') || v.at('E') {
 		v.i++
-		if v.i < len(v.data) && (v.data[v.i] == '+' || v.data[v.i] == '-') {
+		if v.at('+') || v.at('-') {
 			v.i++
 		}
 		if v.digits() == 0 {
