@@ -20,12 +20,10 @@ import (
 // StartServer starts a redis-server of the test's own, keeping nothing on
 // disk, on a free loopback port with the extra args (e.g.
 // "--maxmemory-policy", "allkeys-lru"), and returns its address; it is
-// killed when t ends — a server RestartServer or StartServerAt started on
-// that address since then too, at the same point of t's cleanups (after
-// those registered later, such as a service's Close, which then still
-// finds Redis up). A test that must reconfigure, stall or stop Redis uses
-// one, never the shared servers. Without redis-server the test is skipped,
-// or fails when EnvRequire is set.
+// killed when t ends (see startOn: a server restarted on that address is
+// killed at the same point of t's cleanups). A test that must reconfigure,
+// stall or stop Redis uses one, never the shared servers. Without
+// redis-server the test is skipped, or fails when EnvRequire is set.
 func StartServer(t testing.TB, args ...string) string {
 	t.Helper()
 	needServer(t)
@@ -35,25 +33,13 @@ func StartServer(t testing.TB, args ...string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := launch(t, addr, args...)
-	serversMu.Lock()
-	servers[addr] = cmd
-	serversMu.Unlock()
-	t.Cleanup(func() {
-		serversMu.Lock()
-		cmd := servers[addr]
-		delete(servers, addr)
-		serversMu.Unlock()
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	awaitStarted(t, addr)
+	startOn(t, addr, args...)
 	return addr
 }
 
 var (
 	serversMu sync.Mutex
-	servers   = map[string]*exec.Cmd{} // by address: the process now serving each address StartServer handed out
+	servers   = map[string]*exec.Cmd{} // by address: the process now serving it
 )
 
 // needServer skips t when redis-server is not installed, or fails it when
@@ -107,32 +93,42 @@ func StopServer(t testing.TB, addr string) {
 }
 
 // StartServerAt starts a new, empty redis-server on addr (one StopServer
-// stopped), as StartServer does. A server on an address StartServer gave
-// is killed by StartServer's cleanup, not before it.
+// stopped), as StartServer does.
 func StartServerAt(t testing.TB, addr string, args ...string) {
 	t.Helper()
-	serversMu.Lock()
-	old, own := servers[addr]
-	serversMu.Unlock()
-	if !own {
-		startOn(t, addr, args...)
-		return
-	}
-	old.Process.Kill() // stopped already: this only reaps it
-	old.Wait()
-	cmd := launch(t, addr, args...)
-	serversMu.Lock()
-	servers[addr] = cmd // killed by StartServer's cleanup
-	serversMu.Unlock()
-	awaitStarted(t, addr)
+	startOn(t, addr, args...)
 }
 
-// startOn starts a redis-server on addr and waits until it accepts
-// connections; it is killed when t ends.
+// startOn starts a redis-server on addr, the process serving addr from
+// then on, and waits until it accepts connections. The first server
+// started on an address registers the cleanup that kills whichever serves
+// it when t ends: a server restarted there (after StopServer, whose
+// process it reaps) is killed at the first one's point of t's cleanups,
+// after those registered later, such as a service's Close, which then
+// still finds Redis up.
 func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
 	t.Helper()
+	serversMu.Lock()
+	old, known := servers[addr]
+	serversMu.Unlock()
+	if known {
+		old.Process.Kill() // stopped already: this only reaps it
+		old.Wait()
+	}
 	cmd := launch(t, addr, args...)
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	serversMu.Lock()
+	servers[addr] = cmd
+	serversMu.Unlock()
+	if !known {
+		t.Cleanup(func() {
+			serversMu.Lock()
+			cmd := servers[addr]
+			delete(servers, addr)
+			serversMu.Unlock()
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
 	awaitStarted(t, addr)
 	return cmd
 }
