@@ -42,6 +42,9 @@ const (
 	// activityFailLogEvery spaces the failure lines while the store is
 	// down (a batch is retried every ActivityFlush).
 	activityFailLogEvery = 10 * time.Second
+	// activityReAdd is how long a sender added to the day's unique
+	// counter is not added again (see addedSenders).
+	activityReAdd = UsersTimeout
 )
 
 // An activityBatch gathers the activity of counted messages between
@@ -62,6 +65,8 @@ type activityBatch struct {
 
 	seenMu sync.Mutex // guards seen
 	seen   activitySeen
+
+	added addedSenders // only the flusher touches it
 
 	failLog  *ratelog.Logger // the failure line, rate-limited
 	kick     chan struct{}   // a batch is big enough to flush early
@@ -185,17 +190,64 @@ func (a *activityBatch) flush() {
 			a.failed(err, UsersCounter)
 			continue
 		}
-		a.saw(func(s *activitySeen) { s.users, s.usersAt = active, time.Now() })
-		day := UsersDay(time.Now())
+		now := time.Now()
+		a.saw(func(s *activitySeen) { s.users, s.usersAt = active, now })
+		day := UsersDay(now)
 		// Adding to a HyperLogLog is idempotent too: a chunk put back
-		// after this fails is visited and added again harmlessly.
-		estimate, err := b.opts.Activity.AddUnique(ctx, day, chunk)
+		// after this fails is visited and added again harmlessly. With
+		// no sender to add, the call reads the estimate.
+		fresh := a.added.fresh(day, now, chunk)
+		estimate, err := b.opts.Activity.AddUnique(ctx, day, fresh)
 		if err != nil {
 			a.putBack(0, chunk)
 			a.failed(err, day)
 			continue
 		}
+		a.added.note(fresh, estimate)
 		a.saw(func(s *activitySeen) { s.day, s.usersToday, s.usersTodayAt = day, estimate, time.Now() })
+	}
+}
+
+// addedSenders are the senders this process added to the day's unique
+// counter in the last activityReAdd: a flush adds only the others. Adding
+// a sender again changes nothing, yet it was most of Redis's work for the
+// activity: a sparse HyperLogLog is searched for every key added (a
+// quarter of a flush's cost, 1 µs of Redis CPU a message from 1,000
+// senders; BENCHMARKS.md). The set is forgotten at the day's turn, every
+// activityReAdd and at activityMaxUsers senders, and when the estimate
+// read falls below the senders this process alone added (the sketch was
+// lost with Redis's data): then each sender is added again with its next
+// message, as every message added it before.
+type addedSenders struct {
+	day   string
+	since time.Time
+	keys  map[string]struct{}
+}
+
+// fresh returns the senders of chunk not added to day's counter lately.
+func (s *addedSenders) fresh(day string, now time.Time, chunk []string) []string {
+	if s.keys == nil || s.day != day || now.Sub(s.since) >= activityReAdd || len(s.keys) >= activityMaxUsers {
+		*s = addedSenders{day: day, since: now, keys: make(map[string]struct{}, len(chunk))}
+	}
+	var out []string
+	for _, k := range chunk {
+		if _, ok := s.keys[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// note records keys as added to the day's counter, whose estimate then
+// was estimate. An estimate below 97 % of the senders this process added
+// (a HyperLogLog's standard error is 0.81 %) tells that the counter lost
+// them: the set is forgotten.
+func (s *addedSenders) note(keys []string, estimate int64) {
+	for _, k := range keys {
+		s.keys[k] = struct{}{}
+	}
+	if estimate < int64(len(s.keys))*97/100 {
+		s.keys = nil
 	}
 }
 

@@ -32,6 +32,9 @@ type fakeActivity struct {
 	fails   int
 	// uniqueFails is how many AddUnique calls fail next.
 	uniqueFails int
+	// uniques are the unique counters' keys, by counter: an estimate is
+	// the exact count.
+	uniques map[string]map[string]bool
 	// gate, when not nil, holds every call until it is closed (set before
 	// the bot starts).
 	gate chan struct{}
@@ -72,7 +75,26 @@ func (a *fakeActivity) AddUnique(ctx context.Context, name string, keys []string
 		a.uniqueFails--
 		err = errors.New("redis: i/o timeout")
 	}
-	return int64(len(keys)), err
+	if err != nil {
+		return 0, err
+	}
+	if a.uniques == nil {
+		a.uniques = map[string]map[string]bool{}
+	}
+	if a.uniques[name] == nil {
+		a.uniques[name] = map[string]bool{}
+	}
+	for _, k := range keys {
+		a.uniques[name][k] = true
+	}
+	return int64(len(a.uniques[name])), nil
+}
+
+// lose forgets the unique counters' keys, as a Redis that lost its data.
+func (a *fakeActivity) lose() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.uniques = nil
 }
 
 func (a *fakeActivity) snapshot() ([]string, []bool) {
@@ -123,6 +145,58 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	}
 	if st := b.Stats(); st.Received != 4 || st.Duplicates != 1 || st.ActivityErrors != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestActivitySendersAddedOnce: a sender already added to the day's
+// unique counter is not added again by the next flushes, which read the
+// estimate instead; when the estimate shows the counter lost what this
+// process added, each sender is added again with its next message.
+func TestActivitySendersAddedOnce(t *testing.T) {
+	a := &fakeActivity{}
+	b, vk := newActivityBot(t, newMemCounter(), a)
+	day := bot.UsersDay(time.Now())
+	send := func(id int, from int) {
+		t.Helper()
+		before, _ := a.snapshot()
+		m := msg(id, fmt.Sprint("text ", id))
+		m.FromID = from
+		if err := b.HandleMessage(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		waitSends(t, vk, id)
+		eventually.True(t, 5*time.Second, "the message's activity written", func() bool {
+			calls, _ := a.snapshot()
+			return len(calls) >= len(before)+3 && strings.HasPrefix(calls[len(calls)-1], "unique ")
+		})
+	}
+	last := func() string {
+		calls, _ := a.snapshot()
+		return calls[len(calls)-1]
+	}
+	send(1, 101)
+	if got, want := last(), "unique "+day+" 101"; got != want {
+		t.Fatalf("first flush: %q, want %q", got, want)
+	}
+	send(2, 101)
+	if got, want := last(), "unique "+day+" "; got != want {
+		t.Fatalf("the same sender again: %q, want %q (the estimate read, nothing added)", got, want)
+	}
+	send(3, 102)
+	if got, want := last(), "unique "+day+" 102"; got != want {
+		t.Fatalf("a new sender: %q, want %q", got, want)
+	}
+	a.lose()
+	send(4, 101)
+	if got, want := last(), "unique "+day+" "; got != want {
+		t.Fatalf("after the loss: %q, want %q (the estimate 0 shows the loss)", got, want)
+	}
+	send(5, 101)
+	if got, want := last(), "unique "+day+" 101"; got != want {
+		t.Fatalf("after the loss was seen: %q, want %q (added again)", got, want)
+	}
+	if today := b.ActivityReport().Users.Today; today.Estimate != 1 {
+		t.Fatalf("today's estimate %d, want 1", today.Estimate)
 	}
 }
 
@@ -202,7 +276,11 @@ func TestActivityBatchesABurst(t *testing.T) {
 			hits += n
 			continue
 		}
-		for _, u := range strings.Split(strings.Fields(c)[2], ",") {
+		f := strings.Fields(c)
+		if len(f) < 3 {
+			continue // the estimate read, no sender added
+		}
+		for _, u := range strings.Split(f[2], ",") {
 			users[u] = true
 		}
 	}

@@ -76,7 +76,8 @@ type Activity interface {
 	// VisitMany records keys as seen now under the participant counter name.
 	VisitMany(ctx context.Context, name string, keys []string, timeout time.Duration) (active, added int, err error)
 	// AddUnique adds keys to the unique counter name and returns its
-	// estimate. Adding a key again changes nothing, so a retry is safe.
+	// estimate; with no key, it only reads the estimate. Adding a key
+	// again changes nothing, so a retry is safe.
 	AddUnique(ctx context.Context, name string, keys []string) (estimate int64, err error)
 }
 

@@ -200,8 +200,12 @@ func (a Activity) VisitMany(ctx context.Context, name string, keys []string, tim
 	return a.s.Participants.VisitMany(ctx, name, keys, timeout)
 }
 
-// AddUnique adds keys to the unique counter name and reads its estimate.
+// AddUnique adds keys to the unique counter name and reads its estimate;
+// with no key, it only reads the estimate.
 func (a Activity) AddUnique(ctx context.Context, name string, keys []string) (int64, error) {
+	if len(keys) == 0 {
+		return a.s.Uniques.Count(ctx, name)
+	}
 	if _, err := a.s.Uniques.Add(ctx, name, keys); err != nil {
 		return 0, err
 	}
