@@ -252,10 +252,8 @@ type Bot struct {
 	closeMu  sync.Mutex     // guards setting closing against inflight.Add
 	closing  atomic.Bool    // set by Close: no new messages
 	inflight sync.WaitGroup // messages being recorded, including those whose webhook gave up
-	// recordDeadline bounds each record by RecordTimeout; results are
-	// chan error, buffered for one, each carrying a record's result.
+	// recordDeadline bounds each record by RecordTimeout.
 	recordDeadline *deadline.Shared
-	results        sync.Pool
 	recorders      recorders
 	// draining is set by Close once no message is being recorded (or at its
 	// deadline): the senders read no new replies, finish what this
@@ -294,7 +292,6 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 	}
 	b := &Bot{recorder: recorder, outbox: outbox, opts: opts, log: opts.Logger, groups: map[int]bool{},
 		recordDeadline: deadline.NewShared(opts.RecordTimeout)}
-	b.results.New = func() any { return make(chan error, 1) }
 	b.recorders.init()
 	b.outage.init(b)
 	for _, g := range groups {
@@ -349,14 +346,14 @@ func New(recorder Recorder, outbox Outbox, groups []Group, opts Options) (*Bot, 
 // at once with ctx's error and the work goes on, so that its late result
 // is acted on exactly once and VK's re-delivery finds the message counted.
 func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
-	if decided, err := b.admit(m); decided {
+	done := b.StartMessage(m)
+	select {
+	case err := <-done: // decided at once: its result is there, whatever ctx says
 		return err
+	default:
 	}
-	done := b.results.Get().(chan error)
-	b.recordAsync(recordJob{m: m, done: done})
 	select {
 	case err := <-done:
-		b.results.Put(done) // empty again: it carries one result
 		return err
 	case <-ctx.Done():
 		// done is left to the garbage collector, with the late result.
