@@ -10,12 +10,13 @@
 # For each: requests/s and the CPU per request of the handler or the
 # service (its process, sampled every 0.1 s), the load tool's, and for the
 # service Redis's; then the ratios of the service to the floor.
-# Usage: [ROUNDS=2] [DURATION=10s] bench/handler.sh
+# Usage: [ROUNDS=2] [DURATION=10s] [BIN=vkcounter binary, else built from
+# this tree] bench/handler.sh
 source "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
 duration=${DURATION:-10s}
 
-go build -o "$work/vkcounter" ./cmd/vkcounter
+if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/vkcounter"; else go build -o "$work/vkcounter" ./cmd/vkcounter; fi
 go build -o "$work/floor" ./bench/floor
 us() { awk -v s="$1" -v n="$2" 'BEGIN {printf "%.1f", s / n * 1e6}'; } # us SECONDS N: µs each
 
