@@ -85,6 +85,10 @@ type Activity interface {
 // execute call may make.
 const MaxBatch = 25
 
+// ReadAhead is how many calls' worth of replies a sender reads at once
+// when Options.ClaimAfter allows it.
+const ReadAhead = 4
+
 // DefaultRatePerToken is the default of Options.RatePerToken (VK_RATE):
 // VK's limit for a community token.
 const DefaultRatePerToken = 20
@@ -128,6 +132,15 @@ type Options struct {
 	// RatePerToken is the most VK calls per second per token
 	// (DefaultRatePerToken).
 	RatePerToken float64
+	// ClaimAfter is the outbox's (outbox.Options.ClaimAfter): how long a
+	// reply read by a sender may wait before another instance takes it
+	// over. When ReadAhead calls at RatePerToken take at most a twentieth
+	// of it, a sender with less than a call's worth of replies reads
+	// ReadAhead calls' worth at once, and acknowledges the replies of
+	// those calls together with its next read: two Redis calls for up to
+	// ReadAhead calls' replies instead of two for each (BENCHMARKS.md).
+	// Zero: one call's worth at a time.
+	ClaimAfter time.Duration
 	// Poll is how long a sender waits for new replies in one Take (default
 	// 30s). A new reply ends the wait at once, so a long Poll costs no
 	// latency, and so does Close; it only sets how often an idle sender

@@ -49,16 +49,36 @@ type tokenWorker struct {
 	// Options.MaxBatch (0: MaxBatch): halved when VK fails a whole execute
 	// with error 13, grown back by one each call after.
 	limit int
+	// ahead is how many calls' worth of replies one read takes (see
+	// Options.ClaimAfter), at least 1.
+	ahead int
+	// acks are the finished replies not yet removed from the outbox: they
+	// go with the next read (acknowledge), so that the calls of one read
+	// cost one Done.
+	acks []string
+}
+
+// readsAhead returns how many calls' worth of replies a worker reads at
+// once under opts (see Options.ClaimAfter).
+func readsAhead(opts Options) int {
+	calls := time.Duration(float64(ReadAhead) * float64(time.Second) / opts.RatePerToken)
+	if opts.ClaimAfter > 0 && 20*calls <= opts.ClaimAfter {
+		return ReadAhead
+	}
+	return 1
 }
 
 func (w *tokenWorker) run() {
 	b := w.bot
 	defer b.workers.Done()
 	w.peers = peerGates{}
+	w.ahead = readsAhead(b.opts)
+	defer w.acknowledge()
 	readBackoff := b.opts.RetryBase
 	for b.ctx.Err() == nil {
 		draining := b.draining.Load()
 		if wait := time.Until(w.pause); wait > 0 {
+			w.acknowledge()
 			if draining {
 				break // what it carries is handed back
 			}
@@ -67,7 +87,9 @@ func (w *tokenWorker) run() {
 		}
 		batch := w.carry
 		w.carry = nil
-		if room := w.batchLimit() - len(batch); room > 0 && !w.drained {
+		if len(batch) < w.batchLimit() && !w.drained {
+			w.acknowledge() // with the read: one Done for the calls of a read
+			room := w.ahead*w.batchLimit() - len(batch)
 			var taken []Reply
 			var err error
 			if draining {
@@ -247,6 +269,7 @@ func (w *tokenWorker) deliver(batch []Reply) {
 		return
 	}
 	// Nothing got through: VK is down or refuses everything for now.
+	w.acknowledge() // not held up by the wait
 	w.backoff = min(max(2*w.backoff, b.opts.RetryBase), b.opts.RetryMax)
 	w.sleep(w.backoff/2 + rand.N(w.backoff/2+1)) // jitter, so tokens do not retry in step
 }
@@ -458,13 +481,24 @@ func about(e *zerolog.Event, r Reply) *zerolog.Event {
 	return e.Int("peer_id", r.PeerID).Int32("random_id", r.RandomID)
 }
 
-// finish removes finished replies from the outbox. It must happen even
-// when shutdown is cancelling everything else: a reply left there is sent
-// again after a restart (harmless, but noisy).
+// finish notes finished replies, to be removed from the outbox with the
+// next read (acknowledge), or now when a read's worth is waiting.
 func (w *tokenWorker) finish(ids []string) {
-	if len(ids) == 0 {
+	w.acks = append(w.acks, ids...)
+	if len(w.acks) >= w.ahead*w.bot.opts.MaxBatch {
+		w.acknowledge()
+	}
+}
+
+// acknowledge removes the finished replies from the outbox. It must happen
+// even when shutdown is cancelling everything else: a reply left there is
+// sent again after a restart (harmless, but noisy).
+func (w *tokenWorker) acknowledge() {
+	if len(w.acks) == 0 {
 		return
 	}
+	ids := w.acks
+	w.acks = nil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.bot.ctx), 5*time.Second)
 	defer cancel()
 	if err := w.bot.outbox.Done(ctx, w.group, ids...); err != nil {

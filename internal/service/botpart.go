@@ -109,6 +109,7 @@ func (m *Main) newBot(communities []config.Community) (*bot.Bot, error) {
 		Quote:           m.quote(),
 		MaxBatch:        m.cfg.VKBatch,
 		RatePerToken:    m.cfg.VKRate,
+		ClaimAfter:      m.cfg.ClaimAfter, // the outbox's: the senders read ahead within it
 		OnReplyDone:     m.metrics.ReplyDone,
 		Activity:        m.counters.activity,
 		ActivityTimeout: m.cfg.CountersTimeout,
