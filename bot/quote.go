@@ -1,8 +1,8 @@
 package bot
 
 import (
-	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/vkcounter/vkcounter/callback"
 )
@@ -60,12 +60,14 @@ func (q Quote) quote(r *Reply, m callback.Message) {
 }
 
 // forwardParam is messages.send's forward parameter quoting message cmid
-// of peer as the one replied to.
+// of peer as the one replied to: the JSON object
+// {"peer_id":…,"conversation_message_ids":[…],"is_reply":true}.
 func forwardParam(peer, cmid int) string {
-	b, _ := json.Marshal(struct {
-		PeerID  int   `json:"peer_id"`
-		CMIDs   []int `json:"conversation_message_ids"`
-		IsReply bool  `json:"is_reply"`
-	}{peer, []int{cmid}, true}) // ints and a bool: cannot fail
+	b := make([]byte, 0, 80)
+	b = append(b, `{"peer_id":`...)
+	b = strconv.AppendInt(b, int64(peer), 10)
+	b = append(b, `,"conversation_message_ids":[`...)
+	b = strconv.AppendInt(b, int64(cmid), 10)
+	b = append(b, `],"is_reply":true}`...)
 	return string(b)
 }

@@ -2,7 +2,9 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +199,44 @@ func TestRefusedQuoteKeepsTheRate(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestForwardParamIsJSON: forwardParam writes what encoding/json writes of
+// the forward object.
+func TestForwardParamIsJSON(t *testing.T) {
+	for _, c := range [][2]int{{1, 1}, {2000000001, 77}, {-123, 0}, {2147483647, 9007199254740991}} {
+		want, _ := json.Marshal(struct {
+			PeerID  int   `json:"peer_id"`
+			CMIDs   []int `json:"conversation_message_ids"`
+			IsReply bool  `json:"is_reply"`
+		}{c[0], []int{c[1]}, true})
+		if got := bot.ForwardParam(c[0], c[1]); got != string(want) {
+			t.Errorf("forwardParam(%d, %d) = %s, want %s", c[0], c[1], got, want)
+		}
+	}
+}
+
+// TestExecuteArgIsSendParams: a reply's argument inside execute is the
+// JSON of the parameters a single messages.send gets.
+func TestExecuteArgIsSendParams(t *testing.T) {
+	for _, r := range []bot.Reply{
+		{PeerID: 101, Message: "0", RandomID: 1},
+		{PeerID: 2000000001, Message: "12", RandomID: -2147483648, QuoteCMID: 5},
+		{PeerID: 7, Message: "\"quoted\" <b>&</b> \\ \n\t\u0001 привет \u2028", RandomID: 2147483647, ReplyTo: 99},
+	} {
+		var got, want map[string]any
+		if err := json.Unmarshal([]byte(bot.ExecuteArg(r)), &got); err != nil {
+			t.Fatalf("%+v: %s: %v", r, bot.ExecuteArg(r), err)
+		}
+		b, err := json.Marshal(bot.SendParams(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("execute argument %s, want the parameters %s", bot.ExecuteArg(r), b)
+		}
+	}
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/SevereCloud/vksdk/v2/api"
@@ -123,37 +123,77 @@ func (s *VKSender) CheckToken(ctx context.Context) error {
 // tokenCheckMethod is the VK method CheckToken calls.
 const tokenCheckMethod = "groups.getTokenPermissions"
 
-// sendParams are the messages.send parameters of r, in a single call and
+// A sendArg is one messages.send parameter: a number, or a string when
+// str is set.
+type sendArg struct {
+	name string
+	num  int64
+	str  string
+	isS  bool
+}
+
+// sendArgs are the messages.send parameters of r, in a single call and
 // inside execute alike (forward is a JSON string in both): exactly those
 // VK's schema defines for what is sent (peer_id, message, random_id, and
-// forward or reply_to for a quote).
-func sendParams(r Reply) api.Params {
-	p := api.Params{"peer_id": r.PeerID, "message": r.Message, "random_id": r.RandomID}
+// forward or reply_to for a quote). It returns them in a, reused.
+func sendArgs(a []sendArg, r Reply) []sendArg {
+	a = append(a[:0], sendArg{name: "peer_id", num: int64(r.PeerID)}, sendArg{name: "message", str: r.Message, isS: true},
+		sendArg{name: "random_id", num: int64(r.RandomID)})
 	switch {
 	case r.QuoteCMID > 0:
-		p["forward"] = forwardParam(r.PeerID, r.QuoteCMID)
+		a = append(a, sendArg{name: "forward", str: forwardParam(r.PeerID, r.QuoteCMID), isS: true})
 	case r.ReplyTo > 0:
-		p["reply_to"] = r.ReplyTo
+		a = append(a, sendArg{name: "reply_to", num: int64(r.ReplyTo)})
+	}
+	return a
+}
+
+// sendParams are r's sendArgs as vksdk's parameters.
+func sendParams(r Reply) api.Params {
+	p := api.Params{}
+	for _, a := range sendArgs(nil, r) {
+		if a.isS {
+			p[a.name] = a.str
+		} else {
+			p[a.name] = a.num
+		}
 	}
 	return p
+}
+
+// appendArgs appends args as a JSON object, an execute sub-call's argument.
+func appendArgs(b []byte, args []sendArg) []byte {
+	b = append(b, '{')
+	for i, a := range args {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, '"'), a.name...), '"', ':') // names are plain ASCII
+		if a.isS {
+			s, _ := json.Marshal(a.str) // a string: cannot fail
+			b = append(b, s...)
+		} else {
+			b = strconv.AppendInt(b, a.num, 10)
+		}
+	}
+	return append(b, '}')
 }
 
 // execute sends replies as sub-calls of one execute. VK answers a failed
 // sub-call with false in the response array and one execute_errors entry,
 // in order; each reply gets its own error.
 func (s *VKSender) execute(ctx context.Context, replies []Reply) []error {
-	var code strings.Builder
-	code.WriteString("return [")
+	code := make([]byte, 0, 64+128*len(replies))
+	code = append(code, "return ["...)
+	var args []sendArg
 	for i, r := range replies {
 		if i > 0 {
-			code.WriteByte(',')
+			code = append(code, ',')
 		}
-		arg, _ := json.Marshal(sendParams(r)) // ints and a string: cannot fail
-		code.WriteString("API.messages.send(")
-		code.Write(arg)
-		code.WriteByte(')')
+		args = sendArgs(args, r)
+		code = append(appendArgs(append(code, "API.messages.send("...), args), ')')
 	}
-	code.WriteString("];")
+	code = append(code, "];"...)
 
 	errs := make([]error, len(replies))
 	fill := func(err error) []error {
@@ -163,7 +203,7 @@ func (s *VKSender) execute(ctx context.Context, replies []Reply) []error {
 		return errs
 	}
 	var results []json.RawMessage
-	err := s.vk.ExecuteWithArgs(code.String(), api.Params{}.WithContext(ctx), &results)
+	err := s.vk.ExecuteWithArgs(string(code), api.Params{}.WithContext(ctx), &results)
 	var subErrs *api.ExecuteErrors
 	switch {
 	case errors.As(err, &subErrs):
