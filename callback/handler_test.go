@@ -567,3 +567,36 @@ func TestMessageStarter(t *testing.T) {
 		}
 	})
 }
+
+// TestBodyDeadlineLiftedForALongWait: over a real server, a message whose
+// handling outlasts the body's deadline (BodyTimeout 1 s, the handler
+// waiting 1.5 s of its Timeout of 4 s) keeps its context. net/http's read
+// watching for the client going away would end at the deadline and cancel
+// the request; net/http lifts the deadline itself when it starts that
+// read, at the body's EOF, so the webhook does not lift it again.
+func TestBodyDeadlineLiftedForALongWait(t *testing.T) {
+	ended := make(chan error, 1)
+	next := callback.MessageHandlerFunc(func(ctx context.Context, _ callback.Message) error {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		ended <- ctx.Err()
+		return nil
+	})
+	h := mustHandler(t, next, callback.Options{BodyTimeout: time.Second, Timeout: 4 * time.Second})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(event("message_new", fixtureGroup, fixtureSecret, textObject)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := <-ended; err != nil {
+		t.Fatalf("the handler's context ended with %v past the body's deadline", err)
+	}
+	if resp.StatusCode != http.StatusOK || string(got) != "ok" {
+		t.Fatalf("answered %d %q, want 200 ok", resp.StatusCode, got)
+	}
+}
