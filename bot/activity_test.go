@@ -156,6 +156,7 @@ func TestActivitySendersAddedOnce(t *testing.T) {
 	a := &fakeActivity{}
 	b, vk := newActivityBot(t, newMemCounter(), a)
 	day := bot.UsersDay(time.Now())
+	id := 1
 	send := func(id int, from int) {
 		t.Helper()
 		before, _ := a.snapshot()
@@ -170,30 +171,27 @@ func TestActivitySendersAddedOnce(t *testing.T) {
 			return len(calls) >= len(before)+3 && strings.HasPrefix(calls[len(calls)-1], "unique ")
 		})
 	}
-	last := func() string {
+	for _, step := range []struct {
+		from int
+		lose bool // the counter loses its keys first
+		want string
+		why  string
+	}{
+		{101, false, "101", "the first flush"},
+		{101, false, "", "the same sender again: the estimate read, nothing added"},
+		{102, false, "102", "a new sender"},
+		{101, true, "", "after the loss: the estimate (0) shows it"},
+		{101, false, "101", "after the loss was seen: added again"},
+	} {
+		if step.lose {
+			a.lose()
+		}
+		send(id, step.from)
+		id++
 		calls, _ := a.snapshot()
-		return calls[len(calls)-1]
-	}
-	send(1, 101)
-	if got, want := last(), "unique "+day+" 101"; got != want {
-		t.Fatalf("first flush: %q, want %q", got, want)
-	}
-	send(2, 101)
-	if got, want := last(), "unique "+day+" "; got != want {
-		t.Fatalf("the same sender again: %q, want %q (the estimate read, nothing added)", got, want)
-	}
-	send(3, 102)
-	if got, want := last(), "unique "+day+" 102"; got != want {
-		t.Fatalf("a new sender: %q, want %q", got, want)
-	}
-	a.lose()
-	send(4, 101)
-	if got, want := last(), "unique "+day+" "; got != want {
-		t.Fatalf("after the loss: %q, want %q (the estimate 0 shows the loss)", got, want)
-	}
-	send(5, 101)
-	if got, want := last(), "unique "+day+" 101"; got != want {
-		t.Fatalf("after the loss was seen: %q, want %q (added again)", got, want)
+		if got, want := calls[len(calls)-1], "unique "+day+" "+step.want; got != want {
+			t.Fatalf("%s: %q, want %q", step.why, got, want)
+		}
 	}
 	if today := b.ActivityReport().Users.Today; today.Estimate != 1 {
 		t.Fatalf("today's estimate %d, want 1", today.Estimate)

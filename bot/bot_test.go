@@ -82,12 +82,19 @@ func newBot(t *testing.T, c outbox.Counter, vk *vktest.Server, tokens ...string)
 
 func newBotOutbox(t *testing.T, c outbox.Counter, vk *vktest.Server, opts bot.Options, tokens ...string) (*bot.Bot, *outbox.Outbox) {
 	t.Helper()
+	o := newOutbox(t, outbox.Options{Counter: c, Clock: opts.Clock}) // the bot's clock, as the service gives both
+	return newBotOn(t, o, o, vk, opts, tokens...), o
+}
+
+// newBotOn returns a bot of community 7 recording with rec and sending
+// from ob through vk, one sender per token, closed at the test's end.
+func newBotOn(t *testing.T, rec bot.Recorder, ob bot.Outbox, vk *vktest.Server, opts bot.Options, tokens ...string) *bot.Bot {
+	t.Helper()
 	g := bot.Group{ID: 7}
 	for _, tok := range tokens {
 		g.Senders = append(g.Senders, bot.NewVKSender(tok, bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second}))
 	}
-	o := newOutbox(t, outbox.Options{Counter: c, Clock: opts.Clock}) // the bot's clock, as the service gives both
-	b, err := bot.New(o, o, []bot.Group{g}, opts)
+	b, err := bot.New(rec, ob, []bot.Group{g}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +105,7 @@ func newBotOutbox(t *testing.T, c outbox.Counter, vk *vktest.Server, opts bot.Op
 		defer cancel()
 		b.Close(ctx)
 	})
-	return b, o
+	return b
 }
 
 func msg(i int, text string) callback.Message {

@@ -68,16 +68,7 @@ func TestReadAhead(t *testing.T) {
 			opts.ClaimAfter = tc.claimAfter
 			inner := newOutbox(t, outbox.Options{Counter: newMemCounter(), Clock: opts.Clock})
 			o := &countingOutbox{Outbox: inner, open: make(chan struct{})}
-			g := bot.Group{ID: 7, Senders: []bot.Sender{bot.NewVKSender("tok", bot.VKOptions{MethodURL: vk.MethodURL(), Timeout: 2 * time.Second})}}
-			b, err := bot.New(inner, o, []bot.Group{g}, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				b.Close(ctx)
-			})
+			b := newBotOn(t, inner, o, vk, opts, "tok")
 			for i := range n {
 				if err := b.HandleMessage(context.Background(), msg(i, fmt.Sprint("text ", i))); err != nil {
 					t.Fatal(err)
