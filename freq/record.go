@@ -18,6 +18,7 @@ import (
 const (
 	EntryText     = "m" // the reply's text: the message's answer
 	EntryRandomID = "r" // the reply's random_id
+	EntryEpoch    = "e" // its sequence's epoch (absent in entries of builds before it)
 )
 
 // ErrFull is wrapped by the error of Record and Queue when the queue holds
@@ -72,8 +73,13 @@ func (q *Queue) mark() (epoch, id int64) {
 	return q.markEpoch, int64(q.markID)
 }
 
-// saw notes a random_id given out at epoch, when it is newer than the mark.
-func (q *Queue) saw(epoch int64, id int32) {
+// Saw notes a random_id given out at epoch, when it is newer than the
+// mark. Record and Queue note those they give out; a sender notes those it
+// reads back (EntryEpoch, EntryRandomID), so that a reply whose Record
+// answer was lost, read and sent before a failover lost its writes, still
+// moves the mark on: the promoted replica's sequence, behind it, then
+// begins a new epoch rather than give the reply's random_id to another.
+func (q *Queue) Saw(epoch int64, id int32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if epoch > q.markEpoch || epoch == q.markEpoch && uint32(id)-uint32(q.markID)-1 < 1<<31-1 {
@@ -157,7 +163,7 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 		return Recorded{}, fmt.Errorf("freq: unexpected record reply %#v", v)
 	}
 	if !r.Duplicate {
-		m.Queue.saw(epoch, int32(id))
+		m.Queue.Saw(epoch, int32(id))
 	}
 	return Recorded{Previous: r.Previous, Duplicate: r.Duplicate, RandomID: int32(id)}, nil
 }
@@ -192,7 +198,7 @@ func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields
 	if entry == "" {
 		return false, 0, nil
 	}
-	q.saw(epoch, int32(id))
+	q.Saw(epoch, int32(id))
 	return true, int32(id), nil
 }
 

@@ -146,10 +146,12 @@ local function room(q)
   return nil
 end
 
--- push appends the entry, text as its field "m" and the community's next
--- random_id as "r" and the fields from ARGV[from] on, and writes the
--- period's state with the message's record: the epoch and the reserved
--- block's end only when the period's hash is new or they changed.
+-- push appends the entry, text as its field "m", the community's next
+-- random_id as "r" and its epoch as "e" (a sender that reads the entry
+-- notes them: freq.Queue.Saw), then the fields from ARGV[from] on, and
+-- writes the period's state with the message's record: the epoch and the
+-- reserved block's end only when the period's hash is new or they
+-- changed.
 -- It returns {entry id, random_id, epoch}. The text and random_id, each
 -- written twice, are made strings once (a number is formatted on every
 -- redis.call it is handed to; most answers are 0).
@@ -157,7 +159,7 @@ local function push(q, text, from)
   local id = next_random_id(q)
   local ids = tostring(id)
   if text == 0 then text = '0' elseif type(text) == 'number' then text = tostring(text) end
-  local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, unpack(ARGV, from))
+  local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, 'e', tostring(q.epoch), unpack(ARGV, from))
   local f = {'r', ids, 'x', q.left}
   if q.field then f[5], f[6] = q.field, text end
   if q.new or q.epoch ~= q.stored_epoch or q.limit ~= q.stored_limit then

@@ -129,10 +129,12 @@ func (o *Outbox) full(err error, op string, group int) error {
 const wakeField = "wake"
 
 // messageField is the entry field holding the reply's text, randomIDField
-// the one holding its random_id (the store writes both).
+// the one holding its random_id, epochField its epoch (the store writes
+// them).
 const (
 	messageField  = freq.EntryText
 	randomIDField = freq.EntryRandomID
+	epochField    = freq.EntryEpoch
 )
 
 // entryArgs holds what the store writes of one entry but its text and
@@ -163,9 +165,10 @@ func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
 }
 
 // decodeEntry reads back a stream entry the store wrote (freq's
-// reply.lua). Every entry carries its random_id, so a reply keeps the one
-// it was stored with.
-func decodeEntry(m redis.XMessage) (Entry, error) {
+// reply.lua), and the epoch of its random_id (0 in an entry of a build
+// before entries carried it). Every entry carries its random_id, so a
+// reply keeps the one it was stored with.
+func decodeEntry(m redis.XMessage) (Entry, int64, error) {
 	var errs []error
 	num := func(k string) int64 {
 		s, _ := m.Values[k].(string)
@@ -181,8 +184,12 @@ func decodeEntry(m redis.XMessage) (Entry, error) {
 	if _, quoted := m.Values["c"]; quoted { // absent when the reply quotes nothing
 		e.QuoteCMID, e.ReplyTo = int(num("c")), int(num("t"))
 	}
+	var epoch int64
+	if _, ok := m.Values[epochField]; ok {
+		epoch = num(epochField)
+	}
 	if e.Message == "" {
 		errs = append(errs, errors.New("empty message"))
 	}
-	return e, errors.Join(errs...)
+	return e, epoch, errors.Join(errs...)
 }

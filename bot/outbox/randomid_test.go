@@ -141,3 +141,78 @@ func TestSequenceAfterDataLoss(t *testing.T) {
 	t.Run(string(redistest.Real), func(t *testing.T) { check(t, redistest.OwnServer(t)) })
 	t.Run(string(redistest.Cluster), func(t *testing.T) { check(t, redistest.Open(t, redistest.Cluster)) })
 }
+
+// TestSequenceBehindWhatASenderRead: a reply whose Record answer was lost
+// (here: stored by another instance) and that this instance's sender read
+// moves the instance's mark on, so that when the store's sequence goes
+// back behind it (a promoted replica that missed the last writes; here:
+// its keys put back as they were), the next reply begins a new epoch
+// rather than take the random_id of the reply already sent.
+func TestSequenceBehindWhatASenderRead(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		prefix := redistest.Prefix(t)
+		stored, _ := newRecorder(t, tg, prefix, "stored", outbox.Options{})
+		sender, _ := newRecorder(t, tg, prefix, "sender", outbox.Options{})
+		if _, _, err := record(t, stored, "t0", 1); err != nil {
+			t.Fatal(err)
+		}
+		put := snapshot(t, tg, prefix+"o:{42}:s0", prefix+"o:{42}:s1", prefix+"o:{42}:rid")
+		if _, _, err := record(t, stored, "t1", 2); err != nil { // the write the replica misses
+			t.Fatal(err)
+		}
+		read, err := sender.Take(ctx, group, 10, 0)
+		if err != nil || len(read) != 2 {
+			t.Fatalf("Take = %+v, %v; want the two replies", read, err)
+		}
+		put() // the sequence goes back to before the second reply
+		if _, _, err := record(t, sender, "t2", 3); err != nil {
+			t.Fatal(err)
+		}
+		next, err := sender.Take(ctx, group, 10, 0)
+		if err != nil || len(next) != 1 {
+			t.Fatalf("Take = %+v, %v; want the new reply", next, err)
+		}
+		for _, r := range read {
+			if next[0].RandomID == r.RandomID {
+				t.Fatalf("the new reply took random_id %d, which the sender read given out already", r.RandomID)
+			}
+		}
+	})
+}
+
+// snapshot returns a function that puts keys (hashes or strings, or
+// absent) back as they are now.
+func snapshot(t *testing.T, tg *redistest.Target, keys ...string) (put func()) {
+	t.Helper()
+	ctx := context.Background()
+	hashes, strs := map[string]map[string]string{}, map[string]string{}
+	for _, k := range keys {
+		switch typ := tg.Client.Type(ctx, k).Val(); typ {
+		case "hash":
+			hashes[k] = tg.Client.HGetAll(ctx, k).Val()
+		case "string":
+			strs[k] = tg.Client.Get(ctx, k).Val()
+		case "none":
+		default:
+			t.Fatalf("%s is a %s", k, typ)
+		}
+	}
+	return func() {
+		t.Helper()
+		for _, k := range keys {
+			if err := tg.Client.Del(ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if h, ok := hashes[k]; ok {
+				err = tg.Client.HSet(ctx, k, h).Err()
+			} else if s, ok := strs[k]; ok {
+				err = tg.Client.Set(ctx, k, s, 0).Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -152,11 +152,14 @@ func (o *Outbox) decode(ctx context.Context, c *community, group int, msgs []red
 			bad = append(bad, m.ID) // no reply: left by an earlier version's shutdown
 			return false
 		}
-		e, err := decodeEntry(m)
+		e, epoch, err := decodeEntry(m)
 		if err != nil {
 			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry dropped")
 			bad = append(bad, m.ID)
 			return false
+		}
+		if epoch > 0 {
+			c.queue.Saw(epoch, e.RandomID) // given out, whether or not its Record's answer came back
 		}
 		out = append(out, e)
 		return true
