@@ -28,11 +28,18 @@
 #     day. The floor: one SET with a TTL per text, on a fresh server.
 # (bench/cost.sh measures the webhook against a minimal handler.)
 # Usage: [BEFORE=commit] [MESSAGES=30000] bench/redis-cost.sh
+#
+# AB mode, for a change whose effect is smaller than the machine's drift
+# between two runs: [ROUNDS=3] [MESSAGES=30000] bench/redis-cost.sh ab BIN…
+# runs each vkcounter binary BIN in turn, ROUNDS times, each time on a
+# fresh server with the reference beside it, and prints the Redis CPU per
+# message (the drain included) and its ratio to the reference: the
+# figures side by side, taken minutes apart.
 source "$(dirname "$0")/lib.sh"
 before=${BEFORE:-207d1c6}
 messages=${MESSAGES:-30000}
 
-build_before "$before"
+[ "${1:-}" = ab ] || build_before "$before"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 # calls: every command's calls so far (INFO commandstats), and
@@ -140,8 +147,29 @@ measure() { # measure LABEL BINARY
   grep ' lua\]' "$work/monitor" | awk '{print $4}' | sort | uniq -c | sort -rn | awk -v n="$messages" '{printf "      %s %.2f\n", $2, $1 / n}' | head -20
 }
 
+# ab BIN…: the AB mode (see the usage above).
+ab() {
+  local bin c0 cpu rcpu
+  for round in $(seq "${ROUNDS:-3}"); do
+    for bin in "$@"; do
+      start_redis 16960
+      read -r rcpu _ _ <<<"$(reference)"
+      c0=$(redis_cpu)
+      spawn "$bin" vkc: "$messages" >/dev/null
+      cpu=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
+      echo "== round $round, $bin: Redis CPU per message, the drain included: $cpu µs = $(ratio "$cpu" "$rcpu") × the reference's ($rcpu µs)"
+      stop_redis
+    done
+  done
+}
+
 machine
 echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages"
+if [ "${1:-}" = ab ]; then
+  shift
+  ab "$@"
+  exit 0
+fi
 start_redis 16960
 m0=$(mem)
 redis-cli -p "$port" EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('SET', string.format('vkc:f:{%03d}%09d', i % 1000, i), 1764000000 + i, 'EX', 86460) end" 0 20000 >/dev/null
