@@ -20,19 +20,7 @@ import (
 // at once with ctx's error and the work goes on, so that its late result
 // is acted on exactly once and VK's re-delivery finds the message counted.
 func (b *Bot) HandleMessage(ctx context.Context, m callback.Message) error {
-	done := b.StartMessage(m)
-	select {
-	case err := <-done: // decided at once: its result is there, whatever ctx says
-		return err
-	default:
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		// done is left to the garbage collector, with the late result.
-		return b.GaveUp(m, ctx.Err())
-	}
+	return callback.Await(ctx, nil, b, m)
 }
 
 // StartMessage starts HandleMessage's work on m and returns the channel

@@ -326,16 +326,7 @@ func (h *Handler) handle(ctx context.Context, m Message) error {
 		defer cancel()
 		return h.next.HandleMessage(ctx, m)
 	}
-	deadline := h.deadline.Context()
-	result := s.StartMessage(m)
-	select {
-	case err := <-result:
-		return err
-	case <-ctx.Done():
-		return s.GaveUp(m, ctx.Err())
-	case <-deadline.Done():
-		return s.GaveUp(m, deadline.Err())
-	}
+	return Await(ctx, h.deadline.Context(), s, m)
 }
 
 // readEnvelope reads the body within the size limit and BodyTimeout and

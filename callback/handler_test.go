@@ -600,3 +600,21 @@ func TestBodyDeadlineLiftedForALongWait(t *testing.T) {
 		t.Fatalf("answered %d %q, want 200 ok", resp.StatusCode, got)
 	}
 }
+
+// TestAwaitDecidedAtOnce: a result there as the message starts is the
+// answer even when the request's context has ended already; GaveUp is not
+// called.
+func TestAwaitDecidedAtOnce(t *testing.T) {
+	s := newStarter()
+	s.results <- nil
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := callback.Await(ctx, nil, s, callback.Message{}); err != nil {
+		t.Fatalf("Await = %v, want the result, nil", err)
+	}
+	select {
+	case err := <-s.gaveUp:
+		t.Fatalf("GaveUp called with %v", err)
+	default:
+	}
+}

@@ -81,6 +81,33 @@ type MessageStarter interface {
 	GaveUp(m Message, err error) error
 }
 
+// Await starts the handling of m on s and waits for its result until ctx
+// ends or, when limit is not nil, limit does; then it returns what GaveUp
+// answers with that context's error. A result there at once (a message
+// decided without any work: not served, not a person's, a handler
+// closing) is returned whatever the contexts say. It is the Handler's wait
+// and a MessageStarter's HandleMessage alike.
+func Await(ctx, limit context.Context, s MessageStarter, m Message) error {
+	result := s.StartMessage(m)
+	select {
+	case err := <-result:
+		return err
+	default:
+	}
+	var limitDone <-chan struct{} // nil: never
+	if limit != nil {
+		limitDone = limit.Done()
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-ctx.Done():
+		return s.GaveUp(m, ctx.Err())
+	case <-limitDone:
+		return s.GaveUp(m, limit.Err())
+	}
+}
+
 // MessageHandlerFunc adapts an ordinary function to a MessageHandler.
 type MessageHandlerFunc func(ctx context.Context, m Message) error
 
