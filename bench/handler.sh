@@ -11,18 +11,25 @@
 # service (its process, sampled every 0.1 s), the load tool's, and for the
 # service Redis's; then the ratios of the service to the floor.
 # Usage: [ROUNDS=2] [DURATION=10s] [BIN=vkcounter binary, else built from
-# this tree] bench/handler.sh
+# this tree] [PIN=1: the handler and the service on a core of their own,
+# see lib.sh] bench/handler.sh
 source "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
 duration=${DURATION:-10s}
 
 if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/vkcounter"; else go build -o "$work/vkcounter" ./cmd/vkcounter; fi
 go build -o "$work/floor" ./bench/floor
+serve=$work/vkcounter # what the load tool spawns
+if [ -n "$pinned" ]; then
+  serve=$work/vkcounter-pinned
+  printf '#!/bin/sh\nexec %s %s "$@"\n' "$pinned" "$work/vkcounter" >"$serve"
+  chmod +x "$serve"
+fi
 us() { awk -v s="$1" -v n="$2" 'BEGIN {printf "%.1f", s / n * 1e6}'; } # us SECONDS N: µs each
 
 machine
 for round in $(seq "$rounds"); do
-  "$work/floor" >"$work/floor.url" & pids+=($!)
+  $pinned "$work/floor" >"$work/floor.url" & pids+=($!)
   floor_pid=$!
   sleep 0.5 # it prints its address once it listens
   f0=$(proc_cpu "$floor_pid")
@@ -37,7 +44,7 @@ for round in $(seq "$rounds"); do
 
   start_redis 25990
   c0=$(redis_cpu)
-  read -r lcpu scpu < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -spawn -bin "$work/vkcounter" -redis "$url" \
+  read -r lcpu scpu < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -spawn -bin "$serve" -redis "$url" \
     -key-prefix vkc: -texts 100000 -per-text 1 -peers 1000 -concurrency 50 -duration "$duration" -reply-timeout 60s)
   n=$(grep -o '[0-9]* events,' "$work/out" | head -1 | awk '{print $1}')
   rps=$(grep -o '[0-9]* requests/s' "$work/out" | head -1 | awk '{print $1}')

@@ -9,6 +9,19 @@ work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
+# PIN=1 gives the process a script measures (Redis in redis-cost.sh, the
+# handler or the service in handler.sh) the first core, and everything else
+# (this script, the load tool, redis-benchmark, the other servers) the
+# others: the measured process then runs as it is deployed, on a machine
+# of its own, its CPU per call not inflated by the clients sharing its core
+# (cache misses, preemption in the middle of a call). The scripts run the
+# measured process under $pinned ("taskset -c 0"; empty without PIN).
+pinned=
+if [ "${PIN:-}" = 1 ]; then
+  taskset -cp "1-$(($(grep -c ^processor /proc/cpuinfo) - 1))" $$ >/dev/null
+  pinned="taskset -c 0"
+fi
+
 # free_port FIRST [STEP]: the first loopback port from FIRST (by STEP,
 # default 1) that nothing listens on.
 free_port() {
@@ -28,7 +41,7 @@ wait_port() {
 # a shared machine), else from FIRST_PORT.
 start_redis() {
   port=$(free_port "${BENCH_PORT:-$1}")
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
+  ${redis_pin:-} redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   url=redis://127.0.0.1:$port/0
@@ -89,7 +102,7 @@ per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; 
 stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 
 machine() {
-  echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "== machine: $(grep -c ^processor /proc/cpuinfo) cores$([ -n "$pinned" ] && echo " (PIN=1: the measured process on the first, the rest on the others)"), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # load NAME FLAGS…: one load-tool run against a freshly spawned bot on $url,

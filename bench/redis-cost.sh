@@ -35,7 +35,12 @@
 # fresh server with the reference beside it, and prints the Redis CPU per
 # message (the drain included) and its ratio to the reference: the
 # figures side by side, taken minutes apart.
+#
+# PIN=1 (either mode) runs every Redis server on the first core and the
+# rest (the service, the load tool, redis-benchmark) on the others, as
+# Redis is deployed: on a machine of its own (see lib.sh).
 source "$(dirname "$0")/lib.sh"
+redis_pin=$pinned # the Redis servers are what is measured
 before=${BEFORE:-207d1c6}
 messages=${MESSAGES:-30000}
 
