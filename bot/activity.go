@@ -45,6 +45,10 @@ const (
 	// activityReAdd is how long a sender added to the day's unique
 	// counter is not added again (see addedSenders).
 	activityReAdd = UsersTimeout
+	// activityEstimateEvery is how often the day's estimate is read when
+	// the flushes have no sender to add: what other instances add shows
+	// within it (see addedSenders.due).
+	activityEstimateEvery = time.Minute
 )
 
 // An activityBatch gathers the activity of counted messages between
@@ -195,15 +199,18 @@ func (a *activityBatch) flush() {
 		day := UsersDay(now)
 		// Adding to a HyperLogLog is idempotent too: a chunk put back
 		// after this fails is visited and added again harmlessly. With
-		// no sender to add, the call reads the estimate.
+		// no sender to add, the call reads the estimate, once a minute.
 		fresh := a.added.fresh(day, now, chunk)
+		if len(fresh) == 0 && !a.added.due(now) {
+			continue
+		}
 		estimate, err := b.opts.Activity.AddUnique(ctx, day, fresh)
 		if err != nil {
 			a.putBack(0, chunk)
 			a.failed(err, day)
 			continue
 		}
-		a.added.note(fresh, estimate)
+		a.added.note(fresh, estimate, now)
 		a.saw(func(s *activitySeen) { s.day, s.usersToday, s.usersTodayAt = day, estimate, time.Now() })
 	}
 }
@@ -217,11 +224,15 @@ func (a *activityBatch) flush() {
 // activityReAdd and at activityMaxUsers senders, and when the estimate
 // read falls below the senders this process alone added (the sketch was
 // lost with Redis's data): then each sender is added again with its next
-// message, as every message added it before.
+// message, as every message added it before. A flush with no sender to
+// add reads the estimate only when it is due: a minute after the last
+// reading (a message that comes alone then costs one command less: what
+// a command-priced plan bills).
 type addedSenders struct {
 	day   string
 	since time.Time
 	keys  map[string]struct{}
+	read  time.Time // when the estimate was last read; zero: not since the set began
 }
 
 // fresh returns the senders of chunk not added to day's counter lately.
@@ -238,14 +249,22 @@ func (s *addedSenders) fresh(day string, now time.Time, chunk []string) []string
 	return out
 }
 
-// note records keys as added to the day's counter, whose estimate then
-// was estimate. An estimate below 97 % of the senders this process added
-// (a HyperLogLog's standard error is 0.81 %) tells that the counter lost
-// them: the set is forgotten.
-func (s *addedSenders) note(keys []string, estimate int64) {
+// due reports whether the day's estimate is to be read at now though no
+// sender is to be added: activityEstimateEvery after the last reading, or
+// never read since the set began (a new day, or the set forgotten).
+func (s *addedSenders) due(now time.Time) bool {
+	return s.read.IsZero() || now.Sub(s.read) >= activityEstimateEvery
+}
+
+// note records keys as added to the day's counter, whose estimate read at
+// now was estimate. An estimate below 97 % of the senders this process
+// added (a HyperLogLog's standard error is 0.81 %) tells that the counter
+// lost them: the set is forgotten.
+func (s *addedSenders) note(keys []string, estimate int64, now time.Time) {
 	for _, k := range keys {
 		s.keys[k] = struct{}{}
 	}
+	s.read = now
 	if estimate < int64(len(s.keys))*97/100 {
 		s.keys = nil
 	}

@@ -148,16 +148,19 @@ func TestActivityFedOncePerCountedMessage(t *testing.T) {
 	}
 }
 
-// TestActivitySendersAddedOnce: a sender already added to the day's
-// unique counter is not added again by the next flushes, which read the
-// estimate instead; when the estimate shows the counter lost what this
-// process added, each sender is added again with its next message.
+// TestActivitySendersAddedOnce: a sender is added to the day's unique
+// counter once, not with each of its messages, and a flush with no sender
+// to add does not read the estimate again within a minute (addedSenders
+// .due: TestAddedSendersDue); an estimate below the senders added tells
+// that the counter lost them, and they are added again.
 func TestActivitySendersAddedOnce(t *testing.T) {
 	a := &fakeActivity{}
 	b, vk := newActivityBot(t, newMemCounter(), a)
 	day := bot.UsersDay(time.Now())
 	id := 1
-	send := func(id int, from int) {
+	// send posts a message from from and waits for its flush: the hit,
+	// the visit and, when unique, the unique counter's call.
+	send := func(from int, unique bool) {
 		t.Helper()
 		before, _ := a.snapshot()
 		m := msg(id, fmt.Sprint("text ", id))
@@ -166,35 +169,35 @@ func TestActivitySendersAddedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitSends(t, vk, id)
+		id++
+		last, n := "visit ", 2
+		if unique {
+			last, n = "unique ", 3
+		}
 		eventually.True(t, 5*time.Second, "the message's activity written", func() bool {
 			calls, _ := a.snapshot()
-			return len(calls) >= len(before)+3 && strings.HasPrefix(calls[len(calls)-1], "unique ")
+			return len(calls) >= len(before)+n && strings.HasPrefix(calls[len(calls)-1], last)
 		})
 	}
-	for _, step := range []struct {
-		from int
-		lose bool // the counter loses its keys first
-		want string
-		why  string
-	}{
-		{101, false, "101", "the first flush"},
-		{101, false, "", "the same sender again: the estimate read, nothing added"},
-		{102, false, "102", "a new sender"},
-		{101, true, "", "after the loss: the estimate (0) shows it"},
-		{101, false, "101", "after the loss was seen: added again"},
-	} {
-		if step.lose {
-			a.lose()
-		}
-		send(id, step.from)
-		id++
-		calls, _ := a.snapshot()
-		if got, want := calls[len(calls)-1], "unique "+day+" "+step.want; got != want {
-			t.Fatalf("%s: %q, want %q", step.why, got, want)
+	send(101, true)  // the first flush: 101 added
+	send(101, false) // the same sender again: nothing added, the estimate not read again
+	send(102, true)  // a new sender: added
+	a.lose()
+	send(103, true) // a new sender: the estimate (1 of 3 added) shows the loss
+	send(101, true) // after the loss was seen: 101 added again
+	calls, _ := a.snapshot()
+	var uniques []string
+	for _, c := range calls {
+		if strings.HasPrefix(c, "unique ") {
+			uniques = append(uniques, c)
 		}
 	}
-	if today := b.ActivityReport().Users.Today; today.Estimate != 1 {
-		t.Fatalf("today's estimate %d, want 1", today.Estimate)
+	want := []string{"unique " + day + " 101", "unique " + day + " 102", "unique " + day + " 103", "unique " + day + " 101"}
+	if !slices.Equal(uniques, want) {
+		t.Fatalf("unique counter calls %q, want %q", uniques, want)
+	}
+	if today := b.ActivityReport().Users.Today; today.Estimate != 2 {
+		t.Fatalf("today's estimate %d, want 2", today.Estimate)
 	}
 }
 
