@@ -31,7 +31,7 @@ if hash ~= '' then
 end
 local previous, now = count_text(c, find(c), clk, clks)
 if hash ~= '' then
-  redis.call('HSET', cur, hash, previous)
+  redis.call('HSET', cur, hash, digits(previous))
   redis.call('EXPIRE', cur, ttl)
 end
 return {previous, 0, now}

@@ -153,17 +153,16 @@ end
 -- reserved block's end only when the period's hash is new or they
 -- changed.
 -- It returns {entry id, random_id, epoch}. The text, random_id and epoch,
--- each written twice, are made strings once (a number is formatted on every
--- redis.call it is handed to; most answers are 0).
+-- each written twice, are made strings once (digits; most answers are 0).
 local function push(q, text, from)
   local id = next_random_id(q)
-  local ids, epochs = tostring(id), tostring(q.epoch)
-  if text == 0 then text = '0' elseif type(text) == 'number' then text = tostring(text) end
+  local ids, epochs = digits(id), digits(q.epoch)
+  if text == 0 then text = '0' elseif type(text) == 'number' then text = digits(text) end
   local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, 'e', epochs, unpack(ARGV, from))
-  local f = {'r', ids, 'x', q.left}
+  local f = {'r', ids, 'x', digits(q.left)}
   if q.field then f[5], f[6] = q.field, text end
   if q.new or q.epoch ~= q.stored_epoch or q.limit ~= q.stored_limit then
-    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'e', epochs, 'l', q.limit
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'e', epochs, 'l', digits(q.limit)
   end
   redis.call('HSET', q.cur, unpack(f))
   if q.new then redis.call('EXPIRE', q.cur, q.ttl) end

@@ -41,10 +41,19 @@
 -- and 16 % more texts than the window's, not 13 % and 4 % (BENCHMARKS.md,
 -- "The buckets' steady state").
 
+-- digits returns the decimal string of the integer n, to hand to
+-- redis.call. Redis 7.0 formats a number argument with "%.17g" (a tenth of
+-- the record script's CPU when each message's values were), and tostring
+-- with "%.14g": both go through the C library's floating-point printing,
+-- two to three times the cost of "%d" (BENCHMARKS.md, "Numbers written as
+-- digits"). Every integer the scripts write on a message's path goes
+-- through it.
+local function digits(n)
+  return string.format('%d', n)
+end
+
 -- clock returns the unix second at, or Redis's clock when at is "", as a
--- number and as the string it was read from. A number handed to
--- redis.call is formatted with "%.17g", a tenth of the record script's
--- CPU when each message's values were: the string is written instead.
+-- number and as the string it was read from (see digits).
 local function clock(at)
   if at == '' then at = redis.call('TIME')[1] end
   return tonumber(at), at
@@ -194,7 +203,7 @@ local function add_list(c, clk)
       else
         head = head + v
         if head > cutoff then
-          redis.call('LSET', c.key, 0, head)
+          redis.call('LSET', c.key, 0, digits(head))
           break
         end
         expired = expired + 1
@@ -206,18 +215,18 @@ local function add_list(c, clk)
   if tail == now then
     local last = tonumber(redis.call('LINDEX', c.key, -1))
     if last < 0 then
-      redis.call('LSET', c.key, -1, last - 1)
+      redis.call('LSET', c.key, -1, digits(last - 1))
     else
-      redis.call('RPUSH', c.key, -1)
+      redis.call('RPUSH', c.key, '-1')
     end
   else
-    redis.call('RPUSH', c.key, now - tail)
+    redis.call('RPUSH', c.key, digits(now - tail))
   end
   if popped then
-    redis.call('LPUSH', c.key, now, total + 1)
+    redis.call('LPUSH', c.key, digits(now), digits(total + 1))
   else
-    redis.call('LSET', c.key, 0, total + 1)
-    redis.call('LSET', c.key, 1, now)
+    redis.call('LSET', c.key, 0, digits(total + 1))
+    redis.call('LSET', c.key, 1, digits(now))
   end
   refresh(c, tail, now)
   return total, now
@@ -236,7 +245,7 @@ local function count_text(c, st, clk, clks)
       if step == 0 then step = -1 end
       redis.call('HDEL', c.bucket, c.field)
       if st.stale then redis.call('DEL', c.key) end
-      redis.call('RPUSH', c.key, 2, now, st.sec, step)
+      redis.call('RPUSH', c.key, '2', digits(now), digits(st.sec), digits(step))
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
     end
