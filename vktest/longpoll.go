@@ -50,6 +50,7 @@ type longPoll struct {
 type lpGroup struct {
 	key      string
 	keys     int // keys issued so far
+	sessions int // groups.getLongPollServer answers given (each with the ts then)
 	events   []json.RawMessage
 	trimmed  int   // events dropped from the front of the history
 	failures []int // failed codes for the next requests, in order
@@ -98,6 +99,17 @@ func (s *Server) LongPollTS(group int) int {
 	s.lp.mu.Lock()
 	defer s.lp.mu.Unlock()
 	return s.lp.group(group).last()
+}
+
+// LongPollSessions returns how many groups.getLongPollServer answers were
+// given for group. Calls counts a call when it comes in, before its answer
+// reads the ts: events queued once LongPollSessions has grown come after
+// that answer's ts, where after Calls has grown they may come before it
+// (and be skipped, as VK skips events older than a new session's ts).
+func (s *Server) LongPollSessions(group int) int {
+	s.lp.mu.Lock()
+	defer s.lp.mu.Unlock()
+	return s.lp.group(group).sessions
 }
 
 // LongPollRequests returns how many long-poll requests of group were
@@ -186,6 +198,7 @@ func (s *Server) getLongPollServer(form map[string][]string) map[string]any {
 		g.keys++
 		g.key = fmt.Sprintf("k%d-%d", group, g.keys)
 	}
+	g.sessions++
 	return map[string]any{"response": map[string]any{
 		"key":    g.key,
 		"server": s.srv.URL + longPollPath + strconv.Itoa(group),

@@ -151,7 +151,8 @@ func (e *env) waitSession(t *testing.T) {
 
 func waitSession(t *testing.T, vk *vktest.Server) {
 	t.Helper()
-	eventually.True(t, 5*time.Second, "a long-poll session started", func() bool { return vk.Calls("groups.getLongPollServer") > 0 })
+	// A session whose ts was read: events queued from now on come after it.
+	eventually.True(t, 5*time.Second, "a long-poll session started", func() bool { return vk.LongPollSessions(group) > 0 })
 }
 
 // wantEach checks that got holds e<from>…e<to-1>, each exactly once, in order.

@@ -25,12 +25,13 @@ func startLongPoll(t *testing.T, tg *redistest.Target, vk *vktest.Server, env ma
 	t.Helper()
 	vars := map[string]string{"VK_MODE": config.ModeLongPoll, "VK_API_URL": vk.MethodURL(), "LONGPOLL_WAIT": "1s"}
 	maps.Copy(vars, env)
-	before := vk.Calls("groups.getLongPollServer")
+	before := vk.LongPollSessions(testGroup)
 	a := startApp(t, tg, vars)
 	a.VK = vk
 	if env["KEY_PREFIX"] == "" {
-		eventually.True(t, 10*time.Second, "the program asking for a long-poll server", func() bool {
-			return vk.Calls("groups.getLongPollServer") > before
+		// A session whose ts was read: events queued from now on come after it.
+		eventually.True(t, 10*time.Second, "the program given a long-poll server", func() bool {
+			return vk.LongPollSessions(testGroup) > before
 		})
 	}
 	return a
