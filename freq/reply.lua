@@ -33,10 +33,17 @@
 --          number of the signed 32-bit range, not 0
 -- ARGV[5]  the epoch of the newest random_id this instance saw given out
 --          for the community, or "" for none; ARGV[6] that random_id
+--
+-- The table lists, as nil, the fields state and next_random_id fill in:
+-- Lua then makes it at its full size at once, where growing it past 16
+-- fields would rehash it (a fifth of its cost: BENCHMARKS.md, "Tables made
+-- at their size").
 local function reply_args()
   local q = {stream = KEYS[1], even = KEYS[2], odd = KEYS[3], seq = KEYS[4], span = tonumber(ARGV[1]),
     field = ARGV[2], max_len = tonumber(ARGV[3]), start = tonumber(ARGV[4]),
-    mark_epoch = tonumber(ARGV[5]), mark_id = tonumber(ARGV[6])}
+    mark_epoch = tonumber(ARGV[5]), mark_id = tonumber(ARGV[6]),
+    cur = nil, prev = nil, ttl = nil, new = nil, record = nil, id = nil, epoch = nil, limit = nil, left = nil,
+    stored_epoch = nil, stored_limit = nil}
   if q.field == '' then q.field = nil end
   return q
 end
@@ -159,12 +166,13 @@ local function push(q, text, from)
   local ids, epochs = digits(id), digits(q.epoch)
   if text == 0 then text = '0' elseif type(text) == 'number' then text = digits(text) end
   local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, 'e', epochs, unpack(ARGV, from))
-  local f = {'r', ids, 'x', digits(q.left)}
-  if q.field then f[5], f[6] = q.field, text end
+  -- Made at its largest size at once (see reply_args), n the pairs' end.
+  local f, n = {'r', ids, 'x', digits(q.left), nil, nil, nil, nil, nil, nil}, 4
+  if q.field then f[5], f[6], n = q.field, text, 6 end
   if q.new or q.epoch ~= q.stored_epoch or q.limit ~= q.stored_limit then
-    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'e', epochs, 'l', digits(q.limit)
+    f[n + 1], f[n + 2], f[n + 3], f[n + 4], n = 'e', epochs, 'l', digits(q.limit), n + 4
   end
-  redis.call('HSET', q.cur, unpack(f))
+  redis.call('HSET', q.cur, unpack(f, 1, n))
   if q.new then redis.call('EXPIRE', q.cur, q.ttl) end
   return {entry, id, q.epoch}
 end

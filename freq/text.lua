@@ -101,7 +101,8 @@ end
 local function find(c)
   local v = redis.pcall('GET', c.key)
   if type(v) == 'table' and v.err then return {typ = 'list'} end
-  local st = bucket(c, {typ = 'none', stale = v and true})
+  -- The fields bucket fills in are listed (see reply_args in reply.lua).
+  local st = bucket(c, {typ = 'none', stale = v and true, bad = nil, sec = nil, o = nil, e = nil})
   if st.sec then
     st.typ = 'bucket'
   elseif v then
