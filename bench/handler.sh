@@ -9,7 +9,8 @@
 #     every reply sent and checked.
 # For each: requests/s and the CPU per request of the handler or the
 # service (its process, sampled every 0.1 s), the load tool's, and for the
-# service Redis's; then the ratios of the service to the floor.
+# service Redis's; then the ratios of the service to the floor, and at
+# the end their mean (and the CPU ratio's spread) over the rounds.
 # Usage: [ROUNDS=2] [DURATION=10s] [BIN=vkcounter binary, else built from
 # this tree] [PIN=1: the handler and the service on a core of their own,
 # see lib.sh] bench/handler.sh
@@ -52,4 +53,8 @@ for round in $(seq "$rounds"); do
   echo "   the service: $rps req/s ($(grep -E 'result:' "$work/out")); CPU per request: the service $sus µs, the load tool and its fake VK $(us "$lcpu" "$n") µs, Redis $(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$n" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}') µs"
   stop_redis
   echo "   the service / the minimal handler: $(awk -v a="$rps" -v b="$frps" 'BEGIN {printf "%.2f", a / b}') of its requests/s, $(awk -v a="$sus" -v b="$fus" 'BEGIN {printf "%.2f", a / b}') × its CPU per request"
+  awk -v a="$rps" -v b="$frps" -v c="$sus" -v d="$fus" 'BEGIN {print a / b, c / d}' >>"$work/ratios"
 done
+# The rounds' mean and spread (the noise a difference must exceed).
+awk '{n++; r += $1; c += $2; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2}
+  END {printf "== %d rounds: the service / the minimal handler: %.2f of its requests/s, %.2f × its CPU per request (%.2f to %.2f)\n", n, r / n, c / n, lo, hi}' "$work/ratios"

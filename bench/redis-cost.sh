@@ -34,7 +34,8 @@
 # runs each vkcounter binary BIN in turn, ROUNDS times, each time on a
 # fresh server with the reference beside it, and prints the Redis CPU per
 # message (the drain included) and its ratio to the reference: the
-# figures side by side, taken minutes apart.
+# figures side by side, taken minutes apart; then each binary's mean ratio
+# and its spread over the rounds.
 #
 # PIN=1 (either mode) runs every Redis server on the first core and the
 # rest (the service, the load tool, redis-benchmark) on the others, as
@@ -154,7 +155,7 @@ measure() { # measure LABEL BINARY
 
 # ab BIN…: the AB mode (see the usage above).
 ab() {
-  local bin c0 cpu rcpu
+  local bin c0 cpu rcpu r
   for round in $(seq "${ROUNDS:-3}"); do
     for bin in "$@"; do
       start_redis 16960
@@ -162,9 +163,17 @@ ab() {
       c0=$(redis_cpu)
       spawn "$bin" vkc: "$messages" >/dev/null
       cpu=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
-      echo "== round $round, $bin: Redis CPU per message, the drain included: $cpu µs = $(ratio "$cpu" "$rcpu") × the reference's ($rcpu µs)"
+      r=$(ratio "$cpu" "$rcpu")
+      echo "== round $round, $bin: Redis CPU per message, the drain included: $cpu µs = $r × the reference's ($rcpu µs)"
+      echo "$bin $r" >>"$work/ratios"
       stop_redis
     done
+  done
+  # Each binary's rounds: their mean and their spread (the noise a
+  # difference between binaries must exceed).
+  for bin in "$@"; do
+    awk -v b="$bin" '$1 == b {n++; s += $2; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2}
+      END {printf "== %s: mean %.2f × over %d rounds (%.2f to %.2f)\n", b, s / n, n, lo, hi}' "$work/ratios"
   done
 }
 
