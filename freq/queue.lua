@@ -15,4 +15,4 @@ state(q, clock(''))
 if q.record then return {'', 0, 0} end
 local err = room(q)
 if err then return err end
-return push(q, ARGV[7], 8)
+return {push(q, ARGV[7], 8)}

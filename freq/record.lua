@@ -28,5 +28,5 @@ if q.record then return {tonumber(q.record), 1, 0, 0, 0} end
 local err = room(q)
 if err then return err end
 local previous, now = count_text(c, find(c), clk, clks)
-local r = push(q, previous, 11)
-return {previous, 0, now, r[2], r[3]}
+local _, id, epoch = push(q, previous, 11)
+return {previous, 0, now, id, epoch}

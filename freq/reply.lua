@@ -38,9 +38,12 @@
 -- Lua then makes it at its full size at once, where growing it past 16
 -- fields would rehash it (a fifth of its cost: BENCHMARKS.md, "Tables made
 -- at their size").
+--
+-- max_len and start stay strings, read as numbers where they are used: on
+-- the rare calls that read the stream's length or begin a sequence.
 local function reply_args()
   local q = {stream = KEYS[1], even = KEYS[2], odd = KEYS[3], seq = KEYS[4], span = tonumber(ARGV[1]),
-    field = ARGV[2], max_len = tonumber(ARGV[3]), start = tonumber(ARGV[4]),
+    field = ARGV[2], max_len = ARGV[3], start = ARGV[4],
     mark_epoch = tonumber(ARGV[5]), mark_id = tonumber(ARGV[6]),
     cur = nil, prev = nil, ttl = nil, new = nil, record = nil, id = nil, epoch = nil, limit = nil, left = nil,
     stored_epoch = nil, stored_limit = nil}
@@ -123,7 +126,7 @@ local function next_random_id(q)
   end
   if not (id and epoch) or behind(q, epoch, id) then
     epoch = math.max(epoch or 0, q.mark_epoch or 0) + 1
-    id, limit = q.start, nil
+    id, limit = tonumber(q.start), nil
   else
     id = after(id)
   end
@@ -147,9 +150,9 @@ local function room(q)
     q.left = q.left - 1
     return nil
   end
-  local len = redis.call('XLEN', q.stream)
-  if len >= q.max_len then return redis.error_reply('OUTBOX_FULL ' .. len) end
-  q.left = math.floor((q.max_len - len - 1) / 2)
+  local len, max_len = redis.call('XLEN', q.stream), tonumber(q.max_len)
+  if len >= max_len then return redis.error_reply('OUTBOX_FULL ' .. len) end
+  q.left = math.floor((max_len - len - 1) / 2)
   return nil
 end
 
@@ -159,7 +162,8 @@ end
 -- writes the period's state with the message's record: the epoch and the
 -- reserved block's end only when the period's hash is new or they
 -- changed.
--- It returns {entry id, random_id, epoch}. The text, random_id and epoch,
+-- It returns the entry's id, the random_id and the epoch (values, not a
+-- table: one table fewer per message). The text, random_id and epoch,
 -- each written twice, are made strings once (digits; most answers are 0).
 local function push(q, text, from)
   local id = next_random_id(q)
@@ -174,5 +178,5 @@ local function push(q, text, from)
   end
   redis.call('HSET', q.cur, unpack(f, 1, n))
   if q.new then redis.call('EXPIRE', q.cur, q.ttl) end
-  return {entry, id, q.epoch}
+  return entry, id, q.epoch
 end
