@@ -46,14 +46,16 @@
 -- the record script's CPU when each message's values were), and tostring
 -- with "%.14g": both go through the C library's floating-point printing,
 -- two to three times the cost of "%d" (BENCHMARKS.md, "Numbers written as
--- digits"). Every integer the scripts write on a message's path goes
--- through it.
+-- digits"). The integers written on every message go through it; those of
+-- the rare writes (expiries, a bucket's own fields, a sequence's block)
+-- are left as numbers.
 local function digits(n)
   return string.format('%d', n)
 end
 
 -- clock returns the unix second at, or Redis's clock when at is "", as a
--- number and as the string it was read from (see digits).
+-- number and as the string it was read from, which the scripts write
+-- where a second is the clock's (see digits).
 local function clock(at)
   if at == '' then at = redis.call('TIME')[1] end
   return tonumber(at), at
@@ -175,11 +177,12 @@ local function refresh(c, tail, now)
   end
 end
 
--- add_list counts one occurrence at clk in the text's list form and returns
--- the occurrences before it inside the window and the second it was
--- recorded at; nil when nothing of the list is left in the window (or it
--- is not of the list form), and the caller starts the text anew.
-local function add_list(c, clk)
+-- add_list counts one occurrence at clk (clks: the same as a string, see
+-- clock) in the text's list form and returns the occurrences before it
+-- inside the window and the second it was recorded at; nil when nothing of
+-- the list is left in the window (or it is not of the list form), and the
+-- caller starts the text anew.
+local function add_list(c, clk, clks)
   local h = redis.pcall('LRANGE', c.key, 0, 2)
   if h.err then return nil end
   local total, tail, head = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
@@ -187,6 +190,7 @@ local function add_list(c, clk)
   -- A clock behind the tail (a failover to a replica whose clock lags) counts
   -- at the tail's second, so the list stays ordered and trimming stays right.
   local now = math.max(clk, tail)
+  local nows = now == clk and clks or digits(now)
   local cutoff = now - c.window
   if tail <= cutoff then return nil end
   local popped = head <= cutoff
@@ -224,10 +228,10 @@ local function add_list(c, clk)
     redis.call('RPUSH', c.key, digits(now - tail))
   end
   if popped then
-    redis.call('LPUSH', c.key, digits(now), digits(total + 1))
+    redis.call('LPUSH', c.key, nows, digits(total + 1))
   else
     redis.call('LSET', c.key, 0, digits(total + 1))
-    redis.call('LSET', c.key, 1, digits(now))
+    redis.call('LSET', c.key, 1, nows)
   end
   refresh(c, tail, now)
   return total, now
@@ -246,12 +250,12 @@ local function count_text(c, st, clk, clks)
       if step == 0 then step = -1 end
       redis.call('HDEL', c.bucket, c.field)
       if st.stale then redis.call('DEL', c.key) end
-      redis.call('RPUSH', c.key, '2', digits(now), digits(st.sec), digits(step))
+      redis.call('RPUSH', c.key, '2', now == clk and clks or digits(now), digits(st.sec), digits(step))
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
     end
   elseif st.typ == 'list' then
-    local previous, now = add_list(c, clk)
+    local previous, now = add_list(c, clk, clks)
     if previous then return previous, now end
   end
   -- The first occurrence in the window: into the bucket, the key gone.
