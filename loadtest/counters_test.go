@@ -259,7 +259,9 @@ func TestSharedMaximumTwoInstances(t *testing.T) {
 // TestSharedMaximumClosedByServer: connections the server side closes
 // (here a proxy cutting them, as a server closes a connection whose lease
 // it lost) stop counting their units as held; the reports say so, and the
-// run is no failure.
+// run is no failure. The cut races the connections: on a loaded machine a
+// connection reads an answer the proxy delivered before the cut only after
+// others were granted what the server freed at the cut.
 func TestSharedMaximumClosedByServer(t *testing.T) {
 	p, err := faultproxy.New(startCounters(t))
 	if err != nil {
@@ -283,9 +285,13 @@ func TestSharedMaximumClosedByServer(t *testing.T) {
 		Conns: 4, Names: 1, Duration: 10 * time.Second,
 	})
 	<-cut
+	// Together the connections may have held more than the maximum when
+	// cut: they see the cut one by one, and one that has seen it no longer
+	// holds what another is granted after. Each holds at most 2 (it
+	// releases after 2 acquires).
 	c := rep.ClosedByServer
-	if c == nil || c.Connections != 4 || c.Units > 2 {
-		t.Fatalf("closed by server %+v, want 4 connections holding at most 2 units", c)
+	if c == nil || c.Connections != 4 || c.Units > 4*2 {
+		t.Fatalf("closed by server %+v, want 4 connections holding at most 2 units each", c)
 	}
 	if rep.Stopped != "connections failed" || rep.Check.Problems[loadtest.Broken] != 0 || rep.Check.Problems[loadtest.OverMaximum] != 0 {
 		t.Fatalf("stopped %q; problems %v", rep.Stopped, rep.Check.Listed)

@@ -183,11 +183,12 @@ type Report struct {
 }
 
 // ClosedByServer is what the connections a server closed held, with a
-// shared maximum. Their units stop counting as held when the close is
-// seen; a count above the maximum they may explain (it happened after the
-// connection's last answer and before the close was seen, and the units
-// bring it within the maximum) is not a problem, and is counted in
-// Excused.
+// shared maximum, a release the close cut off included. Their units stop
+// counting as held when the close is seen (or the release is sent); a
+// count above the maximum they may explain (it happened after the
+// connection's last answered request was sent and before they stopped
+// counting, and the units bring it within the maximum) is not a problem,
+// and is counted in Excused.
 type ClosedByServer struct {
 	Connections int64 `json:"connections"`
 	Units       int64 `json:"units"`

@@ -28,14 +28,20 @@ const sharedHold = 2
 // server closed a connection that held some: it released them then, at a
 // moment the client does not see (the server gives up a connection whose
 // lease it lost, as designed). Such a connection's units stop counting
-// when the client sees the close, and a count above the maximum while
-// they may already have been released (since the connection's last
-// answer) is not a problem (see settleOvers).
+// when the client sees the close (those of a release the close cut off
+// stopped when it was sent), and a count above the maximum while they may
+// already have been released is not a problem (see settleOvers). They may
+// have been released from when the connection's last answered request
+// was sent: its answer may have waited in the socket, read only after the
+// close, while other connections were granted what the server had freed.
 func (c *counterConn) runShared(ctx context.Context) {
 	r := c.r
 	rd := wire.NewResponseReader(c.nc)
 	mine := map[int]uint32{} // name index → units held
-	var heard time.Time      // when the server last answered
+	var answered time.Time   // when the last request answered was sent
+	// releasing is the release in flight: its units no longer count, but
+	// the server may have freed them at a close before it saw the release.
+	var releasing closedHolding
 	var buf []byte
 	call := func(op wire.Opcode, name string, build func(opaque uint32) []byte) (wire.Frame, bool) {
 		c.opaque++
@@ -49,13 +55,13 @@ func (c *counterConn) runShared(ctx context.Context) {
 		}
 		switch {
 		case closedByPeer(err):
-			r.closedByServer(mine, heard)
+			r.closedByServer(mine, releasing, answered)
 			return f, false
 		case err != nil:
 			r.add(Problem{Kind: Broken, Subject: c.subject(&e), Want: "a response", Got: err.Error()})
 			return f, false
 		}
-		heard = time.Now()
+		answered = e.sent
 		c.series[op].record(e.sent, time.Since(e.sent))
 		r.done.Add(1)
 		if f.Opcode != op || f.Opaque != e.opaque {
@@ -83,8 +89,11 @@ func (c *counterConn) runShared(ctx context.Context) {
 		e := expect{op: wire.OpAcquire, opaque: c.opaque, name: name}
 		switch {
 		case f.Status == wire.StatusOK:
+			// Read before the count: a closed connection's units counted
+			// here were stopped after this time (see closedByServer).
+			at := time.Now()
 			if now := r.held[i].Add(1); now > int64(r.o.Maximum) {
-				r.over(i, now, c.subject(&e))
+				r.over(i, now, at, c.subject(&e))
 			}
 			mine[i]++
 		case f.Status != wire.StatusNotAvailable:
@@ -99,11 +108,13 @@ func (c *counterConn) runShared(ctx context.Context) {
 				return
 			}
 			r.held[j].Add(-int64(n))
+			releasing = closedHolding{name: j, units: n, at: time.Now()}
 			delete(mine, j)
 			name := r.names[j]
 			f, ok := call(wire.OpRelease, name, func(opaque uint32) []byte {
 				return wire.AppendRelease(buf[:0], opaque, name, n)
 			})
+			releasing = closedHolding{}
 			if !ok {
 				return
 			}
@@ -169,7 +180,7 @@ func closedByPeer(err error) bool {
 
 // A closedHolding is what one connection the server closed held of one
 // name, and when it may have been released: after the connection's last
-// answer (since), at the latest when the client saw the close (at).
+// answered request was sent (since); it stopped counting before at.
 type closedHolding struct {
 	name      int
 	units     uint32
@@ -177,7 +188,8 @@ type closedHolding struct {
 }
 
 // An overCount is a count above the maximum, kept until the end of the
-// run: a connection closed by the server later may explain it.
+// run: a connection closed by the server later may explain it. at was read
+// after the grant's answer and before the count.
 type overCount struct {
 	name    int
 	held    int64
@@ -190,26 +202,37 @@ type overCount struct {
 const maxOvers = 100_000
 
 // closedByServer stops counting mine, the units of a connection the
-// server closed, and records them for the report and settleOvers.
-func (r *countersRun) closedByServer(mine map[int]uint32, heard time.Time) {
-	now := time.Now()
+// server closed, and records them for the report and settleOvers, with
+// those of a release in flight (releasing, if it has units), which
+// stopped counting when it was sent. since is when the connection's last
+// answered request was sent.
+func (r *countersRun) closedByServer(mine map[int]uint32, releasing closedHolding, since time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closedConns++
+	if releasing.units > 0 {
+		releasing.since = since
+		r.closedUnits += int64(releasing.units)
+		r.closed = append(r.closed, releasing)
+	}
 	for i, n := range mine {
 		r.held[i].Add(-int64(n))
+		// Read after the count changed: a count that still held these
+		// units was read before it (see over).
+		at := time.Now()
 		r.closedUnits += int64(n)
-		r.closed = append(r.closed, closedHolding{name: i, units: n, since: heard, at: now})
+		r.closed = append(r.closed, closedHolding{name: i, units: n, since: since, at: at})
 		delete(mine, i)
 	}
 }
 
-// over records held units of name i after a grant, above the maximum.
-func (r *countersRun) over(i int, held int64, subject string) {
+// over records held units of name i after a grant, above the maximum; at
+// was read after the grant's answer, before the count.
+func (r *countersRun) over(i int, held int64, at time.Time, subject string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.overs) < maxOvers {
-		r.overs = append(r.overs, overCount{name: i, held: held, at: time.Now(), subject: subject})
+		r.overs = append(r.overs, overCount{name: i, held: held, at: at, subject: subject})
 		return
 	}
 	r.check.add(r.overProblem(held, subject))
