@@ -129,7 +129,7 @@ func TestIdleBillWithProbesSoak(t *testing.T) {
 	a.MustOK(t, event("warm", 900, 1, "warm-up"))
 	a.WaitSends(t, 1)
 	a.waitSettled(t)
-	a.waitQuiet(t, 1) // the message's last acknowledgements and activity batch
+	a.waitQuiet(t, 1, true) // the message's last acknowledgements and activity batch
 	mon := startMonitor(t, tg.Addr)
 	mon.take()
 

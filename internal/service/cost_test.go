@@ -122,7 +122,7 @@ func burstCommands(t *testing.T, tg *redistest.Target) *commandCounter {
 	a.Main.bot.outbox.AddHook(counter) // the senders' waiting reads, on connections of their own
 	a.MustOK(t, event("warm", 900, 1, "warm-up"))
 	a.WaitSends(t, 1)
-	a.waitQuiet(t, 1)
+	a.waitQuiet(t, 1, true)
 	counter.snapshot()
 
 	const workers, each = 25, 20
@@ -137,7 +137,7 @@ func burstCommands(t *testing.T, tg *redistest.Target) *commandCounter {
 		return struct{}{}, nil
 	})
 	a.WaitSends(t, n+1)
-	a.waitQuiet(t, n+1) // the last acknowledgements and the activity batch
+	a.waitQuiet(t, n+1, true) // the last acknowledgements and the activity batch
 	total, names := counter.snapshot()
 	reads, flushes := names["xreadgroup"], names["pfadd"]
 	t.Logf("%d messages: %d commands, %.2f per message, %d sender reads, %d activity writes: %v",
