@@ -201,8 +201,9 @@ func parseFault(s string) (Fault, error) {
 // start, it began and ended, and what it hit.
 type FaultRecord struct {
 	Fault string `json:"fault"`
-	// Began and Ended are offsets from the run's start; Ended is zero if
-	// the fault never began.
+	// Began and Ended are offsets from the run's start: the fault was in
+	// force (wholly applied) from Began until Ended (just before it was
+	// lifted); Ended is zero if the fault never began.
 	Began time.Duration `json:"-"`
 	Ended time.Duration `json:"-"`
 	// Detail names what a fault hit, such as the flooded peers.
@@ -273,20 +274,20 @@ func (fi *faultInjector) run(ctx context.Context, start time.Time, faults []Faul
 			break
 		}
 		if s.begin {
-			records[s.i].Began = time.Since(start)
 			var detail string
 			ends[s.i], detail = fi.begin(faults[s.i])
+			records[s.i].Began = time.Since(start)
 			records[s.i].Detail = detail
 		} else if end := ends[s.i]; end != nil {
+			records[s.i].Ended = time.Since(start)
 			end()
 			ends[s.i] = nil
-			records[s.i].Ended = time.Since(start)
 		}
 	}
 	for i, end := range ends { // interrupted: end what is in force
 		if end != nil {
-			end()
 			records[i].Ended = time.Since(start)
+			end()
 		}
 	}
 	return records
