@@ -61,6 +61,13 @@ local function clock(at)
   return tonumber(at), at
 end
 
+-- second returns the string of the second now, the clock's own string
+-- clks when now is the clock's second clk.
+local function second(now, clk, clks)
+  if now == clk then return clks end
+  return digits(now)
+end
+
 -- period returns, of a pair of hashes that hold what happened in periods of
 -- span seconds by turns (even, odd), the one of the period of clk, the
 -- other one (the period before), and the TTL the first gets when it is
@@ -190,7 +197,7 @@ local function add_list(c, clk, clks)
   -- A clock behind the tail (a failover to a replica whose clock lags) counts
   -- at the tail's second, so the list stays ordered and trimming stays right.
   local now = math.max(clk, tail)
-  local nows = now == clk and clks or digits(now)
+  local nows = second(now, clk, clks)
   local cutoff = now - c.window
   if tail <= cutoff then return nil end
   local popped = head <= cutoff
@@ -250,7 +257,7 @@ local function count_text(c, st, clk, clks)
       if step == 0 then step = -1 end
       redis.call('HDEL', c.bucket, c.field)
       if st.stale then redis.call('DEL', c.key) end
-      redis.call('RPUSH', c.key, '2', now == clk and clks or digits(now), digits(st.sec), digits(step))
+      redis.call('RPUSH', c.key, '2', second(now, clk, clks), digits(st.sec), digits(step))
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
     end
