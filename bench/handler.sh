@@ -55,6 +55,6 @@ for round in $(seq "$rounds"); do
   echo "   the service / the minimal handler: $(awk -v a="$rps" -v b="$frps" 'BEGIN {printf "%.2f", a / b}') of its requests/s, $(awk -v a="$sus" -v b="$fus" 'BEGIN {printf "%.2f", a / b}') × its CPU per request"
   awk -v a="$rps" -v b="$frps" -v c="$sus" -v d="$fus" 'BEGIN {print a / b, c / d}' >>"$work/ratios"
 done
-# The rounds' mean and spread (the noise a difference must exceed).
-awk '{n++; r += $1; c += $2; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2}
-  END {printf "== %d rounds: the service / the minimal handler: %.2f of its requests/s, %.2f × its CPU per request (%.2f to %.2f)\n", n, r / n, c / n, lo, hi}' "$work/ratios"
+read -r rps_mean _ < <(spread "$work/ratios" 1)
+read -r cpu_mean lo hi n < <(spread "$work/ratios" 2)
+echo "== $n rounds: the service / the minimal handler: $rps_mean of its requests/s, $cpu_mean × its CPU per request ($lo to $hi)"

@@ -99,6 +99,14 @@ build_before() {
 # stop_redis: stops the server at once, keeping nothing.
 mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
 per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
+# spread FILE COLUMN [KEY]: the mean, least and greatest of COLUMN over
+# FILE's lines (those whose first field is KEY, when given) and how many:
+# the rounds' figure and their noise, which a difference must exceed.
+spread() {
+  awk -v c="$2" -v k="${3:-}" 'k == "" || $1 == k {n++; s += $c; if (n == 1 || $c < lo) lo = $c; if (n == 1 || $c > hi) hi = $c}
+    END {printf "%.2f %.2f %.2f %d\n", s / n, lo, hi, n}' "$1"
+}
+
 stop_redis() { redis-cli -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true; }
 
 machine() {

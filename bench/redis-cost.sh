@@ -169,11 +169,11 @@ ab() {
       stop_redis
     done
   done
-  # Each binary's rounds: their mean and their spread (the noise a
-  # difference between binaries must exceed).
+  # Each binary's rounds: their mean and their spread.
+  local mean lo hi n
   for bin in "$@"; do
-    awk -v b="$bin" '$1 == b {n++; s += $2; if (n == 1 || $2 < lo) lo = $2; if (n == 1 || $2 > hi) hi = $2}
-      END {printf "== %s: mean %.2f × over %d rounds (%.2f to %.2f)\n", b, s / n, n, lo, hi}' "$work/ratios"
+    read -r mean lo hi n < <(spread "$work/ratios" 2 "$bin")
+    echo "== $bin: mean $mean × over $n rounds ($lo to $hi)"
   done
 }
 
