@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"fmt"
 	goversion "go/version"
 	"io"
@@ -329,12 +330,8 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 			"VK_GROUP_ID": strconv.Itoa(servicetest.Group), "VK_TOKEN": "tok", "VK_SECRET": servicetest.Secret, "VK_CONFIRMATION": "c", "VK_API_URL": vkURL})
 		delete(env, "HTTP_ADDR") // startBinary's
 		p := startBinary(t, env)
-		m := regexp.MustCompile(`"admin":"([^"]+)"`).FindStringSubmatch(p.log.String())
-		if m == nil {
-			t.Fatalf("no admin address in the start-up line:\n%s", p.log.String())
-		}
 		return func() (int, string) {
-			resp, err := http.Get("http://" + m[1] + "/readyz")
+			resp, err := http.Get("http://" + p.admin + "/readyz")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -571,10 +568,12 @@ func TestMain(m *testing.M) {
 
 // process is the built binary running as a child.
 type process struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan error
-	log  *syncbuf.Buffer
+	cmd *exec.Cmd
+	// addr, admin and counters are where the program listens, as its
+	// start-up line says ("off" where it does not).
+	addr, admin, counters string
+	done                  chan error
+	log                   *syncbuf.Buffer
 }
 
 // startBinary runs the program with env and waits until it is fully up:
@@ -585,12 +584,15 @@ func startBinary(t *testing.T, env map[string]string) *process {
 	return startProgram(t, program(t), env)
 }
 
-// startProgram is startBinary with the binary bin.
+// startProgram is startBinary with the binary bin. Each port the program
+// is not given in env is one it picks itself (":0"), read from its
+// start-up line: a port picked free by the test and bound later could be
+// taken in between, by this very program's other listener.
 func startProgram(t *testing.T, bin string, env map[string]string) *process {
 	t.Helper()
-	p := &process{addr: tcptest.FreeAddr(t), done: make(chan error, 1), log: &syncbuf.Buffer{}}
+	p := &process{done: make(chan error, 1), log: &syncbuf.Buffer{}}
 	p.cmd = exec.Command(bin)
-	p.cmd.Env = []string{"HTTP_ADDR=" + p.addr, "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
+	p.cmd.Env = []string{"HTTP_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "COUNTER_ADDR=off", "LOG_LEVEL=info"}
 	for k, v := range env {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -605,20 +607,36 @@ func startProgram(t *testing.T, bin string, env map[string]string) *process {
 			t.Logf("program output:\n%s", p.log.String())
 		}
 	})
-	eventually.True(t, 10*time.Second, "/healthz and the start-up line", func() bool {
+	eventually.True(t, 10*time.Second, "the start-up line and /healthz", func() bool {
 		select {
 		case err := <-p.done:
 			t.Fatalf("program exited before answering /healthz: %v\n%s", err, p.log.String())
 		default:
+		}
+		if p.addr == "" && !p.readStartUpLine() {
+			return false
 		}
 		resp, err := http.Get("http://" + p.addr + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == 200 && strings.Contains(p.log.String(), `"message":"vkcounter serving"`)
+		return resp.StatusCode == 200
 	})
 	return p
+}
+
+// readStartUpLine sets the process's addresses from its "vkcounter serving"
+// line and reports whether the line was logged.
+func (p *process) readStartUpLine() bool {
+	for line := range strings.Lines(p.log.String()) {
+		var l struct{ Message, HTTP, Admin, Counters string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Message == "vkcounter serving" {
+			p.addr, p.admin, p.counters = l.HTTP, l.Admin, l.Counters
+			return true
+		}
+	}
+	return false
 }
 
 func TestStaticBinaryStartsAndAnswersHealthz(t *testing.T) {

@@ -77,8 +77,9 @@ func wrongAnswers(rep loadReport) int64 {
 // counts, and the tool must say the answers are wrong.
 func TestLoadtestCallbackAgainstProgram(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vkAddr := tcptest.FreeAddr(t)
+		vkAddr, release := tcptest.Reserve(t)
 		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "WINDOW": "1h"})
+		release() // the load tool's fake VK listens there
 		base := []string{"callback", "-url", a.URL("/callback"), "-vk-addr", vkAddr, "-group", strconv.Itoa(servicetest.Group),
 			"-secret", servicetest.Secret, "-stats-url", a.AdminURL("/stats"), "-redis", tg.URL, "-key-prefix", a.Prefix, "-json"}
 
@@ -439,8 +440,9 @@ func TestLoadtestURLNeedsAWiredBot(t *testing.T) {
 // each text's events.
 func TestLoadtestLongPollAgainstProgram(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
-		vkAddr := tcptest.FreeAddr(t)
+		vkAddr, release := tcptest.Reserve(t)
 		a := startApp(t, tg, map[string]string{"VK_API_URL": "http://" + vkAddr + "/method/", "VK_MODE": config.ModeLongPoll, "LONGPOLL_WAIT": "1s"})
+		release() // the load tool's fake VK listens there
 		code, rep, stderr := runLoad(t, "callback", "-longpoll", "-vk-addr", vkAddr, "-group", strconv.Itoa(servicetest.Group),
 			"-stats-url", a.AdminURL("/stats"), "-texts", "40", "-per-text", "8", "-json")
 		if code != 0 || !rep.OK || wrongAnswers(rep) != 0 || rep.Events != 320 || rep.Check.Checked != 320 {

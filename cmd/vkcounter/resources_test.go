@@ -16,7 +16,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/servicetest"
-	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // redisEnv is the environment pointing the program at tg.
@@ -38,15 +37,11 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		env["KEY_PREFIX"] = redistest.Prefix(t)
 		env["RESOURCE_STORE"] = "redis"
 		env["RESOURCE_LEASE"] = lease.String()
-		addrs := []string{tcptest.FreeAddr(t), tcptest.FreeAddr(t)}
-		var procs []*process
-		for _, a := range addrs {
-			env["COUNTER_ADDR"] = a
-			procs = append(procs, startBinary(t, env))
-		}
+		env["COUNTER_ADDR"] = "127.0.0.1:0"
+		procs := []*process{startBinary(t, env), startBinary(t, env)}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		holder, other := servicetest.DialCounters(ctx, t, addrs[0]), servicetest.DialCounters(ctx, t, addrs[1])
+		holder, other := servicetest.DialCounters(ctx, t, procs[0].counters), servicetest.DialCounters(ctx, t, procs[1].counters)
 		// A new store grants nothing for its first lease.
 		eventually.True(t, 30*time.Second, "3 of jobs acquired", func() bool {
 			_, err := holder.Acquire(ctx, "jobs", 3, 4)
@@ -84,8 +79,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 // memory; a counter released to 0 makes room for another client's new
 // name.
 func TestResourceMaxMemory(t *testing.T) {
-	addr := tcptest.FreeAddr(t)
-	startBinary(t, map[string]string{"COUNTER_ADDR": addr, "RESOURCE_MAX_MEMORY": "100000"})
+	addr := startBinary(t, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_MAX_MEMORY": "100000"}).counters
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, b := servicetest.DialCounters(ctx, t, addr), servicetest.DialCounters(ctx, t, addr)

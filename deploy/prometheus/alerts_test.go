@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/soak"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -70,16 +70,6 @@ func shortRules(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// freeAddr returns a loopback address nobody listens on.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // buildService builds cmd/vkcounter into a temporary directory.
@@ -206,7 +196,7 @@ type prom struct {
 // targets every second and evaluating the rules every second.
 func startPrometheus(t *testing.T, bin, rules string, targets ...string) *prom {
 	dir := t.TempDir()
-	p := &prom{url: "http://" + freeAddr(t), targets: filepath.Join(dir, "targets.json")}
+	p := &prom{url: "http://" + tcptest.FreeAddr(t), targets: filepath.Join(dir, "targets.json")}
 	p.setTargets(t, targets...)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s

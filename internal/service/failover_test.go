@@ -25,7 +25,6 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/servicetest"
 	"github.com/vkcounter/vkcounter/internal/soak"
-	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // TestClusterMasterFailoverSoak: on a cluster of three masters with a replica
@@ -45,9 +44,9 @@ func TestClusterMasterFailoverSoak(t *testing.T) {
 	t.Parallel() // mostly waits (a failover, a stall, an outage): alongside the other waiting tests
 	oc := redistest.StartCluster(t, 3, 1, "--cluster-node-timeout", "2000")
 	const lease = 16 * time.Second // over twice the failover: the holding must outlive it
-	counterAddr := tcptest.FreeAddr(t)
 	a := startApp(t, nil, env("REDIS_CLUSTER", oc.Seeds(), "RESOURCE_STORE", "redis",
-		"RESOURCE_LEASE", lease.String(), "COUNTER_ADDR", counterAddr))
+		"RESOURCE_LEASE", lease.String()))
+	counterAddr := a.CounterAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	victim, err := oc.MasterOf(ctx, redisconn.Slot(strconv.Itoa(testGroup))) // the outbox's slot

@@ -50,6 +50,19 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// Reserve is FreeAddr for an address bound only after other listeners
+// start (the service's own, given :0): the port stays taken until release
+// is called, so the kernel gives none of them this one.
+func Reserve(t testing.TB) (addr string, release func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), func() { ln.Close() }
+}
+
 // HostIP returns a non-loopback IPv4 address of this machine, to reach a
 // listener the way another host would; it skips the test when there is
 // none.
