@@ -43,8 +43,8 @@ func StartCluster(t testing.TB, masters, replicas int, args ...string) *OwnClust
 	c := &OwnCluster{procs: map[string]*exec.Cmd{}, nodes: map[string]*redis.Client{}, killed: map[string]bool{}}
 	args = append([]string{"--cluster-enabled", "yes"}, args...)
 	start := func() string {
-		addr := freeNodeAddr(t)
-		c.procs[addr] = startOn(t, addr, args...)
+		addr, proc := startFresh(t, freeNodeAddr, args...)
+		c.procs[addr] = proc
 		nc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		t.Cleanup(func() { nc.Close() })
 		c.nodes[addr] = nc

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/vkcounter/vkcounter/internal/redisconn"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // StartServer starts a redis-server of the test's own, keeping nothing on
@@ -27,14 +28,25 @@ import (
 func StartServer(t testing.TB, args ...string) string {
 	t.Helper()
 	needServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	startOn(t, addr, args...)
+	addr, _ := startFresh(t, tcptest.FreeAddr, args...)
 	return addr
+}
+
+// startFresh starts a redis-server on an address pick gives, as startOn
+// does, and returns the address and the process. A port picked free can be
+// taken before the server binds it (by any listener of the machine given
+// :0): the server then exits, and startFresh tries another.
+func startFresh(t testing.TB, pick func(testing.TB) string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
+	for range 5 {
+		addr := pick(t)
+		if cmd, ok := tryStartOn(t, addr, args...); ok {
+			return addr, cmd
+		}
+		t.Logf("redistest: redis-server could not serve %s: another process took the port; trying another", addr)
+	}
+	t.Fatal("redistest: redis-server could not serve any of 5 free ports")
+	return "", nil
 }
 
 var (
@@ -108,6 +120,17 @@ func StartServerAt(t testing.TB, addr string, args ...string) {
 // still finds Redis up.
 func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
 	t.Helper()
+	cmd, ok := tryStartOn(t, addr, args...)
+	if !ok {
+		t.Fatalf("redis-server on %s did not start (or another process listens there)", addr)
+	}
+	return cmd
+}
+
+// tryStartOn is startOn reporting, instead of failing t, when the server
+// did not come to serve addr.
+func tryStartOn(t testing.TB, addr string, args ...string) (*exec.Cmd, bool) {
+	t.Helper()
 	serversMu.Lock()
 	old, known := servers[addr]
 	serversMu.Unlock()
@@ -129,8 +152,7 @@ func startOn(t testing.TB, addr string, args ...string) *exec.Cmd {
 			cmd.Wait()
 		})
 	}
-	awaitStarted(t, addr)
-	return cmd
+	return cmd, awaitServing(addr, cmd.Process.Pid)
 }
 
 // launch starts a redis-server on addr; the caller kills it.
@@ -146,12 +168,20 @@ func launch(t testing.TB, addr string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// awaitStarted waits until the server on addr accepts connections.
-func awaitStarted(t testing.TB, addr string) {
-	t.Helper()
-	if !awaitListening(addr, true) {
-		t.Fatalf("redis-server on %s did not start", addr)
+// awaitServing waits, 5 s at most, until the redis-server of process pid
+// answers on addr, and reports whether it does: a dial that succeeds may
+// reach another process that took the port.
+func awaitServing(addr string, pid int) bool {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer c.Close()
+	want := "\nprocess_id:" + strconv.Itoa(pid) + "\r\n"
+	for range 250 {
+		if info, err := c.Info(context.Background(), "server").Result(); err == nil {
+			return strings.Contains(info, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	return false
 }
 
 // awaitListening dials addr every 20 ms, 250 times at most, until a dial
