@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot"
 	"github.com/vkcounter/vkcounter/bot/tokens"
 	"github.com/vkcounter/vkcounter/internal/eventually"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 	"github.com/vkcounter/vkcounter/internal/vkapi"
 	"github.com/vkcounter/vkcounter/vktest"
 )
@@ -21,12 +21,7 @@ import (
 func TestCheckTokenClasses(t *testing.T) {
 	vk := vktest.NewServer()
 	defer vk.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() + "/method/"
-	ln.Close()
+	closed := "http://" + tcptest.FreeAddr(t) + "/method/"
 	for _, c := range []struct {
 		name    string
 		url     string

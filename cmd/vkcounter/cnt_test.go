@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/counterstest"
 	"github.com/vkcounter/vkcounter/internal/eventually"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // cntServer serves a counter port on loopback for the test and returns its
@@ -117,12 +117,7 @@ func TestCntStats(t *testing.T) {
 }
 
 func TestCntConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := tcptest.FreeAddr(t)
 	code, _, stderr := cnt(t, context.Background(), "-addr", addr, "noop")
 	if code != 1 || !strings.Contains(stderr, "cannot connect") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)

@@ -3,13 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/vkcounter/vkcounter/admin"
 	"github.com/vkcounter/vkcounter/internal/config"
 	"github.com/vkcounter/vkcounter/internal/servicetest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // TestCountAsksTheDemo: beside the README's demo (the embedded Redis),
@@ -50,12 +50,7 @@ func TestCountAsksTheDemo(t *testing.T) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := tcptest.FreeAddr(t)
 	code, out, errOut = runCountCmd(map[string]string{"ADMIN_ADDR": closed}, "hello")
 	if want := fmt.Sprintf("no service answers at http://%s/texts (ADMIN_ADDR)", closed); code != exitFailure || out != "" || !strings.Contains(errOut, want) {
 		t.Errorf("count with no service: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)

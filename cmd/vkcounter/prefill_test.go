@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/vkcounter/vkcounter/internal/redistest"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 // runPrefillCmd runs `vkcounter prefill args` in-process with env as the
@@ -76,12 +76,7 @@ func TestPrefillCountsInWords(t *testing.T) {
 // prints nothing of its own.
 func TestPrefillRedisUnreachable(t *testing.T) {
 	bin := program(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := tcptest.FreeAddr(t)
 	cmd := exec.Command(bin, "prefill")
 	cmd.Env = append(os.Environ(), "REDIS_URL=redis://"+addr+"/0", "REDIS_CLUSTER=", "VK_GROUPS=")
 	cmd.Stdin = strings.NewReader("hello\n")

@@ -12,6 +12,7 @@ import (
 	"github.com/vkcounter/vkcounter/counters/client"
 	"github.com/vkcounter/vkcounter/counters/participant"
 	"github.com/vkcounter/vkcounter/counters/wire"
+	"github.com/vkcounter/vkcounter/internal/tcptest"
 )
 
 func TestClient(t *testing.T) {
@@ -229,12 +230,7 @@ func TestClientDumpCallbackError(t *testing.T) {
 }
 
 func TestDialFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := tcptest.FreeAddr(t)
 	if _, err := client.Dial(ctx(t), addr); err == nil {
 		t.Fatal("Dial to a closed port succeeded")
 	}
