@@ -30,14 +30,32 @@ const (
 
 // A Service is a `vkcounter serve` process started by Spawn for a run.
 type Service struct {
-	cmd         *exec.Cmd
-	httpAddr    string
-	counterAddr string
-	exited      chan struct{} // closed once the process has exited
-	err         error         // Wait's result, set before exited is closed
+	cmd       *exec.Cmd
+	listening Listening
+	exited    chan struct{} // closed once the process has exited
+	err       error         // Wait's result, set before exited is closed
 
 	mu  sync.Mutex // guards log
 	log []byte     // the tail of its stderr
+}
+
+// Listening is where a `vkcounter serve` listens, as its start-up line
+// says: its public HTTP, admin and counter ports' addresses, "off" for a
+// port it does not open.
+type Listening struct{ HTTP, Admin, Counters string }
+
+// ReadStartUpLine reads line, one line of `vkcounter serve`'s JSON log,
+// and reports where the service listens when it is the start-up line
+// ("vkcounter serving", logged once every port is open).
+func ReadStartUpLine(line []byte) (Listening, bool) {
+	var l struct {
+		Message string
+		Listening
+	}
+	if json.Unmarshal(line, &l) != nil || l.Message != "vkcounter serving" {
+		return Listening{}, false
+	}
+	return l.Listening, true
 }
 
 // Spawn starts bin (empty: this program) as `vkcounter serve` with env
@@ -65,20 +83,15 @@ func Spawn(ctx context.Context, bin string, env map[string]string) (*Service, er
 		return nil, fmt.Errorf("spawn %s: %w", bin, err)
 	}
 	s := &Service{cmd: cmd, exited: make(chan struct{})}
-	ready := make(chan [2]string, 1)
+	ready := make(chan Listening, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			s.keep(sc.Bytes())
-			var line struct {
-				Message  string `json:"message"`
-				HTTP     string `json:"http"`
-				Counters string `json:"counters"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "vkcounter serving" {
+			if l, ok := ReadStartUpLine(sc.Bytes()); ok {
 				select {
-				case ready <- [2]string{line.HTTP, line.Counters}:
+				case ready <- l:
 				default:
 				}
 			}
@@ -88,8 +101,7 @@ func Spawn(ctx context.Context, bin string, env map[string]string) (*Service, er
 		close(s.exited)
 	}()
 	select {
-	case addrs := <-ready:
-		s.httpAddr, s.counterAddr = addrs[0], addrs[1]
+	case s.listening = <-ready:
 		return s, nil
 	case <-s.exited:
 		return nil, fmt.Errorf("spawn: the service exited (%v) before serving:\n%s", s.err, s.tail())
@@ -104,10 +116,10 @@ func Spawn(ctx context.Context, bin string, env map[string]string) (*Service, er
 }
 
 // HTTPAddr is the address of the service's public HTTP port.
-func (s *Service) HTTPAddr() string { return s.httpAddr }
+func (s *Service) HTTPAddr() string { return s.listening.HTTP }
 
 // CounterAddr is the address of the service's counter port, or "off".
-func (s *Service) CounterAddr() string { return s.counterAddr }
+func (s *Service) CounterAddr() string { return s.listening.Counters }
 
 func (s *Service) keep(line []byte) {
 	s.mu.Lock()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"debug/elf"
-	"encoding/json"
 	"fmt"
 	goversion "go/version"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/servicetest"
 	"github.com/vkcounter/vkcounter/internal/syncbuf"
 	"github.com/vkcounter/vkcounter/internal/tcptest"
+	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -331,7 +331,7 @@ func TestDeployNotReadyUntilVKAcceptsTheToken(t *testing.T) {
 		delete(env, "HTTP_ADDR") // startBinary's
 		p := startBinary(t, env)
 		return func() (int, string) {
-			resp, err := http.Get("http://" + p.admin + "/readyz")
+			resp, err := http.Get("http://" + p.Admin + "/readyz")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -568,12 +568,10 @@ func TestMain(m *testing.M) {
 
 // process is the built binary running as a child.
 type process struct {
-	cmd *exec.Cmd
-	// addr, admin and counters are where the program listens, as its
-	// start-up line says ("off" where it does not).
-	addr, admin, counters string
-	done                  chan error
-	log                   *syncbuf.Buffer
+	cmd                *exec.Cmd
+	loadtest.Listening // from the start-up line
+	done               chan error
+	log                *syncbuf.Buffer
 }
 
 // startBinary runs the program with env and waits until it is fully up:
@@ -613,10 +611,10 @@ func startProgram(t *testing.T, bin string, env map[string]string) *process {
 			t.Fatalf("program exited before answering /healthz: %v\n%s", err, p.log.String())
 		default:
 		}
-		if p.addr == "" && !p.readStartUpLine() {
+		if p.HTTP == "" && !p.readStartUpLine() {
 			return false
 		}
-		resp, err := http.Get("http://" + p.addr + "/healthz")
+		resp, err := http.Get("http://" + p.HTTP + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -626,13 +624,12 @@ func startProgram(t *testing.T, bin string, env map[string]string) *process {
 	return p
 }
 
-// readStartUpLine sets the process's addresses from its "vkcounter serving"
-// line and reports whether the line was logged.
+// readStartUpLine sets the process's addresses from its start-up line and
+// reports whether the line was logged.
 func (p *process) readStartUpLine() bool {
 	for line := range strings.Lines(p.log.String()) {
-		var l struct{ Message, HTTP, Admin, Counters string }
-		if json.Unmarshal([]byte(line), &l) == nil && l.Message == "vkcounter serving" {
-			p.addr, p.admin, p.counters = l.HTTP, l.Admin, l.Counters
+		if l, ok := loadtest.ReadStartUpLine([]byte(line)); ok {
+			p.Listening = l
 			return true
 		}
 	}
@@ -675,7 +672,7 @@ func TestSIGTERMUnderLoad(t *testing.T) {
 	p := startBinary(t, map[string]string{
 		"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "tok", "VK_GROUP_ID": strconv.Itoa(servicetest.Group),
 		"VK_SECRET": servicetest.Secret, "VK_RATE": "400", "SHUTDOWN_TIMEOUT": "20s"})
-	url := "http://" + p.addr + "/callback"
+	url := "http://" + p.HTTP + "/callback"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

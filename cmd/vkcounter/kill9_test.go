@@ -29,7 +29,7 @@ func TestKill9UnderLoad(t *testing.T) {
 			"VK_API_URL": vk.MethodURL(), "VK_TOKEN": "tok", "VK_GROUP_ID": strconv.Itoa(servicetest.Group),
 			"VK_SECRET": servicetest.Secret, "VK_RATE": "20", "OUTBOX_CLAIM_AFTER": "1s"}
 		first := startBinary(t, env)
-		p := servicetest.NewPoster("http://" + first.addr + "/callback")
+		p := servicetest.NewPoster("http://" + first.HTTP + "/callback")
 
 		const events = 600
 		var wg sync.WaitGroup
@@ -58,7 +58,7 @@ func TestKill9UnderLoad(t *testing.T) {
 		}
 
 		second := startBinary(t, env)
-		p.URL = "http://" + second.addr + "/callback"
+		p.URL = "http://" + second.HTTP + "/callback"
 		for peer := range failed { // VK re-delivers what got no ok
 			retry := 0
 			eventually.True(t, 10*time.Second, fmt.Sprintf("event of peer %d answered ok", peer), func() bool {

@@ -41,7 +41,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 		procs := []*process{startBinary(t, env), startBinary(t, env)}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		holder, other := servicetest.DialCounters(ctx, t, procs[0].counters), servicetest.DialCounters(ctx, t, procs[1].counters)
+		holder, other := servicetest.DialCounters(ctx, t, procs[0].Counters), servicetest.DialCounters(ctx, t, procs[1].Counters)
 		// A new store grants nothing for its first lease.
 		eventually.True(t, 30*time.Second, "3 of jobs acquired", func() bool {
 			_, err := holder.Acquire(ctx, "jobs", 3, 4)
@@ -79,7 +79,7 @@ func TestKill9ResourceHoldingsExpire(t *testing.T) {
 // memory; a counter released to 0 makes room for another client's new
 // name.
 func TestResourceMaxMemory(t *testing.T) {
-	addr := startBinary(t, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_MAX_MEMORY": "100000"}).counters
+	addr := startBinary(t, map[string]string{"COUNTER_ADDR": "127.0.0.1:0", "RESOURCE_MAX_MEMORY": "100000"}).Counters
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, b := servicetest.DialCounters(ctx, t, addr), servicetest.DialCounters(ctx, t, addr)

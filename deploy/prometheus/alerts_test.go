@@ -31,6 +31,7 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/soak"
 	"github.com/vkcounter/vkcounter/internal/tcptest"
+	"github.com/vkcounter/vkcounter/loadtest"
 	"github.com/vkcounter/vkcounter/vktest"
 )
 
@@ -120,11 +121,10 @@ func startService(t *testing.T, name, bin string, env map[string]string) *servic
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			var line struct{ Message, HTTP, Admin, Counters string }
 			s.mu.Lock()
 			s.log.Write(append(sc.Bytes(), '\n'))
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "vkcounter serving" {
-				s.http, s.admin, s.counter = line.HTTP, line.Admin, line.Counters
+			if l, ok := loadtest.ReadStartUpLine(sc.Bytes()); ok {
+				s.http, s.admin, s.counter = l.HTTP, l.Admin, l.Counters
 				close(up)
 			}
 			s.mu.Unlock()
