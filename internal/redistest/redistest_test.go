@@ -159,7 +159,7 @@ func TestRestartedServerOutlivesLaterCleanups(t *testing.T) {
 		})
 		RestartServer(t, addr)
 	})
-	if !awaitListening(addr, false) {
+	if !awaitClosed(addr) {
 		t.Errorf("the restarted server on %s still runs after its test ended", addr)
 	}
 }

@@ -99,7 +99,7 @@ func StopServer(t testing.TB, addr string) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	io.Copy(io.Discard, c) // until the server closes the connection
 	c.Close()
-	if !awaitListening(addr, false) {
+	if !awaitClosed(addr) {
 		t.Fatalf("redis-server on %s did not stop", addr)
 	}
 }
@@ -184,17 +184,15 @@ func awaitServing(addr string, pid int) bool {
 	return false
 }
 
-// awaitListening dials addr every 20 ms, 250 times at most, until a dial
-// succeeds (listening true) or fails (false), and reports whether one did.
-func awaitListening(addr string, listening bool) bool {
+// awaitClosed dials addr every 20 ms, 250 times at most, until a dial
+// fails, and reports whether one did: nothing listens there any more.
+func awaitClosed(addr string) bool {
 	for range 250 {
 		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		if (err == nil) == listening {
+		if err != nil {
 			return true
 		}
+		c.Close()
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
