@@ -30,12 +30,15 @@
 # Usage: [BEFORE=commit] [MESSAGES=30000] bench/redis-cost.sh
 #
 # AB mode, for a change whose effect is smaller than the machine's drift
-# between two runs: [ROUNDS=3] [MESSAGES=30000] bench/redis-cost.sh ab BIN…
+# between two runs: [ROUNDS=3] [MESSAGES=30000] [PER_TEXT=1] bench/redis-cost.sh ab BIN…
 # runs each vkcounter binary BIN in turn, ROUNDS times, each time on a
 # fresh server with the reference beside it, and prints the Redis CPU per
-# message (the drain included) and its ratio to the reference: the
-# figures side by side, taken minutes apart; then each binary's mean ratio
-# and its spread over the rounds.
+# message (the drain included) and its ratio to the reference, the
+# commands per message (INFO commandstats: every command, the scripts'
+# inner ones included) and used_memory's growth per message: the figures
+# side by side, taken minutes apart; then each binary's mean ratio and its
+# spread over the rounds. PER_TEXT messages of each text (1: every text
+# new) take a text past its first message, into the list form.
 #
 # PIN=1 (either mode) runs every Redis server on the first core and the
 # rest (the service, the load tool, redis-benchmark) on the others, as
@@ -53,9 +56,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
 script_calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_eval/ {s += $2} END {print s + 0}'; }
 
-# spawn BINARY PREFIX N: N distinct-text messages through a spawned service.
+# spawn BINARY PREFIX N [PER_TEXT]: N messages through a spawned service,
+# PER_TEXT (1) of each text.
 spawn() {
-  "$1" loadtest callback -spawn -bin "$1" -redis "$url" -key-prefix "$2" -texts "$3" -per-text 1 \
+  local per=${4:-1}
+  "$1" loadtest callback -spawn -bin "$1" -redis "$url" -key-prefix "$2" -texts "$(($3 / per))" -per-text "$per" \
     -peers 1000 -concurrency 50 -reply-timeout 120s 2>/dev/null | grep -E 'result:' | sed 's/^/   /'
 }
 forget() { # forget PREFIX: delete what expires within two hours: the messages' records and the activity once-keys
@@ -155,16 +160,17 @@ measure() { # measure LABEL BINARY
 
 # ab BIN…: the AB mode (see the usage above).
 ab() {
-  local bin c0 cpu rcpu r
+  local bin c0 k0 m0 cpu rcpu r per=${PER_TEXT:-1}
   for round in $(seq "${ROUNDS:-3}"); do
     for bin in "$@"; do
       start_redis 16960
       read -r rcpu _ _ <<<"$(reference)"
-      c0=$(redis_cpu)
-      spawn "$bin" vkc: "$messages" >/dev/null
+      c0=$(redis_cpu); k0=$(calls); m0=$(mem)
+      spawn "$bin" vkc: "$messages" "$per" >/dev/null
       cpu=$(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$messages" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}')
       r=$(ratio "$cpu" "$rcpu")
-      echo "== round $round, $bin: Redis CPU per message, the drain included: $cpu µs = $r × the reference's ($rcpu µs)"
+      echo "== round $round, $bin: Redis CPU per message, the drain included: $cpu µs = $r × the reference's ($rcpu µs);" \
+        "commands $(awk -v a="$k0" -v b="$(calls)" -v n="$messages" 'BEGIN {printf "%.2f", (b - a) / n}'), memory $(per "$m0" "$(mem)" "$messages") B per message"
       echo "$bin $r" >>"$work/ratios"
       stop_redis
     done
@@ -178,7 +184,7 @@ ab() {
 }
 
 machine
-echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages"
+echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages${PER_TEXT:+, PER_TEXT=$PER_TEXT}"
 if [ "${1:-}" = ab ]; then
   shift
   ab "$@"
