@@ -374,6 +374,29 @@ func TestClockBehindTail(t *testing.T) {
 	})
 }
 
+// TestClockBehindBucket: a text's second occurrence, on a clock behind its
+// first (in its bucket), is counted at the first's second, where the text
+// moves out to its list; both expire together.
+func TestClockBehindBucket(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		const w = 100
+		s := newStore(t, tg, freq.Options{Window: w * time.Second})
+		for i, c := range []struct {
+			at, previous, recorded int64
+		}{
+			{at: 10, previous: 0, recorded: 10},
+			{at: 5, previous: 1, recorded: 10}, // clock 5 s behind: counted at 10
+			{at: 50, previous: 2, recorded: 50},
+			{at: 110, previous: 1, recorded: 110}, // the two at 10 expired
+		} {
+			r := count(t, s, "t", "", sec(c.at))
+			if r.Previous != c.previous || r.Time != sec(c.recorded).Unix() {
+				t.Fatalf("call %d at +%d: got %+v, want Previous %d at +%d", i, c.at, r, c.previous, c.recorded)
+			}
+		}
+	})
+}
+
 func TestScriptFlush(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()

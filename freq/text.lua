@@ -61,11 +61,14 @@ local function clock(at)
   return tonumber(at), at
 end
 
--- second returns the string of the second now, the clock's own string
--- clks when now is the clock's second clk.
-local function second(now, clk, clks)
-  if now == clk then return clks end
-  return digits(now)
+-- count_at returns the second an occurrence at clk (clks: the same as a
+-- string, see clock) is counted at in a text whose newest second is sec,
+-- as a number and a string: clk, or sec when the clock is behind it (a
+-- failover to a replica whose clock lags), so that the text's seconds stay
+-- in order. One call where math.max and a choice of string took two.
+local function count_at(clk, clks, sec)
+  if sec > clk then return sec, digits(sec) end
+  return clk, clks
 end
 
 -- period returns, of a pair of hashes that hold what happened in periods of
@@ -194,10 +197,9 @@ local function add_list(c, clk, clks)
   if h.err then return nil end
   local total, tail, head = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
   if not (total and tail and head) then return nil end
-  -- A clock behind the tail (a failover to a replica whose clock lags) counts
-  -- at the tail's second, so the list stays ordered and trimming stays right.
-  local now = math.max(clk, tail)
-  local nows = second(now, clk, clks)
+  -- A clock behind the tail counts at the tail's second, so that trimming
+  -- stays right too.
+  local now, nows = count_at(clk, clks, tail)
   local cutoff = now - c.window
   if tail <= cutoff then return nil end
   local popped = head <= cutoff
@@ -250,14 +252,14 @@ end
 -- at.
 local function count_text(c, st, clk, clks)
   if st.typ == 'bucket' then
-    local now = math.max(clk, st.sec)
+    local now, nows = count_at(clk, clks, st.sec)
     if st.sec > now - c.window then
       -- The second occurrence: the text moves out to a list of its own.
       local step = now - st.sec
       if step == 0 then step = -1 end
       redis.call('HDEL', c.bucket, c.field)
       if st.stale then redis.call('DEL', c.key) end
-      redis.call('RPUSH', c.key, '2', second(now, clk, clks), digits(st.sec), digits(step))
+      redis.call('RPUSH', c.key, '2', nows, digits(st.sec), digits(step))
       redis.call('EXPIRE', c.key, c.ttl + c.margin)
       return 1, now
     end
