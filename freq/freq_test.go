@@ -352,21 +352,14 @@ func TestClockBehindTail(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const w = 100
 		s := newStore(t, tg, freq.Options{Window: w * time.Second})
-		for i, c := range []struct {
-			at, previous, recorded int64
-		}{
+		countsAt(t, s, "t", []countAt{
 			{at: 10, previous: 0, recorded: 10},
 			{at: 10, previous: 1, recorded: 10},
 			{at: 5, previous: 2, recorded: 10}, // clock 5 s behind: counted at 10
 			{at: 11, previous: 3, recorded: 11},
 			{at: 0, previous: 4, recorded: 11},
 			{at: 110, previous: 2, recorded: 110}, // the three at 10 expired
-		} {
-			r := count(t, s, "t", "", sec(c.at))
-			if r.Previous != c.previous || r.Time != sec(c.recorded).Unix() {
-				t.Fatalf("call %d at +%d: got %+v, want Previous %d at +%d", i, c.at, r, c.previous, c.recorded)
-			}
-		}
+		})
 		want := []string{fmt.Sprint(sec(11).Unix()) + ":2", fmt.Sprint(sec(110).Unix())}
 		if st := stateOf(t, tg, s, "t"); !slices.Equal(st.List, want) || st.Total != "3" {
 			t.Fatalf("state %+v, want list %v total 3", st, want)
@@ -381,20 +374,29 @@ func TestClockBehindBucket(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		const w = 100
 		s := newStore(t, tg, freq.Options{Window: w * time.Second})
-		for i, c := range []struct {
-			at, previous, recorded int64
-		}{
+		countsAt(t, s, "t", []countAt{
 			{at: 10, previous: 0, recorded: 10},
 			{at: 5, previous: 1, recorded: 10}, // clock 5 s behind: counted at 10
 			{at: 50, previous: 2, recorded: 50},
 			{at: 110, previous: 1, recorded: 110}, // the two at 10 expired
-		} {
-			r := count(t, s, "t", "", sec(c.at))
-			if r.Previous != c.previous || r.Time != sec(c.recorded).Unix() {
-				t.Fatalf("call %d at +%d: got %+v, want Previous %d at +%d", i, c.at, r, c.previous, c.recorded)
-			}
-		}
+		})
 	})
+}
+
+// countAt is one count of countsAt: at a second (from sec's origin), the
+// answer it must get and the second it must be recorded at.
+type countAt struct{ at, previous, recorded int64 }
+
+// countsAt counts text with s at each call's second, in order, and
+// requires each answer.
+func countsAt(t *testing.T, s *freq.Store, text string, calls []countAt) {
+	t.Helper()
+	for i, c := range calls {
+		r := count(t, s, text, "", sec(c.at))
+		if r.Previous != c.previous || r.Time != sec(c.recorded).Unix() {
+			t.Fatalf("call %d at +%d: got %+v, want Previous %d at +%d", i, c.at, r, c.previous, c.recorded)
+		}
+	}
 }
 
 func TestScriptFlush(t *testing.T) {
