@@ -124,6 +124,7 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 		}
 		args = append(args, id, old, member(e), e.Due.UnixMilli(), list, e.Queued.UnixMilli())
 	}
+	look := c.laterLook()
 	v, err := laterScript.Run(ctx, o.rdb, keys, args...).StringSlice()
 	c.handouts.finished(acked, err == nil)
 	if err != nil {
@@ -131,7 +132,7 @@ func (o *Outbox) Later(ctx context.Context, group int, replies ...Entry) (droppe
 	}
 	c.letGoParked(forgot)
 	c.noteMine(replies, forgot)
-	if err := o.noteDue(c, v); err != nil {
+	if err := o.noteDue(c, v, look); err != nil {
 		return nil, fmt.Errorf("outbox: set aside: %w", err)
 	}
 	for _, m := range v[1:] {
@@ -158,13 +159,14 @@ func (o *Outbox) takeDue(ctx context.Context, c *community, n int) ([]Entry, err
 	if due {
 		c.laterDue = now.Add(o.opts.ClaimAfter) // until the answer says sooner
 	}
+	look := c.laterLooks
 	c.mu.Unlock()
 	if !due {
 		return nil, nil
 	}
 	v, err := dueScript.Run(ctx, o.rdb, []string{c.laterKey()}, now.UnixMilli(), n, now.Add(o.opts.ClaimAfter).UnixMilli()).StringSlice()
 	if err == nil {
-		err = o.noteDue(c, v)
+		err = o.noteDue(c, v, look)
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -190,9 +192,23 @@ func (o *Outbox) takeDue(ctx context.Context, c *community, n int) ([]Entry, err
 	return out, nil
 }
 
+// laterLook returns what noteDue is to be given for a reading of the
+// later set asked now.
+func (c *community) laterLook() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.laterLooks
+}
+
 // noteDue reads the earliest due time of a later script's reply v into
-// c: the next time a Take looks at the later set.
-func (o *Outbox) noteDue(c *community, v []string) error {
+// c: the next time a Take looks at the later set. look is what laterLook
+// gave before the script was sent. Readings run concurrently (the senders
+// of a community share c), and their answers may come back in another
+// order than Redis ran them: one noted since this one was asked may be the
+// newer, so this one then only brings the next look sooner. Otherwise an
+// empty set read just before a reply was set aside, noted just after it,
+// would leave that reply unlooked at for LaterIdle.
+func (o *Outbox) noteDue(c *community, v []string, look uint64) error {
 	if len(v) == 0 {
 		return fmt.Errorf("empty reply")
 	}
@@ -205,8 +221,15 @@ func (o *Outbox) noteDue(c *community, v []string) error {
 		next = time.UnixMilli(int64(ms))
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if look != c.laterLooks {
+		if c.laterDue.Before(next) {
+			next = c.laterDue
+		}
+		empty = empty && c.laterEmpty
+	}
+	c.laterLooks++
 	c.laterDue, c.laterEmpty = next, empty
-	c.mu.Unlock()
 	return nil
 }
 
@@ -237,13 +260,14 @@ func (o *Outbox) forget(ctx context.Context, c *community, members []string) err
 		}
 		args = append(args, m, list)
 	}
+	look := c.laterLook()
 	v, err := forgetScript.Run(ctx, o.rdb, keys, args...).Text()
 	if err != nil {
 		return fmt.Errorf("outbox: done with set-aside replies: %w", err)
 	}
 	c.letGoParked(members)
 	c.noteMine(nil, members)
-	return o.noteDue(c, []string{v})
+	return o.noteDue(c, []string{v}, look)
 }
 
 // holdParked notes the replies handed out from the later set, for

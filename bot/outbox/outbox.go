@@ -139,7 +139,10 @@ type community struct {
 	// laterDue is when a Take next looks at the later set (later.go):
 	// its earliest due time as last read; zero: at once.
 	laterDue   time.Time
-	laterEmpty bool                // the later set was empty at that reading
+	laterEmpty bool // the later set was empty at that reading
+	// laterLooks counts the readings of the later set noted (noteDue): a
+	// reading asked before another was noted may be the older of the two.
+	laterLooks uint64
 	parkedHeld map[string]struct{} // the later set's replies handed out and not finished
 	mine       map[string]struct{} // the later set's replies this instance set aside, as far as it knows
 }

@@ -110,12 +110,13 @@ func (o *Outbox) reclaim(ctx context.Context, c *community, group, n int) ([]Ent
 	}
 	_, end := c.handouts.beginRead()
 	defer end()
+	look := c.laterLook()
 	v, err := claimScript.Run(ctx, o.rdb, []string{o.key(group), c.laterKey()}, ConsumerGroup, o.opts.Consumer,
 		o.opts.ClaimAfter.Milliseconds(), from, n).Slice()
 	var next string
 	var msgs []redis.XMessage
 	if err == nil {
-		next, msgs, err = o.claimed(c, v)
+		next, msgs, err = o.claimed(c, v, look)
 	}
 	if err != nil {
 		if redisconn.IsError(err, "NOGROUP") {
@@ -141,8 +142,9 @@ func (o *Outbox) reclaim(ctx context.Context, c *community, group, n int) ([]Ent
 }
 
 // claimed takes claim.lua's reply apart: the cursor, and the entries taken
-// over; it notes the later set's earliest due time in c.
-func (o *Outbox) claimed(c *community, v []any) (next string, msgs []redis.XMessage, err error) {
+// over; it notes the later set's earliest due time in c (look: see
+// noteDue).
+func (o *Outbox) claimed(c *community, v []any, look uint64) (next string, msgs []redis.XMessage, err error) {
 	if len(v) < 2 {
 		return "", nil, fmt.Errorf("reply of %d elements", len(v))
 	}
@@ -151,7 +153,7 @@ func (o *Outbox) claimed(c *community, v []any) (next string, msgs []redis.XMess
 	if !ok || !ok2 {
 		return "", nil, fmt.Errorf("reply begins %T, %T", v[0], v[1])
 	}
-	if err := o.noteDue(c, []string{due}); err != nil {
+	if err := o.noteDue(c, []string{due}, look); err != nil {
 		return "", nil, err
 	}
 	for _, e := range v[2:] {
