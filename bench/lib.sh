@@ -54,9 +54,11 @@ redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(
 # del PATTERN deletes the keys matching PATTERN.
 del() { redis-cli -p "$port" --scan --pattern "$1" | xargs -r -n 1000 redis-cli -p "$port" DEL >/dev/null; }
 
-# rb ARGS…: redis-benchmark on $port, 50 clients, 200,000 calls, with ARGS
-# (options, then the command); prints its requests-per-second line.
-rb() { redis-benchmark -p "$port" -n 200000 -c 50 "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1; }
+# rb ARGS…: redis-benchmark on $port, 50 clients, $rb_calls (200,000)
+# calls, with ARGS (options, then the command); prints its
+# requests-per-second line.
+rb_calls=200000
+rb() { redis-benchmark -p "$port" -n "$rb_calls" -c 50 "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1; }
 
 # count_ceiling [TREE]: redis-benchmark running TREE's count script alone
 # (default: this tree), one text, 50 clients, 200,000 calls, a new message

@@ -40,7 +40,21 @@
 # spread over the rounds. PER_TEXT messages of each text (1: every text
 # new) take a text past its first message, into the list form.
 #
-# PIN=1 (either mode) runs every Redis server on the first core and the
+# Instruction-count mode, which the machine's speed does not move:
+# [CALLS=20000] [MESSAGES=30000] [PER_TEXT=1] bench/redis-cost.sh instr BIN…
+# runs a Redis server under valgrind's callgrind for each binary BIN and
+# prints the instructions it executed per call of the reference (CALLS
+# calls, before and after the service), per call of this tree's record
+# script alone (CALLS calls), and per message of the service (the drain
+# included), with their ratios. Redis runs some 40 times slower so, and
+# the service's run takes as much longer: what the service does per
+# second rather than per message (the activity's flushes, the senders'
+# idle reads) weighs more per message than at full speed, and the
+# senders read their replies in larger batches (cheaper per message).
+# The record script alone is the exact figure; the service's, a check
+# of the whole. Needs valgrind (Debian's package).
+#
+# PIN=1 (any mode) runs every Redis server on the first core and the
 # rest (the service, the load tool, redis-benchmark) on the others, as
 # Redis is deployed: on a machine of its own (see lib.sh).
 source "$(dirname "$0")/lib.sh"
@@ -48,7 +62,7 @@ redis_pin=$pinned # the Redis servers are what is measured
 before=${BEFORE:-207d1c6}
 messages=${MESSAGES:-30000}
 
-[ "${1:-}" = ab ] || build_before "$before"
+case "${1:-}" in ab | instr) ;; *) build_before "$before" ;; esac
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 # calls: every command's calls so far (INFO commandstats), and
@@ -98,19 +112,20 @@ return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), to
   rps=$(rb -r 1000000000 EVALSHA "$sha" 3 'bench:{ref}:l' 'bench:{ref}:n' 'bench:{ref}:e:__rand_int__' 86400 86460 3600000 |
     grep -o '[0-9.]* requests per second' | awk '{print $1}')
   awk -v a="$c0" -v b="$(redis_cpu)" -v k="$(($(calls) - k0 - ($(script_calls) - s0)))" -v r="$rps" \
-    'BEGIN {printf "%.1f %.1f %s\n", (b - a) / 200000 * 1e6, k / 200000, r}'
+    -v n="$rb_calls" 'BEGIN {printf "%.1f %.1f %s\n", (b - a) / n * 1e6, k / n, r}'
   del 'bench:*'
 }
 
 # The texts go to one bucket (it becomes a hash table past 128 texts).
+record_calls=50000
 record_alone() { # this tree's record script alone, as the reference runs (a new text and message each call, no drain): "µs-per-call calls/s"
   local sha c0 rps
   sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat freq/text.lua freq/reply.lua freq/record.lua)")
   c0=$(redis_cpu)
-  rps=$(redis-benchmark -p "$port" -n 50000 -c 50 -r 1000000000 EVALSHA "$sha" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
+  rps=$(redis-benchmark -p "$port" -n "$record_calls" -c 50 -r 1000000000 EVALSHA "$sha" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
     'bench:o:{1}:rid' 'bench:f:{abc}__rand_int__' 'bench:f:{abc}b' 3600 '__rand_int__' 100000 12345 '' '' 86400 86460 60 '' \
     g 1 p 2 q 1764115200123 c 0 t 0 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
-  awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" 'BEGIN {printf "%.1f %s\n", (b - a) / 50000 * 1e6, r}'
+  awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" -v n="$record_calls" 'BEGIN {printf "%.1f %s\n", (b - a) / n * 1e6, r}'
   del 'bench:*'
 }
 
@@ -183,13 +198,54 @@ ab() {
   done
 }
 
+# instructions LABEL CMD…: runs CMD with the Redis server under callgrind
+# counting, and prints the instructions it executed meanwhile, per
+# $calls.
+instructions() {
+  local label=$1 n=$2 dump; shift 2
+  callgrind_control -z "$vpid" >/dev/null 2>&1
+  callgrind_control -i on "$vpid" >/dev/null 2>&1
+  "$@" >/dev/null
+  callgrind_control -d "$label" "$vpid" >/dev/null 2>&1
+  callgrind_control -i off "$vpid" >/dev/null 2>&1
+  dump=$(ls -t "$work"/cg."$vpid".* | head -1)
+  awk -v n="$n" '/^totals:/ {printf "%.0f", $2 / n}' "$dump"
+}
+
+# instr BIN…: the instruction-count mode (see the usage above).
+instr() {
+  local bin k0 ref ref2 rec svc cmds
+  command -v callgrind_control >/dev/null || { echo "instr: needs valgrind (Debian package valgrind)" >&2; exit 2; }
+  redis_pin="valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$work/cg.%p --log-file=$work/valgrind.log"
+  rb_calls=${CALLS:-20000} record_calls=${CALLS:-20000}
+  for bin in "$@"; do
+    start_redis 16960
+    vpid=${pids[-1]}
+    ref=$(instructions reference "$rb_calls" reference)
+    rec=$(instructions record "$record_calls" record_alone)
+    redis-cli -p "$port" FLUSHALL >/dev/null
+    redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+    k0=$(calls)
+    svc=$(instructions service "$messages" spawn "$bin" vkc: "$messages" "${PER_TEXT:-1}")
+    cmds=$(awk -v a="$k0" -v b="$(calls)" -v n="$messages" 'BEGIN {printf "%.2f", (b - a) / n}')
+    ref2=$(instructions reference "$rb_calls" reference)
+    echo "== $bin: Redis instructions per message, the drain included: $svc = $(ratio "$svc" "$ref") × the reference's ($ref a call; $ref2 measured after);" \
+      "commands $cmds per message"
+    echo "   this tree's record script alone, a new text and message each call: $rec = $(ratio "$rec" "$ref") × the reference's"
+    stop_redis
+  done
+}
+
 machine
 echo "== Redis $(redis-server --version | grep -o 'v=[0-9.]*'), MESSAGES=$messages${PER_TEXT:+, PER_TEXT=$PER_TEXT}"
-if [ "${1:-}" = ab ]; then
+case "${1:-}" in
+ab | instr)
+  mode=$1
   shift
-  ab "$@"
+  "$mode" "$@"
   exit 0
-fi
+  ;;
+esac
 start_redis 16960
 m0=$(mem)
 redis-cli -p "$port" EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('SET', string.format('vkc:f:{%03d}%09d', i % 1000, i), 1764000000 + i, 'EX', 86460) end" 0 20000 >/dev/null
