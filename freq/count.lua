@@ -21,8 +21,8 @@
 -- window before this one, 1 when the message was already counted (and nothing
 -- changed) else 0, and the unix second the occurrence was recorded at (0
 -- for a duplicate).
-local c = text(KEYS[1], KEYS[4], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
-local span, hash = tonumber(ARGV[4]), ARGV[6]
+local c = text(KEYS[1], KEYS[4], ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0)
+local span, hash = ARGV[4] + 0, ARGV[6]
 local clk, clks = clock(ARGV[5])
 local cur, prev, ttl = period(KEYS[2], KEYS[3], span, clk)
 if hash ~= '' then

@@ -21,7 +21,7 @@
 -- error "OUTBOX_FULL <length>" when the stream holds the maximum: then
 -- nothing changed.
 local q = reply_args()
-local c = text(KEYS[5], KEYS[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]))
+local c = text(KEYS[5], KEYS[6], ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0)
 local clk, clks = clock(ARGV[10])
 state(q, clk)
 if q.record then return {tonumber(q.record), 1, 0, 0, 0} end

@@ -42,9 +42,9 @@
 -- max_len and start stay strings, read as numbers where they are used: on
 -- the rare calls that read the stream's length or begin a sequence.
 local function reply_args()
-  local q = {stream = KEYS[1], even = KEYS[2], odd = KEYS[3], seq = KEYS[4], span = tonumber(ARGV[1]),
+  local q = {stream = KEYS[1], even = KEYS[2], odd = KEYS[3], seq = KEYS[4], span = ARGV[1] + 0,
     field = ARGV[2], max_len = ARGV[3], start = ARGV[4],
-    mark_epoch = tonumber(ARGV[5]), mark_id = tonumber(ARGV[6]),
+    mark_epoch = ARGV[5] ~= '' and ARGV[5] + 0 or nil, mark_id = ARGV[6] ~= '' and ARGV[6] + 0 or nil,
     cur = nil, prev = nil, ttl = nil, new = nil, record = nil, id = nil, epoch = nil, limit = nil, left = nil,
     stored_epoch = nil, stored_limit = nil}
   if q.field == '' then q.field = nil end

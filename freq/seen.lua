@@ -9,7 +9,7 @@
 -- ARGV[2]  the unix second to read at, or "" to read the clock with TIME
 --
 -- Reply: the number of occurrences inside the window, an integer.
-local c = text(KEYS[1], KEYS[2], tonumber(ARGV[1]))
+local c = text(KEYS[1], KEYS[2], ARGV[1] + 0)
 local key, window = c.key, c.window
 local clk = clock(ARGV[2])
 local st = find(c)

@@ -53,12 +53,20 @@ local function digits(n)
   return string.format('%d', n)
 end
 
+-- The numbers a caller always gives as digits (the window, a TTL, the
+-- margin, a period, the clock) are read with "+ 0", not tonumber: Lua
+-- 5.1's tonumber parses a string twice (lua_isnumber, then lua_tonumber),
+-- each time with the C library's strtod, 5 % of the record script's
+-- instructions (BENCHMARKS.md, "Instructions, not microseconds"). What is
+-- read from Redis keeps tonumber, which gives nil for a value no script of
+-- the layout wrote, where "+ 0" would fail the script.
+
 -- clock returns the unix second at, or Redis's clock when at is "", as a
 -- number and as the string it was read from, which the scripts write
 -- where a second is the clock's (see digits).
 local function clock(at)
   if at == '' then at = redis.call('TIME')[1] end
-  return tonumber(at), at
+  return at + 0, at
 end
 
 -- count_at returns the second an occurrence at clk (clks: the same as a
