@@ -85,11 +85,11 @@ func buildService(t *testing.T) string {
 
 // service is a running `vkcounter serve`.
 type service struct {
-	name                 string
-	http, admin, counter string
-	cmd                  *exec.Cmd
-	mu                   sync.Mutex
-	log                  bytes.Buffer
+	name               string
+	loadtest.Listening // from the start-up line
+	cmd                *exec.Cmd
+	mu                 sync.Mutex
+	log                bytes.Buffer
 }
 
 // startService runs bin serve with env and waits for its start-up line.
@@ -124,7 +124,7 @@ func startService(t *testing.T, name, bin string, env map[string]string) *servic
 			s.mu.Lock()
 			s.log.Write(append(sc.Bytes(), '\n'))
 			if l, ok := loadtest.ReadStartUpLine(sc.Bytes()); ok {
-				s.http, s.admin, s.counter = l.HTTP, l.Admin, l.Counters
+				s.Listening = l
 				close(up)
 			}
 			s.mu.Unlock()
@@ -152,7 +152,7 @@ func (s *service) send(id int, text string) (int, error) {
 	body, _ := json.Marshal(map[string]any{"type": "message_new", "group_id": group, "event_id": fmt.Sprintf("e%d", id), "v": "5.199", "secret": secret,
 		"object": map[string]any{"message": map[string]any{"id": id, "date": time.Now().Unix(), "peer_id": 1000 + id%7, "from_id": 1000 + id%7,
 			"text": text, "conversation_message_id": id}}})
-	resp, err := http.Post("http://"+s.http+"/callback", "application/json", bytes.NewReader(body))
+	resp, err := http.Post("http://"+s.HTTP+"/callback", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -163,7 +163,7 @@ func (s *service) send(id int, text string) (int, error) {
 
 // api calls the /counters/ HTTP API and returns the status.
 func (s *service) api(t *testing.T, method, path, body string) int {
-	req, _ := http.NewRequest(method, "http://"+s.http+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, "http://"+s.HTTP+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *service) api(t *testing.T, method, path, body string) int {
 
 // cnt runs one counter port command with the service's own client.
 func (s *service) cnt(t *testing.T, bin string, args ...string) (int, string) {
-	out, err := exec.Command(bin, append([]string{"cnt", "-addr", s.counter}, args...)...).CombinedOutput()
+	out, err := exec.Command(bin, append([]string{"cnt", "-addr", s.Counters}, args...)...).CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -391,7 +391,7 @@ func TestAlertsInRealPrometheusSoak(t *testing.T) {
 	lpVK.SetLongPollBatch(10)
 	lp := startService(t, "longpoll", bin, map[string]string{"REDIS_URL": rdb.URL, "KEY_PREFIX": "lp:", "VK_API_URL": lpVK.MethodURL(),
 		"VK_MODE": "longpoll", "LONGPOLL_WAIT": "1s", "VK_GROUP_ID": strconv.Itoa(group), "VK_TOKEN": "token-lp", "REQUIRE_VK_TOKEN": "true"})
-	p := startPrometheus(t, promBin, rules, cb.admin, lp.admin)
+	p := startPrometheus(t, promBin, rules, cb.Admin, lp.Admin)
 	var rulesLoaded struct {
 		Groups []struct {
 			Rules []struct{ Name string } `json:"rules"`
@@ -410,7 +410,7 @@ func TestAlertsInRealPrometheusSoak(t *testing.T) {
 	rep := &reporter{}
 	rep.add("alerts against a real Prometheus (rules of %s, for: 3s, ranges 10s): each fault, and the alerts it fired", rulesFile)
 	defer rep.flush(t)
-	instances := map[string]string{cb.admin: "callback", lp.admin: "longpoll"}
+	instances := map[string]string{cb.Admin: "callback", lp.Admin: "longpoll"}
 
 	// settle is how long a fault goes on once its alerts fired: longer
 	// than the rules' shortened for:, so that a wrong alert would fire.
@@ -559,8 +559,8 @@ func TestAlertsInRealPrometheusSoak(t *testing.T) {
 	vk.SetTokenMask("token-bad", 262144) // manage only
 	bad := startService(t, "refused token", bin, map[string]string{"REDIS_URL": rdb.URL, "KEY_PREFIX": "bad:", "VK_API_URL": vk.MethodURL(),
 		"VK_GROUP_ID": strconv.Itoa(group), "VK_TOKEN": "token-bad", "VK_SECRET": secret, "VK_CONFIRMATION": "c", "REQUIRE_VK_TOKEN": "true"})
-	instances[bad.admin] = "refused token"
+	instances[bad.Admin] = "refused token"
 	fault("a token VK refuses", []string{"VkcounterTokenRefused", "VkcounterNotReady"}, func() {
-		p.setTargets(t, cb.admin, lp.admin, bad.admin)
-	}, func() { p.setTargets(t, cb.admin, lp.admin) })
+		p.setTargets(t, cb.Admin, lp.Admin, bad.Admin)
+	}, func() { p.setTargets(t, cb.Admin, lp.Admin) })
 }
