@@ -198,9 +198,9 @@ ab() {
   done
 }
 
-# instructions LABEL CMD…: runs CMD with the Redis server under callgrind
-# counting, and prints the instructions it executed meanwhile, per
-# $calls.
+# instructions LABEL N CMD…: runs CMD with the Redis server under
+# callgrind counting, and prints the instructions it executed meanwhile,
+# per N (CMD's calls or messages).
 instructions() {
   local label=$1 n=$2 dump; shift 2
   callgrind_control -z "$vpid" >/dev/null 2>&1
