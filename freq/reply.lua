@@ -126,7 +126,7 @@ local function next_random_id(q)
   end
   if not (id and epoch) or behind(q, epoch, id) then
     epoch = math.max(epoch or 0, q.mark_epoch or 0) + 1
-    id, limit = tonumber(q.start), nil
+    id, limit = q.start + 0, nil
   else
     id = after(id)
   end
@@ -150,7 +150,7 @@ local function room(q)
     q.left = q.left - 1
     return nil
   end
-  local len, max_len = redis.call('XLEN', q.stream), tonumber(q.max_len)
+  local len, max_len = redis.call('XLEN', q.stream), q.max_len + 0
   if len >= max_len then return redis.error_reply('OUTBOX_FULL ' .. len) end
   q.left = math.floor((max_len - len - 1) / 2)
   return nil

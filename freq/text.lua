@@ -54,12 +54,13 @@ local function digits(n)
 end
 
 -- The numbers a caller always gives as digits (the window, a TTL, the
--- margin, a period, the clock) are read with "+ 0", not tonumber: Lua
--- 5.1's tonumber parses a string twice (lua_isnumber, then lua_tonumber),
--- each time with the C library's strtod, 5 % of the record script's
--- instructions (BENCHMARKS.md, "Instructions, not microseconds"). What is
--- read from Redis keeps tonumber, which gives nil for a value no script of
--- the layout wrote, where "+ 0" would fail the script.
+-- margin, a period, the clock; reply.lua's stream maximum, sequence start
+-- and mark) are read with "+ 0", not tonumber: Lua 5.1's tonumber parses a
+-- string twice (lua_isnumber, then lua_tonumber), each time with the C
+-- library's strtod, 5 % of the record script's instructions (BENCHMARKS.md,
+-- "Instructions, not microseconds"). What is read from Redis keeps
+-- tonumber, which gives nil for a value no script of the layout wrote,
+-- where "+ 0" would fail the script.
 
 -- clock returns the unix second at, or Redis's clock when at is "", as a
 -- number and as the string it was read from, which the scripts write
