@@ -44,8 +44,9 @@
 # [CALLS=20000] [MESSAGES=30000] [PER_TEXT=1] bench/redis-cost.sh instr BIN…
 # runs a Redis server under valgrind's callgrind for each binary BIN and
 # prints the instructions it executed per call of the reference (CALLS
-# calls, before and after the service), per call of this tree's record
-# script alone (CALLS calls), and per message of the service (the drain
+# calls, before and after the service), per call of BIN's record script
+# alone (CALLS calls; as the service calls it: FCALL where BIN has Redis
+# functions, else this tree's script), and per message of the service (the drain
 # included), with their ratios. Redis runs some 40 times slower so, and
 # the service's run takes as much longer: what the service does per
 # second rather than per message (the activity's flushes, the senders'
@@ -118,11 +119,22 @@ return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), to
 
 # The texts go to one bucket (it becomes a hash table past 128 texts).
 record_calls=50000
-record_alone() { # this tree's record script alone, as the reference runs (a new text and message each call, no drain): "µs-per-call calls/s"
-  local sha c0 rps
-  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat freq/text.lua freq/reply.lua freq/record.lua)")
+# record_alone BIN: BIN's record script alone, as the reference runs (a new
+# text and message each call, no drain): "µs-per-call calls/s". BIN loads
+# its libraries (a prefill of one text, under bench:): where it has a
+# record function (Redis 7's functions), it is called with FCALL as the
+# service calls it; else this tree's record script runs with EVALSHA.
+record_alone() {
+  local run fn c0 rps
+  echo bench-library | "$1" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true
+  fn=$(redis-cli -p "$port" FUNCTION LIST | grep -m1 '^vkcounter_.*_record$' || true)
+  if [ -n "$fn" ]; then
+    run=(FCALL "$fn")
+  else
+    run=(EVALSHA "$(redis-cli -p "$port" SCRIPT LOAD "$(cat freq/text.lua freq/reply.lua freq/record.lua)")")
+  fi
   c0=$(redis_cpu)
-  rps=$(redis-benchmark -p "$port" -n "$record_calls" -c 50 -r 1000000000 EVALSHA "$sha" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
+  rps=$(redis-benchmark -p "$port" -n "$record_calls" -c 50 -r 1000000000 "${run[@]}" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
     'bench:o:{1}:rid' 'bench:f:{abc}__rand_int__' 'bench:f:{abc}b' 3600 '__rand_int__' 100000 12345 '' '' 86400 86460 60 '' \
     g 1 p 2 q 1764115200123 c 0 t 0 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
   awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" -v n="$record_calls" 'BEGIN {printf "%.1f %s\n", (b - a) / n * 1e6, r}'
@@ -222,7 +234,8 @@ instr() {
     start_redis 16960
     vpid=${pids[-1]}
     ref=$(instructions reference "$rb_calls" reference)
-    rec=$(instructions record "$record_calls" record_alone)
+    echo bench-library | "$bin" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true # loads its libraries uncounted
+    rec=$(instructions record "$record_calls" record_alone "$bin")
     redis-cli -p "$port" FLUSHALL >/dev/null
     redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
     k0=$(calls)
@@ -231,7 +244,7 @@ instr() {
     ref2=$(instructions reference "$rb_calls" reference)
     echo "== $bin: Redis instructions per message, the drain included: $svc = $(ratio "$svc" "$ref") × the reference's ($ref a call; $ref2 measured after);" \
       "commands $cmds per message"
-    echo "   this tree's record script alone, a new text and message each call: $rec = $(ratio "$rec" "$ref") × the reference's"
+    echo "   its record script alone (FCALL where it has functions, else this tree's with EVALSHA), a new text and message each call: $rec = $(ratio "$rec" "$ref") × the reference's"
     stop_redis
   done
 }
@@ -255,7 +268,7 @@ measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
 start_redis 16960
 read -r rcpu _ rrps <<<"$(reference)"
-read -r acpu arps <<<"$(record_alone)"
+read -r acpu arps <<<"$(record_alone "$work/vkcounter")"
 read -r rcpu2 _ rrps2 <<<"$(reference)"
 echo "== the record script alone against the reference, alternated on one fresh server (redis-benchmark, 50 clients): reference $rcpu and $rcpu2 µs ($rrps, $rrps2 calls/s), record script $acpu µs ($arps calls/s): $(ratio "$acpu" "$(awk -v a="$rcpu" -v b="$rcpu2" 'BEGIN {print (a + b) / 2}')") × the reference's mean"
 stop_redis

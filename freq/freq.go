@@ -186,8 +186,10 @@ func (s *Store) Window() time.Duration { return s.window }
 
 // Load checks the layout the keys under the prefix are written in, and
 // sends the scripts to Redis (SCRIPT LOAD; to every master of a cluster),
-// so the first Count or Record need not send its source (counting works
-// without it: a script missing from Redis's cache is sent again).
+// and their libraries where Redis runs functions (FUNCTION LOAD; not on a
+// cluster), so the first Count or Record need not send its source
+// (counting works without it: a script or library missing from Redis is
+// sent again).
 //
 // The layout's version is kept in Redis (KEY_PREFIX + "f:layout"),
 // written by the first Load with the bucket bits ("2:11"): a Redis written
@@ -202,6 +204,11 @@ func (s *Store) Load(ctx context.Context) error {
 	for _, sc := range []*redis.Script{countScript.Script, recordScript.Script, queueScript.Script, seenScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("freq: load script: %w", err)
+		}
+	}
+	for _, lib := range []*redisconn.Library{countScript.Library(), recordScript.Library()} {
+		if err := s.batch.Load(ctx, lib); err != nil {
+			return fmt.Errorf("freq: load library: %w", err)
 		}
 	}
 	return nil

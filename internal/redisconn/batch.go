@@ -2,7 +2,10 @@ package redisconn
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,7 +55,12 @@ type BatchOptions struct {
 // stay exactly once as they are with Exec; as with any call that gets no
 // answer, the outcome of a failed one is unknown. A script that Redis's
 // script cache did not hold (NOSCRIPT: it did not run) is sent again with
-// EVAL, in a second pipeline. On a Redis Cluster, go-redis splits each
+// EVAL, in a second pipeline. A script of a Library is sent as its
+// function (FCALL) while the server runs functions; one the server did
+// not hold (it did not run) is sent again with EVAL, in the second
+// pipeline after its library's FUNCTION LOAD, and one the server refused
+// as a command (it did not run either) with EVAL, as are the Library's
+// scripts from then on. On a Redis Cluster, go-redis splits each
 // pipeline by node and sends the parts at once.
 //
 // A pipeline runs on a context of its own, bounded by Timeout, not on a
@@ -72,6 +80,10 @@ type Batcher struct {
 	maxBatch int
 	flights  int
 	timeout  time.Duration
+
+	// functions is whether a script of a Library is run with FCALL: until
+	// the server refuses functions (see Library), never on a cluster.
+	functions atomic.Bool
 
 	mu      sync.Mutex // guards waiting and flying
 	waiting []*batchCall
@@ -103,8 +115,41 @@ func NewBatcher(rdb Scripter, opts BatchOptions) *Batcher {
 	if b.timeout <= 0 {
 		b.timeout = commandTimeout(rdb)
 	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	b.functions.Store(!cluster)
 	return b
 }
+
+// Load loads lib into the server (FUNCTION LOAD), so that the first calls
+// of its scripts need not, or learns that the server will not run
+// functions for this client: then its scripts run with EVALSHA. An error
+// reply that passes (OOM: FUNCTION LOAD is a write, READONLY, LOADING)
+// leaves the load to the first call that finds the library missing; Load
+// returns only an error of the connection.
+func (b *Batcher) Load(ctx context.Context, lib *Library) error {
+	if !b.functions.Load() {
+		return nil
+	}
+	var cmd *redis.StringCmd
+	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = lib.load(ctx, p)
+		return nil
+	})
+	err := loaded(cmd.Err())
+	var rerr redis.Error
+	switch {
+	case loadRefused(err):
+		b.functions.Store(false)
+	case errors.As(err, &rerr):
+	default:
+		return err
+	}
+	return nil
+}
+
+// Functions reports whether b runs the scripts of a Library as functions
+// (FCALL): false once the server refused them, and on a cluster.
+func (b *Batcher) Functions() bool { return b.functions.Load() }
 
 // commandTimeout is the longest one command may take on rdb: its write
 // and read timeouts.
@@ -190,7 +235,9 @@ func (b *Batcher) send() {
 }
 
 // pipeline sends batch's scripts in one pipeline, those Redis did not
-// hold again with EVAL in a second, and hands each call its reply.
+// hold (or whose library it did not, or whose functions it refused) again
+// with EVAL in a second, with the missing libraries' FUNCTION LOAD, and
+// hands each call its reply.
 func (b *Batcher) pipeline(batch []*batchCall) {
 	if b.sent != nil {
 		b.sent(len(batch))
@@ -198,30 +245,55 @@ func (b *Batcher) pipeline(batch []*batchCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(batch))
+	functions := b.functions.Load()
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			cmds[i] = c.script.cmd(ctx, false, c.keys, c.args)
+			form := evalSHA
+			if functions && c.script.lib != nil {
+				form = fcall
+			}
+			cmds[i] = c.script.cmd(ctx, form, c.keys, c.args)
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
-	var again []int // the calls refused with NOSCRIPT
+	var again []int        // the calls that did not run: NOSCRIPT, no such function
+	var missing []*Library // the libraries the server did not hold
 	for i, cmd := range cmds {
-		if IsError(cmd.Err(), "NOSCRIPT") {
+		err, lib := cmd.Err(), batch[i].script.lib
+		switch {
+		case IsError(err, "NOSCRIPT"):
 			// A SCRIPT FLUSH, or a failover to a server that never saw
 			// the script: it did not run.
-			again = append(again, i)
+		case functions && lib != nil && functionMissing(err):
+			if !slices.Contains(missing, lib) {
+				missing = append(missing, lib)
+			}
+		case functions && lib != nil && fcallRefused(err):
+			b.functions.Store(false)
+		default:
+			continue
 		}
+		again = append(again, i)
 	}
 	if len(again) > 0 {
+		loads := make([]*redis.StringCmd, len(missing))
 		b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, lib := range missing {
+				loads[i] = lib.load(ctx, p)
+			}
 			for _, i := range again {
 				c := batch[i]
-				cmds[i] = c.script.cmd(ctx, true, c.keys, c.args)
+				cmds[i] = c.script.cmd(ctx, evalSource, c.keys, c.args)
 				_ = p.Process(ctx, cmds[i])
 			}
 			return nil
 		})
+		for _, l := range loads {
+			if loadRefused(loaded(l.Err())) {
+				b.functions.Store(false)
+			}
+		}
 	}
 	for i, c := range batch {
 		c.cmd = cmds[i]

@@ -16,6 +16,9 @@ type Script struct {
 	*redis.Script
 	src string
 	sha any // the hash, put in an interface once
+
+	lib *Library // nil for a script of no library
+	fn  any      // its function's name in lib, put in an interface once
 }
 
 // NewScript returns the Script of the Lua source src.
@@ -38,23 +41,38 @@ func (s *Script) Exec(ctx context.Context, c redis.Scripter, keys []string, args
 	if !ok {
 		return s.Run(ctx, c, keys, args...)
 	}
-	cmd := s.cmd(ctx, false, keys, args)
+	cmd := s.cmd(ctx, evalSHA, keys, args)
 	_ = p.Process(ctx, cmd)
 	if IsError(cmd.Err(), "NOSCRIPT") {
-		cmd = s.cmd(ctx, true, keys, args)
+		cmd = s.cmd(ctx, evalSource, keys, args)
 		_ = p.Process(ctx, cmd)
 	}
 	return cmd
 }
 
+// How a command runs a script: by its hash, with its source, or as its
+// library's function.
+type runForm int
+
+const (
+	evalSHA runForm = iota
+	evalSource
+	fcall
+)
+
 // cmd returns the command that runs the script with keys (by pointer) and
-// args: EVALSHA, or EVAL with the source when eval.
-func (s *Script) cmd(ctx context.Context, eval bool, keys []string, args []any) *redis.Cmd {
+// args: EVALSHA, EVAL with the source, or FCALL of its function.
+func (s *Script) cmd(ctx context.Context, form runForm, keys []string, args []any) *redis.Cmd {
 	cmdArgs := make([]any, 3+len(keys)+len(args))
-	cmdArgs[0], cmdArgs[1], cmdArgs[2] = "evalsha", s.sha, len(keys)
-	if eval {
+	switch form {
+	case evalSHA:
+		cmdArgs[0], cmdArgs[1] = "evalsha", s.sha
+	case evalSource:
 		cmdArgs[0], cmdArgs[1] = "eval", s.src
+	case fcall:
+		cmdArgs[0], cmdArgs[1] = "fcall", s.fn
 	}
+	cmdArgs[2] = len(keys)
 	for i := range keys {
 		cmdArgs[3+i] = &keys[i]
 	}

@@ -1,0 +1,128 @@
+package redisconn
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A Library is Lua code shared by scripts, loaded into a Redis 7 server
+// as a function library (FUNCTION LOAD) so that its functions are defined
+// once: a script run with EVAL defines every function of its shared code
+// again on each run, 7 % of the record script's instructions
+// (BENCHMARKS.md, "Functions defined once"). Its scripts (NewLibrary) run
+// with FCALL where the server has functions, and with EVALSHA (EVAL) as
+// any Script where it has not: Redis before 7, the embedded miniredis, a
+// Redis Cluster (a library would have to be loaded on every master), a
+// user whose ACL does not allow them.
+//
+// The library's name and its functions' are its source's SHA-1, so that
+// instances of different builds sharing a server each call their own.
+type Library struct {
+	name string
+	src  string // FUNCTION LOAD's argument
+}
+
+// A Function is one script of a Library: Main is its body, run after the
+// library's shared code as a script's would be; Name names it in Redis
+// after the library's name ("vkcounter_<SHA-1>_" + Name).
+type Function struct {
+	Name, Main string
+}
+
+// NewLibrary returns the scripts whose EVAL sources are shared followed by
+// each function's Main, and gives them the library of shared and the
+// functions. In the library, shared and each Main see KEYS and ARGV as
+// they do in a script: the functions set them.
+func NewLibrary(shared string, fns ...Function) []*Script {
+	sum := sha1.New()
+	sum.Write([]byte(shared))
+	for _, f := range fns {
+		fmt.Fprintf(sum, "\x00%s\x00%s", f.Name, f.Main)
+	}
+	l := &Library{name: "vkcounter_" + hex.EncodeToString(sum.Sum(nil))}
+	var src strings.Builder
+	fmt.Fprintf(&src, "#!lua name=%s\nlocal KEYS, ARGV\n%s\n", l.name, shared)
+	scripts := make([]*Script, len(fns))
+	for i, f := range fns {
+		fn := l.name + "_" + f.Name
+		fmt.Fprintf(&src, "redis.register_function('%s', function(keys, args)\nKEYS, ARGV = keys, args\n%s\nend)\n", fn, f.Main)
+		scripts[i] = NewScript(shared + f.Main)
+		scripts[i].lib, scripts[i].fn = l, any(fn)
+	}
+	l.src = src.String()
+	return scripts
+}
+
+// Name is the library's name in Redis (FUNCTION LIST).
+func (l *Library) Name() string { return l.name }
+
+// Source is what FUNCTION LOAD loads.
+func (l *Library) Source() string { return l.src }
+
+// Library returns the library s is a function of, or nil for a script
+// without one.
+func (s *Script) Library() *Library { return s.lib }
+
+// Function returns s's function name in its library ("" without one).
+func (s *Script) Function() string {
+	if s.lib == nil {
+		return ""
+	}
+	return s.fn.(string)
+}
+
+// load sends FUNCTION LOAD of l. A library already loaded is not an
+// error.
+func (l *Library) load(ctx context.Context, p redis.Cmdable) *redis.StringCmd {
+	return p.FunctionLoad(ctx, l.src)
+}
+
+// loaded returns err of l's FUNCTION LOAD, nil when it says the library was
+// there already.
+func loaded(err error) error {
+	if err != nil && strings.HasPrefix(err.Error(), "ERR Library ") && strings.HasSuffix(err.Error(), " already exists") {
+		return nil
+	}
+	return err
+}
+
+// fcallRefused reports whether err, FCALL's answer, says the server will
+// not run functions for this client, and so did not run this one: it does
+// not know the command (Redis before 7, miniredis, a proxy that lists its
+// commands) or the user may not run it. An error the function itself
+// raised, after it may have written, is not such an answer.
+func fcallRefused(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "'fcall'")
+}
+
+// loadRefused reports whether err, FUNCTION LOAD's answer (less "already
+// exists": see loaded), refuses the library for good: an ERR (an unknown
+// command, a server whose Lua lacks something the library uses) or a
+// NOPERM. Errors that pass (OOM, READONLY, LOADING, BUSY, a connection's)
+// do not.
+func loadRefused(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "ERR ") || strings.HasPrefix(msg, "NOPERM ")
+}
+
+// functionMissing reports whether err, FCALL's answer, says the server
+// does not hold the function (a restart without persistence, FUNCTION
+// FLUSH, a failover to a server that never had it): it did not run.
+func functionMissing(err error) bool {
+	return IsError(err, "ERR Function not found")
+}
