@@ -51,8 +51,8 @@ start_redis() {
 # to divide by the calls made.
 redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 
-# del PATTERN deletes the keys matching PATTERN.
-del() { redis-cli -p "$port" --scan --pattern "$1" | xargs -r -n 1000 redis-cli -p "$port" DEL >/dev/null; }
+# del PATTERN: deletes the keys that match, in the server (key names may be binary).
+del() { redis-cli -p "$port" EVAL "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end" 0 "$1" >/dev/null; }
 
 # rb ARGS…: redis-benchmark on $port, 50 clients, $rb_calls (200,000)
 # calls, with ARGS (options, then the command); prints its

@@ -123,7 +123,8 @@ record_calls=50000
 # text and message each call, no drain): "µs-per-call calls/s". BIN loads
 # its libraries (a prefill of one text, under bench:): where it has a
 # record function (Redis 7's functions), it is called with FCALL as the
-# service calls it; else this tree's record script runs with EVALSHA.
+# service calls it; else this tree's record script runs with EVALSHA. The
+# arguments are this tree's (layout 3: the entry's data in one).
 record_alone() {
   local run fn c0 rps
   echo bench-library | "$1" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true
@@ -136,7 +137,7 @@ record_alone() {
   c0=$(redis_cpu)
   rps=$(redis-benchmark -p "$port" -n "$record_calls" -c 50 -r 1000000000 "${run[@]}" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
     'bench:o:{1}:rid' 'bench:f:{abc}__rand_int__' 'bench:f:{abc}b' 3600 '__rand_int__' 100000 12345 '' '' 86400 86460 60 '' \
-    g 1 p 2 q 1764115200123 c 0 t 0 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
+    1,2,1764115200123 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
   awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" -v n="$record_calls" 'BEGIN {printf "%.1f %s\n", (b - a) / n * 1e6, r}'
   del 'bench:*'
 }

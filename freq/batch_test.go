@@ -26,7 +26,7 @@ func TestRecordConcurrent(t *testing.T) {
 		const n = 150
 		got := together.Run(t, 2*n, func(i int) (freq.Recorded, error) {
 			d := fmt.Sprint("m", i%n)
-			return s.Record(context.Background(), &freq.Message{Text: "same", Dedupe: d, Queue: q, Fields: []any{"p", d}})
+			return s.Record(context.Background(), &freq.Message{Text: "same", Dedupe: d, Queue: q, Data: d})
 		})
 		var firsts []int64
 		for i := range n {
@@ -63,7 +63,7 @@ func TestRecordGivenUpInAStall(t *testing.T) {
 		s := mustNew(t, tg.NoRetryClient(t, proxy.Addr()), freq.Options{Prefix: prefix})
 		q := newQueue(t, s, 100)
 		record := func(ctx context.Context, d string) (freq.Recorded, error) {
-			return s.Record(ctx, &freq.Message{Text: "t", Dedupe: d, Queue: q, Fields: []any{"p", d}})
+			return s.Record(ctx, &freq.Message{Text: "t", Dedupe: d, Queue: q, Data: d})
 		}
 		if _, err := record(ctx, "m0"); err != nil { // the pipeline's connection, made before the stall
 			t.Fatal(err)

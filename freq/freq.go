@@ -122,7 +122,7 @@ type Store struct {
 	window  time.Duration
 	cluster bool
 	// bucketBits is k (Options.BucketBits); layoutArg the layout marker's
-	// value: Layout and k, "2:11".
+	// value: Layout and k, "3:11".
 	bucketBits int
 	layoutArg  string
 	// Script arguments that never change, precomputed: window, a new text
@@ -192,8 +192,8 @@ func (s *Store) Window() time.Duration { return s.window }
 // sent again).
 //
 // The layout's version is kept in Redis (KEY_PREFIX + "f:layout"),
-// written by the first Load with the bucket bits ("2:11"): a Redis written
-// in another layout (layout 1, a later version, a development build before
+// written by the first Load with the bucket bits ("3:11"): a Redis written
+// in another layout (layouts 1 and 2, a later version, a development build before
 // versions, or another BucketBits) is refused with an error wrapping
 // ErrLayout, which names both, rather than read wrongly. From the first
 // release on, a layout change ships its own migration.

@@ -5,7 +5,7 @@
 --
 -- KEYS[1..4], ARGV[1..6]  as reply_args reads them (reply.lua)
 -- ARGV[7]   the reply's text
--- ARGV[8…]  the entry's field/value pairs but its text and random_id
+-- ARGV[8]   the entry's data (freq.Message.Data)
 --
 -- Reply: {entry id, random_id, epoch}, or {"", 0, 0} when the message's
 -- reply was queued already (nothing changes); or the error "OUTBOX_FULL
@@ -15,4 +15,4 @@ state(q, clock(''))
 if q.record then return {'', 0, 0} end
 local err = room(q)
 if err then return err end
-return {push(q, ARGV[7], 8)}
+return {push(q, ARGV[7], ARGV[8])}

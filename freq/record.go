@@ -13,13 +13,31 @@ import (
 	"github.com/vkcounter/vkcounter/internal/redisconn"
 )
 
-// The fields of a queued reply's stream entry that reply.lua writes; the
-// caller's own fields (Message.Fields) come after them.
-const (
-	EntryText     = "m" // the reply's text: the message's answer
-	EntryRandomID = "r" // the reply's random_id
-	EntryEpoch    = "e" // its sequence's epoch (absent in entries of builds before it)
-)
+// EntryField is the one field of a queued reply's stream entry, written by
+// reply.lua: "DATA RANDOM_ID EPOCH TEXT", the caller's data
+// (Message.Data), the reply's random_id and its sequence's epoch, and its
+// text, the message's answer. One field where each part had one costs
+// Redis 4 % of the record script (BENCHMARKS.md, "The entry in one
+// field"). ParseEntry reads it.
+const EntryField = "d"
+
+// ParseEntry reads the value of an entry's EntryField.
+func ParseEntry(v string) (data string, randomID int32, epoch int64, text string, err error) {
+	data, rest, ok1 := strings.Cut(v, " ")
+	id, rest, ok2 := strings.Cut(rest, " ")
+	ep, text, ok3 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !ok3 {
+		return "", 0, 0, "", fmt.Errorf("freq: entry %.60q: not DATA RANDOM_ID EPOCH TEXT", v)
+	}
+	n, err := strconv.ParseInt(id, 10, 32)
+	if err != nil {
+		return "", 0, 0, "", fmt.Errorf("freq: entry %.60q: random_id %q", v, id)
+	}
+	if epoch, err = strconv.ParseInt(ep, 10, 64); err != nil || epoch < 1 {
+		return "", 0, 0, "", fmt.Errorf("freq: entry %.60q: epoch %q", v, ep)
+	}
+	return data, int32(n), epoch, text, nil
+}
 
 // ErrFull is wrapped by the error of Record and Queue when the queue holds
 // its MaxLen entries and the reply is not queued yet.
@@ -96,10 +114,9 @@ type Message struct {
 	// and its reply queued every time.
 	Dedupe string
 	Queue  *Queue
-	// Fields are the reply entry's field/value pairs after EntryText and
-	// EntryRandomID, handed to go-redis as they are (a pointer to a string
-	// or number costs no allocation).
-	Fields []any
+	// Data is the caller's part of the reply's entry (see EntryField),
+	// without a space.
+	Data string
 }
 
 // Recorded is Record's answer.
@@ -130,12 +147,15 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 	if m.Queue == nil {
 		return Recorded{}, fmt.Errorf("%w: Record without a Queue", ErrInvalid)
 	}
+	if err := checkData(m.Data); err != nil {
+		return Recorded{}, err
+	}
 	if s.cluster {
 		r, err := s.count(ctx, m.Text, m.Dedupe, "")
 		if err != nil {
 			return Recorded{}, err
 		}
-		_, id, err := s.queue(ctx, m.Queue, m.Dedupe, strconv.FormatInt(r.Previous, 10), m.Fields)
+		_, id, err := s.queue(ctx, m.Queue, m.Dedupe, strconv.FormatInt(r.Previous, 10), m.Data)
 		if err != nil {
 			return Recorded{Previous: r.Previous, Duplicate: r.Duplicate}, fmt.Errorf("%w: %w", ErrNotQueued, err)
 		}
@@ -145,7 +165,9 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 	k := s.keys(m.Text, "")
 	c.keys[4], c.keys[5] = k.names[0], k.names[3]
 	copy(c.args[6:], s.recordFixed[:])
-	v, err := s.batch.Run(ctx, recordScript, c.keys[:], c.with(10, m.Fields)).Result()
+	c.data = m.Data
+	c.args[10] = &c.data
+	v, err := s.batch.Run(ctx, recordScript, c.keys[:], c.args[:11]).Result()
 	if err != nil {
 		return Recorded{}, queueError("record", err)
 	}
@@ -170,18 +192,23 @@ func (s *Store) Record(ctx context.Context, m *Message) (Recorded, error) {
 
 // Queue queues a reply whose text is text in q, once per dedupe key (as
 // Record does; empty: every time), and reports whether it queued it: false
-// when the reply of dedupe was queued already (nothing changed). fields
-// are as Message.Fields. It is for a reply whose count is done elsewhere.
-func (s *Store) Queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (queued bool, err error) {
-	queued, _, err = s.queue(ctx, q, dedupe, text, fields)
+// when the reply of dedupe was queued already (nothing changed). data is
+// as Message.Data. It is for a reply whose count is done elsewhere.
+func (s *Store) Queue(ctx context.Context, q *Queue, dedupe, text, data string) (queued bool, err error) {
+	if err := checkData(data); err != nil {
+		return false, err
+	}
+	queued, _, err = s.queue(ctx, q, dedupe, text, data)
 	return queued, err
 }
 
 // queue runs queue.lua; it returns the new entry's random_id too.
-func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields []any) (bool, int32, error) {
+func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text, data string) (bool, int32, error) {
 	c := s.newCall(q, dedupe)
 	c.args[6] = &text
-	v, err := s.batch.Run(ctx, queueScript, c.keys[:4], c.with(7, fields)).Result()
+	c.data = data
+	c.args[7] = &c.data
+	v, err := s.batch.Run(ctx, queueScript, c.keys[:4], c.args[:8]).Result()
 	if err != nil {
 		return false, 0, queueError("queue", err)
 	}
@@ -202,10 +229,6 @@ func (s *Store) queue(ctx context.Context, q *Queue, dedupe, text string, fields
 	return true, int32(id), nil
 }
 
-// maxFields is the most entry fields a call holds without an allocation
-// of its own (the outbox's are 10).
-const maxFields = 12
-
 // A call is the keys and arguments of one run of a script that queues a
 // reply: reply.lua's reply_args (KEYS[1..4], ARGV[1..6]), then the
 // script's own. The numbers and strings that change per call are handed
@@ -213,10 +236,20 @@ const maxFields = 12
 // one allocation for them all.
 type call struct {
 	keys      [6]string
-	args      [10 + maxFields]any
+	args      [11]any
 	field     string
+	data      string
 	start     int32
 	epoch, id int64
+}
+
+// checkData returns an error wrapping ErrInvalid when data cannot be an
+// entry's (see EntryField).
+func checkData(data string) error {
+	if strings.IndexByte(data, ' ') >= 0 {
+		return fmt.Errorf("%w: entry data %.40q holds a space", ErrInvalid, data)
+	}
+	return nil
 }
 
 // emptyArg is an empty string argument, boxed once: the mark when the
@@ -234,14 +267,6 @@ func (s *Store) newCall(q *Queue, dedupe string) *call {
 		c.args[4], c.args[5] = &c.epoch, &c.id
 	}
 	return c
-}
-
-// with returns the call's first n arguments followed by fields.
-func (c *call) with(n int, fields []any) []any {
-	if len(fields) > maxFields {
-		return append(c.args[:n:n], fields...)
-	}
-	return c.args[:n+copy(c.args[n:], fields)]
 }
 
 // sequenceStart returns where a community's random_id sequence begins if

@@ -12,7 +12,7 @@
 -- ARGV[8]   TTL of a new text key in seconds (the window and a margin)
 -- ARGV[9]   the margin in seconds
 -- ARGV[10]  the unix second to count at, or "" to read the clock with TIME
--- ARGV[11…] the entry's field/value pairs but its text and random_id
+-- ARGV[11]  the entry's data (freq.Message.Data)
 --
 -- Reply: {previous, duplicate, time, random_id, epoch}: the occurrences
 -- inside the window before this one, 1 when the message was recorded
@@ -28,5 +28,5 @@ if q.record then return {tonumber(q.record), 1, 0, 0, 0} end
 local err = room(q)
 if err then return err end
 local previous, now = count_text(c, find(c), clk, clks)
-local _, id, epoch = push(q, previous, 11)
+local _, id, epoch = push(q, previous, ARGV[11])
 return {previous, 0, now, id, epoch}

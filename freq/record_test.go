@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,24 +30,27 @@ func newQueue(t testing.TB, s *freq.Store, maxLen int64) *freq.Queue {
 // recordOf records the message dedupe of text in q and fails t on error.
 func recordOf(t testing.TB, s *freq.Store, q *freq.Queue, text, dedupe string) freq.Recorded {
 	t.Helper()
-	r, err := s.Record(context.Background(), &freq.Message{Text: text, Dedupe: dedupe, Queue: q, Fields: []any{"p", dedupe}})
+	r, err := s.Record(context.Background(), &freq.Message{Text: text, Dedupe: dedupe, Queue: q, Data: dedupe})
 	if err != nil {
 		t.Fatalf("Record(%q, %q): %v", text, dedupe, err)
 	}
 	return r
 }
 
-// entries reads q's stream: each entry's text, random_id and field "p".
-func entries(t testing.TB, tg *redistest.Target, q *freq.Queue) (texts, peers []string, ids []int32) {
+// entries reads q's stream: each entry's text, random_id and data.
+func entries(t testing.TB, tg *redistest.Target, q *freq.Queue) (texts, data []string, ids []int32) {
 	t.Helper()
 	for _, m := range tg.Client.XRange(context.Background(), q.Stream(), "-", "+").Val() {
-		id, err := strconv.ParseInt(m.Values[freq.EntryRandomID].(string), 10, 32)
+		if len(m.Values) != 1 {
+			t.Fatalf("entry %s has the fields %v, want %s alone", m.ID, m.Values, freq.EntryField)
+		}
+		d, id, _, text, err := freq.ParseEntry(m.Values[freq.EntryField].(string))
 		if err != nil {
 			t.Fatal(err)
 		}
-		texts, peers, ids = append(texts, m.Values[freq.EntryText].(string)), append(peers, m.Values["p"].(string)), append(ids, int32(id))
+		texts, data, ids = append(texts, text), append(data, d), append(ids, id)
 	}
-	return texts, peers, ids
+	return texts, data, ids
 }
 
 // TestRecordOncePerMessage: Record counts a message and queues its reply
@@ -99,12 +101,48 @@ func TestQueueOncePerMessage(t *testing.T) {
 			key    string
 			queued bool
 		}{{"a", true}, {"a", false}, {"b", true}, {"", true}, {"", true}} {
-			if queued, err := s.Queue(ctx, q, c.key, "5", []any{"p", c.key}); err != nil || queued != c.queued {
+			if queued, err := s.Queue(ctx, q, c.key, "5", c.key); err != nil || queued != c.queued {
 				t.Fatalf("call %d (%q): %v, %v; want %v", i, c.key, queued, err, c.queued)
 			}
 		}
 		if texts, _, _ := entries(t, tg, q); len(texts) != 4 {
 			t.Fatalf("%d entries, want 4", len(texts))
+		}
+	})
+}
+
+// TestEntryData: a reply's text may hold spaces (and anything else), read
+// back whole with the caller's data; data with a space is refused, and
+// nothing is counted or queued.
+func TestEntryData(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		s := newStore(t, tg, freq.Options{})
+		q := newQueue(t, s, 100)
+		text := "  a reply\nof  lines "
+		if queued, err := s.Queue(ctx, q, "k", text, "1,-2,3"); err != nil || !queued {
+			t.Fatalf("Queue: %v, %v", queued, err)
+		}
+		texts, data, ids := entries(t, tg, q)
+		if !slices.Equal(texts, []string{text}) || !slices.Equal(data, []string{"1,-2,3"}) || ids[0] == 0 {
+			t.Fatalf("entries %q %q %v, want the text and data as given", texts, data, ids)
+		}
+		if _, err := s.Queue(ctx, q, "k2", "x", "a b"); !errors.Is(err, freq.ErrInvalid) {
+			t.Fatalf("Queue with data holding a space: %v, want ErrInvalid", err)
+		}
+		if _, err := s.Record(ctx, &freq.Message{Text: "t", Dedupe: "k3", Queue: q, Data: "a b"}); !errors.Is(err, freq.ErrInvalid) {
+			t.Fatalf("Record with data holding a space: %v, want ErrInvalid", err)
+		}
+		if texts, _, _ := entries(t, tg, q); len(texts) != 1 {
+			t.Fatalf("%d entries after the refusals, want 1", len(texts))
+		}
+		if n, err := s.Seen(ctx, "t"); err != nil || n != 0 {
+			t.Fatalf("the refused Record counted: %d, %v", n, err)
+		}
+		for _, bad := range []string{"", "d", "d 1", "d 1 2", "d x 2 t", "d 1 0 t", "d 99999999999 1 t"} {
+			if _, _, _, _, err := freq.ParseEntry(bad); err == nil {
+				t.Errorf("ParseEntry(%q) read it", bad)
+			}
 		}
 	})
 }
@@ -203,8 +241,8 @@ func TestSequenceOutlivesItsState(t *testing.T) {
 }
 
 // TestLayoutVersion: Load writes the layout's version and bucket bits on a
-// fresh Redis and reads them after; it refuses layout 1's marker, another
-// version, another k, or a development build's marker, naming both.
+// fresh Redis and reads them after; it refuses the markers of layouts 1
+// and 2, another version, another k, or a development build's marker, naming both.
 func TestLayoutVersion(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
 		ctx := context.Background()
@@ -216,18 +254,19 @@ func TestLayoutVersion(t *testing.T) {
 		}
 		prefix, _, _ := strings.Cut(s.Keys("x")[0], "f:{")
 		marker := prefix + "f:layout"
-		if v := tg.Client.Get(ctx, marker).Val(); v != "2:11" {
-			t.Fatalf("marker %q, want 2:11", v)
+		if v := tg.Client.Get(ctx, marker).Val(); v != "3:11" {
+			t.Fatalf("marker %q, want 3:11", v)
 		}
 		// A Store of another k finds the marker of this one.
 		other := mustNew(t, tg.Client, freq.Options{Prefix: prefix, BucketBits: 12})
-		if err := other.Load(ctx); !errors.Is(err, freq.ErrLayout) || !strings.Contains(err.Error(), `layout 2 with 11 bucket bits; this build reads layout 2 with 12 bucket bits ("2:12") only`) {
+		if err := other.Load(ctx); !errors.Is(err, freq.ErrLayout) || !strings.Contains(err.Error(), `layout 3 with 11 bucket bits; this build reads layout 3 with 12 bucket bits ("3:12") only`) {
 			t.Errorf("k 12 on k 11's keys: %v, want ErrLayout naming both", err)
 		}
 		for v, want := range map[string]string{
 			"1764300000": "development build",
-			"1":          `layout 1 (a key per text, never released); this build reads layout 2 with 11 bucket bits ("2:11") only`,
-			"3:11":       `layout "3:11"; this build reads layout 2`,
+			"1":          `layout 1 (a key per text, never released); this build reads layout 3 with 11 bucket bits ("3:11") only`,
+			"2:11":       `layout 2 (a reply's entry in a field per part, never released); this build reads layout 3`,
+			"4:11":       `layout "4:11"; this build reads layout 3`,
 		} {
 			tg.Client.Set(ctx, marker, v, 0)
 			err := s.Load(ctx)

@@ -3,9 +3,9 @@
 -- a message and queues its reply in one run, and queue.lua, which queues a
 -- reply alone. It is not a script by itself.
 --
--- A community has a stream of replies (an entry per reply, its text as
--- field "m" and its random_id as "r", then the fields the caller gives)
--- and two state hashes, of the even and odd periods of ARGV[1] seconds by
+-- A community has a stream of replies (an entry per reply, of one field
+-- "d": the caller's data, its random_id, its epoch and its text, separated
+-- by spaces: freq.EntryField) and two state hashes, of the even and odd periods of ARGV[1] seconds by
 -- turns (each expires at the end of the next period). A state hash holds:
 --   * a field per message whose reply was queued in the period (8 bytes of
 --     the SHA-256 of its dedupe key): the reply's text, the message's
@@ -156,20 +156,19 @@ local function room(q)
   return nil
 end
 
--- push appends the entry, text as its field "m", the community's next
--- random_id as "r" and its epoch as "e" (a sender that reads the entry
--- notes them: freq.Queue.Saw), then the fields from ARGV[from] on, and
--- writes the period's state with the message's record: the epoch and the
+-- push appends the entry: data (the caller's), the community's next
+-- random_id and its epoch (a sender that reads the entry notes them:
+-- freq.Queue.Saw) and text, and writes the period's state with the message's record: the epoch and the
 -- reserved block's end only when the period's hash is new or they
 -- changed.
 -- It returns the entry's id, the random_id and the epoch (values, not a
 -- table: one table fewer per message). The text, random_id and epoch,
 -- each written twice, are made strings once (digits; most answers are 0).
-local function push(q, text, from)
+local function push(q, text, data)
   local id = next_random_id(q)
   local ids, epochs = digits(id), digits(q.epoch)
   if text == 0 then text = '0' elseif type(text) == 'number' then text = digits(text) end
-  local entry = redis.call('XADD', q.stream, '*', 'm', text, 'r', ids, 'e', epochs, unpack(ARGV, from))
+  local entry = redis.call('XADD', q.stream, '*', 'd', data .. ' ' .. ids .. ' ' .. epochs .. ' ' .. text)
   -- Made at its largest size at once (see reply_args), n the pairs' end.
   local f, n = {'r', ids, 'x', digits(q.left), nil, nil, nil, nil, nil, nil}, 4
   if q.field then f[5], f[6], n = q.field, text, 6 end

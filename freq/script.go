@@ -48,17 +48,19 @@ var (
 func pair(s []*redisconn.Script) (*redisconn.Script, *redisconn.Script) { return s[0], s[1] }
 
 // Layout is the version of the layout of the keys this build writes and
-// reads: what each key holds (text.lua, reply.lua, count.lua). Layout 2
-// keeps a text seen once in a bucket (Options.BucketBits); layout 1, never
-// released, gave every text a key of its own.
-const Layout = 2
+// reads: what each key holds (text.lua, reply.lua, count.lua). Layout 3
+// keeps a reply's entry in one field (EntryField); layout 2, never
+// released, in a field per part; layout 1, never released either, gave
+// every text a key of its own, where layouts 2 and 3 keep a text seen once
+// in a bucket (Options.BucketBits).
+const Layout = 3
 
 // ErrLayout is wrapped by Load's error when Redis holds keys written in a
 // layout this build cannot read.
 var ErrLayout = errors.New("freq: Redis holds keys of another layout")
 
 // checkLayout writes this build's layout version and bucket bits to the
-// marker ("2:11") unless one is there, and refuses any other. A marker
+// marker ("3:11") unless one is there, and refuses any other. A marker
 // holding a unix second was written by development builds before versions
 // (it noted when their layout began).
 func (s *Store) checkLayout(ctx context.Context) error {
@@ -76,6 +78,8 @@ func (s *Store) checkLayout(ctx context.Context) error {
 	switch {
 	case err == nil && n > 1e9:
 		return fmt.Errorf("%w: %s holds %s, written by a development build before layout versions; %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, v, reads)
+	case err == nil && n == 2:
+		return fmt.Errorf("%w: %s says the keys are in layout 2 (a reply's entry in a field per part, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, reads)
 	case err == nil && n == 1:
 		return fmt.Errorf("%w: %s says the keys are in layout 1 (a key per text, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, reads)
 	case err == nil && n == Layout:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -87,14 +88,12 @@ func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry)
 			return 0, false, err
 		}
 		e.Message = strconv.FormatInt(previous, 10)
-		a := o.newEntryArgs(e)
-		if _, err := o.store.Queue(ctx, a.queue, dedupeKey, e.Message, a.fields); err != nil {
+		if _, err := o.store.Queue(ctx, o.community(e.GroupID).queue, dedupeKey, e.Message, entryData(e)); err != nil {
 			return previous, duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "add", e.GroupID))
 		}
 		return previous, duplicate, nil
 	}
-	a := o.newEntryArgs(e)
-	r, err := o.store.Record(ctx, &freq.Message{Text: textKey, Dedupe: dedupeKey, Queue: a.queue, Fields: a.fields})
+	r, err := o.store.Record(ctx, &freq.Message{Text: textKey, Dedupe: dedupeKey, Queue: o.community(e.GroupID).queue, Data: entryData(e)})
 	if errors.Is(err, freq.ErrNotQueued) {
 		return r.Previous, r.Duplicate, fmt.Errorf("%w: %w", ErrNotStored, o.full(err, "record", e.GroupID))
 	}
@@ -107,8 +106,7 @@ func (o *Outbox) Record(ctx context.Context, textKey, dedupeKey string, e Entry)
 // or later, is answered once. It stores a reply whose count is done:
 // Record is how a message is recorded.
 func (o *Outbox) Add(ctx context.Context, e Entry) error {
-	a := o.newEntryArgs(e)
-	_, err := o.store.Queue(ctx, a.queue, e.Key, e.Message, a.fields)
+	_, err := o.store.Queue(ctx, o.community(e.GroupID).queue, e.Key, e.Message, entryData(e))
 	return o.full(err, "add", e.GroupID)
 }
 
@@ -124,72 +122,51 @@ func (o *Outbox) full(err error, op string, group int) error {
 	return nil
 }
 
-// wakeField marks an entry earlier versions added to end waiting reads
-// at shutdown: no reply, deleted by whoever reads it.
-const wakeField = "wake"
-
-// messageField is the entry field holding the reply's text, randomIDField
-// the one holding its random_id, epochField its epoch (the store writes
-// them).
-const (
-	messageField  = freq.EntryText
-	randomIDField = freq.EntryRandomID
-	epochField    = freq.EntryEpoch
-)
-
-// entryArgs holds what the store writes of one entry but its text and
-// random_id: the community's queue and the entry's field/value pairs
-// (fields); decodeEntry reads them back. The numbers are handed to
-// go-redis by pointer, which it writes as their values: one allocation for
-// them all where each number put in an interface costs one.
-type entryArgs struct {
-	e      Entry
-	queued int64 // e.Queued in Unix milliseconds
-	queue  *freq.Queue
-	all    [10]any
-	fields []any // all, or all but the quote's pairs when e quotes nothing
-}
-
-// newEntryArgs returns e's entryArgs. A reply that quotes nothing (most:
-// every reply in a private chat) leaves the quote's fields out, which
-// decodeEntry reads as zero: two pairs fewer for Redis to store in the
-// stream and hand to the sender.
-func (o *Outbox) newEntryArgs(e Entry) *entryArgs {
-	a := &entryArgs{e: e, queued: e.Queued.UnixMilli(), queue: o.community(e.GroupID).queue}
-	a.all = [...]any{"g", &a.e.GroupID, "p", &a.e.PeerID, "q", &a.queued, "c", &a.e.QuoteCMID, "t", &a.e.ReplyTo}
-	a.fields = a.all[:]
-	if e.QuoteCMID == 0 && e.ReplyTo == 0 {
-		a.fields = a.all[:6]
+// entryData returns what the store writes of e but its text and random_id
+// (freq.Message.Data): its group, peer, when it was queued (Unix
+// milliseconds) and, when it quotes the message it answers, QuoteCMID and
+// ReplyTo, as decimal numbers separated by commas; decodeEntry reads them
+// back. A reply that quotes nothing (most: every reply in a private chat)
+// leaves the quote's two numbers out, which decodeEntry reads as zero.
+func entryData(e Entry) string {
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, int64(e.GroupID), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(e.PeerID), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, e.Queued.UnixMilli(), 10)
+	if e.QuoteCMID != 0 || e.ReplyTo != 0 {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(e.QuoteCMID), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(e.ReplyTo), 10)
 	}
-	return a
+	return string(b)
 }
 
-// decodeEntry reads back a stream entry the store wrote (freq's
-// reply.lua), and the epoch of its random_id (0 in an entry of a build
-// before entries carried it). Every entry carries its random_id, so a
+// decodeEntry reads back a stream entry the store wrote (freq.EntryField:
+// the data entryData wrote, the random_id, its epoch, the reply's text)
+// and returns it with its epoch. Every entry carries its random_id, so a
 // reply keeps the one it was stored with.
 func decodeEntry(m redis.XMessage) (Entry, int64, error) {
-	var errs []error
-	num := func(k string) int64 {
-		s, _ := m.Values[k].(string)
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("field %s: %q", k, s))
+	v, _ := m.Values[freq.EntryField].(string)
+	data, rid, epoch, text, err := freq.ParseEntry(v)
+	if err != nil {
+		return Entry{}, 0, err
+	}
+	var n [5]int64
+	parts := strings.Split(data, ",")
+	if len(parts) != 3 && len(parts) != 5 {
+		return Entry{}, 0, fmt.Errorf("outbox: entry data %.60q: %d numbers, want 3 or 5", data, len(parts))
+	}
+	for i, p := range parts {
+		if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+			return Entry{}, 0, fmt.Errorf("outbox: entry data %.60q: %q", data, p)
 		}
-		return v
 	}
-	e := Entry{ID: m.ID, GroupID: int(num("g")), PeerID: int(num("p")), RandomID: int32(num(randomIDField)),
-		Queued: time.UnixMilli(num("q"))}
-	e.Message, _ = m.Values[messageField].(string)
-	if _, quoted := m.Values["c"]; quoted { // absent when the reply quotes nothing
-		e.QuoteCMID, e.ReplyTo = int(num("c")), int(num("t"))
+	if text == "" {
+		return Entry{}, 0, errors.New("outbox: entry with an empty message")
 	}
-	var epoch int64
-	if _, ok := m.Values[epochField]; ok {
-		epoch = num(epochField)
-	}
-	if e.Message == "" {
-		errs = append(errs, errors.New("empty message"))
-	}
-	return e, epoch, errors.Join(errs...)
+	return Entry{ID: m.ID, GroupID: int(n[0]), PeerID: int(n[1]), Queued: time.UnixMilli(n[2]), QuoteCMID: int(n[3]), ReplyTo: int(n[4]),
+		Message: text, RandomID: rid}, epoch, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vkcounter/vkcounter/bot/outbox"
+	"github.com/vkcounter/vkcounter/freq"
 	"github.com/vkcounter/vkcounter/internal/redistest"
 	"github.com/vkcounter/vkcounter/internal/testclock"
 	"github.com/vkcounter/vkcounter/internal/together"
@@ -119,9 +120,11 @@ func TestSequenceAfterDataLoss(t *testing.T) {
 			addReplies(t, o, 1, 2)
 			var got []int64
 			for _, m := range tg.Client.XRange(ctx, prefix+"o:{42}", "-", "+").Val() {
-				var id int64
-				fmt.Sscan(m.Values["r"].(string), &id)
-				got = append(got, id)
+				_, id, _, _, err := freq.ParseEntry(m.Values[freq.EntryField].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, int64(id))
 			}
 			if len(got) != 2 || got[0] == 0 || got[1] != got[0]+1 {
 				t.Fatalf("random_ids stored %v, want two in a row", got)

@@ -148,19 +148,13 @@ func (o *Outbox) decode(ctx context.Context, c *community, group int, msgs []red
 	out := make([]Entry, 0, len(msgs))
 	var bad []string
 	c.handouts.handOut(msgs, func(m redis.XMessage) bool {
-		if _, ok := m.Values[wakeField]; ok {
-			bad = append(bad, m.ID) // no reply: left by an earlier version's shutdown
-			return false
-		}
 		e, epoch, err := decodeEntry(m)
 		if err != nil {
 			o.log.Error().Err(err).Str("id", m.ID).Msg("outbox: undecodable entry dropped")
 			bad = append(bad, m.ID)
 			return false
 		}
-		if epoch > 0 {
-			c.queue.Saw(epoch, e.RandomID) // given out, whether or not its Record's answer came back
-		}
+		c.queue.Saw(epoch, e.RandomID) // given out, whether or not its Record's answer came back
 		out = append(out, e)
 		return true
 	})

@@ -161,7 +161,7 @@ func TestTrimAtIDCarries(t *testing.T) {
 		all := []string{"7-9", "7-10", "7-18446744073709551615", "8-0"}
 		for i, id := range all {
 			err := tg.Client.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: id,
-				Values: []any{"m", "1", "g", "42", "p", i + 1, "r", 1, "q", 0}}).Err()
+				Values: rawEntry(42, i+1, "1")}).Err()
 			if err != nil {
 				t.Fatal(err)
 			}
