@@ -185,9 +185,9 @@ func New(rdb redisconn.Scripter, opts Options) (*Store, error) {
 func (s *Store) Window() time.Duration { return s.window }
 
 // Load checks the layout the keys under the prefix are written in, and
-// sends the scripts to Redis (SCRIPT LOAD; to every master of a cluster),
-// and their libraries where Redis runs functions (FUNCTION LOAD; not on a
-// cluster), so the first Count or Record need not send its source
+// sends the scripts' libraries to Redis where it runs functions (FUNCTION
+// LOAD; not on a cluster), else the scripts (SCRIPT LOAD; to every master
+// of a cluster), so the first Count or Record need not send its source
 // (counting works without it: a script or library missing from Redis is
 // sent again).
 //
@@ -201,18 +201,27 @@ func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {
 		return err
 	}
-	for _, sc := range []*redis.Script{countScript.Script, recordScript.Script, queueScript.Script, seenScript} {
-		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
-			return fmt.Errorf("freq: load script: %w", err)
-		}
-	}
 	for _, lib := range []*redisconn.Library{countScript.Library(), recordScript.Library()} {
 		if err := s.batch.Load(ctx, lib); err != nil {
 			return fmt.Errorf("freq: load library: %w", err)
 		}
 	}
+	scripts := []*redis.Script{seenScript}
+	if !s.batch.Functions() {
+		scripts = append(scripts, countScript.Script, recordScript.Script, queueScript.Script)
+	}
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("freq: load script: %w", err)
+		}
+	}
 	return nil
 }
+
+// Functions reports whether the Store's scripts run as Redis functions
+// (see Load): false before Redis 7, for a user whose ACL refuses them, on
+// the embedded miniredis and on a Redis Cluster.
+func (s *Store) Functions() bool { return s.batch.Functions() }
 
 // Count records one occurrence of identity at the time of Redis's clock and
 // returns previous, how many earlier ones are inside the window: 0 the

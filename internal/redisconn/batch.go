@@ -120,28 +120,39 @@ func NewBatcher(rdb Scripter, opts BatchOptions) *Batcher {
 	return b
 }
 
-// Load loads lib into the server (FUNCTION LOAD), so that the first calls
-// of its scripts need not, or learns that the server will not run
-// functions for this client: then its scripts run with EVALSHA. An error
-// reply that passes (OOM: FUNCTION LOAD is a write, READONLY, LOADING)
-// leaves the load to the first call that finds the library missing; Load
-// returns only an error of the connection.
+// Load loads lib into the server (FUNCTION LOAD) and calls a function of
+// it that does nothing, so that the first calls of its scripts need not
+// load it, or learns that the server will not run functions for this
+// client: a refusal of either (an ERR or NOPERM, in whatever words: a
+// proxy may take FUNCTION LOAD and refuse FCALL in its own) turns them
+// off, and its scripts run with EVALSHA. An error reply that passes (OOM:
+// FUNCTION LOAD is a write, READONLY, LOADING) leaves the load to the
+// first call that finds the library missing. Load returns only an error
+// of the connection.
 func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	if !b.functions.Load() {
 		return nil
 	}
-	var cmd *redis.StringCmd
+	var load *redis.StringCmd
+	var probe *redis.Cmd
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		cmd = lib.load(ctx, p)
+		load = lib.load(ctx, p)
+		probe = p.FCall(ctx, lib.probe(), nil)
 		return nil
 	})
-	err := loaded(cmd.Err())
 	var rerr redis.Error
-	switch {
+	switch err := loaded(load.Err()); {
 	case loadRefused(err):
 		b.functions.Store(false)
+		return nil
 	case errors.As(err, &rerr):
-	default:
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := probe.Err(); errors.As(err, &rerr) {
+		b.functions.Store(false)
+	} else if err != nil {
 		return err
 	}
 	return nil

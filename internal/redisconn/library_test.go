@@ -117,6 +117,7 @@ func TestBatcherLibraryRefused(t *testing.T) {
 		load        bool // Load first: refused, it says so before any call
 	}{
 		{"no fcall, Load", "-fcall -function", true},
+		{"function load but no fcall, Load", "-fcall", true},
 		{"no fcall", "-fcall -function", false},
 		{"fcall but no function load", "-function", false},
 	} {

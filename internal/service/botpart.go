@@ -69,6 +69,9 @@ func (m *Main) openBot(ctx context.Context, communities []config.Community) (err
 	if err := m.bot.store.Load(ctx); err != nil {
 		return fmt.Errorf("load the counting scripts: %w", err)
 	}
+	if m.cfg.RedisURL != "" && !m.bot.store.Functions() {
+		m.log.Info().Msg("Redis does not run functions for this user (before Redis 7, or an ACL without FCALL and FUNCTION): the counting scripts run with EVALSHA, and a message costs Redis about 10 % more")
+	}
 	m.bot.outbox = outbox.New(m.redis.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, LaterIdle: maxPoll, Store: m.bot.store, Logger: m.log})
 	for _, c := range communities {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -80,5 +81,51 @@ func TestManagedProfile(t *testing.T) {
 	}
 	if _, err := c.Hit(ctx, "managed-pages"); err != nil {
 		t.Errorf("an access counter on a new name: %v", err)
+	}
+}
+
+// TestUserWithoutFunctions: a Redis 7 user whose ACL refuses FCALL and
+// FUNCTION (a managed service's user may be so restricted) has the
+// counting scripts run with EVALSHA: the service starts, says so once at
+// start, and its replies are exact; a user who may run functions is told
+// nothing.
+func TestUserWithoutFunctions(t *testing.T) {
+	addr := redistest.StartServer(t)
+	for _, c := range []struct {
+		user  string
+		rules []string
+		told  bool
+	}{
+		{"nofunctions", append(slices.Clone(redistest.ManagedProfile), "-fcall", "-function"), true},
+		{"functions", redistest.ManagedProfile, false},
+	} {
+		t.Run(c.user, func(t *testing.T) {
+			tg := &redistest.Target{Kind: redistest.Real, Addr: addr, URL: redistest.ACLUser(t, addr, c.user, c.rules...)}
+			var log syncbuf.Buffer
+			a := startAppLog(t, tg, map[string]string{"LOG_LEVEL": "info", "KEY_PREFIX": c.user + ":"}, &log)
+			const texts, times = 10, 2
+			for round := range times {
+				for i := range texts {
+					peer := 100000 + i*times + round
+					if code, body, _ := a.Post(t, event(fmt.Sprintf("m%d-%d", i, round), peer, 1, fmt.Sprintf("text %d", i)), nil); code != 200 || body != "ok" {
+						t.Fatalf("webhook %d of text %d: %d %q, want 200 ok", round, i, code, body)
+					}
+				}
+			}
+			got := map[int]string{}
+			for _, s := range a.WaitSends(t, texts*times) {
+				got[s.PeerID] = s.Message
+			}
+			for i := range texts {
+				for round := range times {
+					if peer := 100000 + i*times + round; got[peer] != strconv.Itoa(round) {
+						t.Errorf("text %d, time %d: reply %q, want %q", i, round+1, got[peer], strconv.Itoa(round))
+					}
+				}
+			}
+			if told := strings.Count(log.String(), "Redis does not run functions for this user"); told != map[bool]int{true: 1, false: 0}[c.told] {
+				t.Errorf("told %d times that Redis runs no functions, want told %v:\n%s", told, c.told, log.String())
+			}
+		})
 	}
 }
