@@ -17,8 +17,8 @@ import (
 // reply.lua: "DATA RANDOM_ID EPOCH TEXT", the caller's data
 // (Message.Data), the reply's random_id and its sequence's epoch, and its
 // text, the message's answer. One field where each part had one costs
-// Redis 4 % of the record script (BENCHMARKS.md, "The entry in one
-// field"). ParseEntry reads it.
+// Redis 4 % of the record script (BENCHMARKS.md, "Functions defined once,
+// and the entry in one field"). ParseEntry reads it.
 const EntryField = "d"
 
 // ParseEntry reads the value of an entry's EntryField.

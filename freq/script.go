@@ -31,21 +31,20 @@ var (
 	seenMain string
 )
 
-// The scripts Store's Batcher runs are functions of a library each (text.lua
-// and reply.lua defined once, where a Redis 7 server runs functions: see
-// redisconn.Library), else run with EVALSHA, falling back to EVAL when
-// Redis's script cache does not hold them (after a restart or SCRIPT
-// FLUSH); seen.lua, read rarely, is a script only.
+// The scripts Store's Batcher runs are the functions of two libraries,
+// count's (text.lua) and record's and queue's (text.lua and reply.lua),
+// where a Redis 7 server runs functions (see redisconn.Library), else run
+// with EVALSHA, falling back to EVAL when Redis's script cache does not
+// hold them (after a restart or SCRIPT FLUSH); seen.lua, read rarely, is a
+// script only.
 var (
-	countScript               = redisconn.NewLibrary(textLib, redisconn.Function{Name: "count", Main: countMain})[0]
-	recordScript, queueScript = pair(redisconn.NewLibrary(textLib+replyLib,
-		redisconn.Function{Name: "record", Main: recordMain}, redisconn.Function{Name: "queue", Main: queueMain}))
-	seenScript   = redis.NewScript(textLib + seenMain)
-	layoutScript = redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'NX') return redis.call('GET', KEYS[1])`)
+	countScript  = redisconn.NewLibrary(textLib, redisconn.Function{Name: "count", Main: countMain})[0]
+	replyScripts = redisconn.NewLibrary(textLib+replyLib,
+		redisconn.Function{Name: "record", Main: recordMain}, redisconn.Function{Name: "queue", Main: queueMain})
+	recordScript, queueScript = replyScripts[0], replyScripts[1]
+	seenScript                = redis.NewScript(textLib + seenMain)
+	layoutScript              = redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'NX') return redis.call('GET', KEYS[1])`)
 )
-
-// pair returns the two scripts of a library.
-func pair(s []*redisconn.Script) (*redisconn.Script, *redisconn.Script) { return s[0], s[1] }
 
 // Layout is the version of the layout of the keys this build writes and
 // reads: what each key holds (text.lua, reply.lua, count.lua). Layout 3

@@ -15,11 +15,11 @@ import (
 // as a function library (FUNCTION LOAD) so that its functions are defined
 // once: a script run with EVAL defines every function of its shared code
 // again on each run, 9 % of the record script's instructions
-// (BENCHMARKS.md, "Functions defined once"). Its scripts (NewLibrary) run
-// with FCALL where the server has functions, and with EVALSHA (EVAL) as
-// any Script where it has not: Redis before 7, the embedded miniredis, a
-// Redis Cluster (a library would have to be loaded on every master), a
-// user whose ACL does not allow them.
+// (BENCHMARKS.md, "Functions defined once, and the entry in one field").
+// Its scripts (NewLibrary) run with FCALL where the server has functions,
+// and with EVALSHA (EVAL) as any Script where it has not: Redis before 7,
+// the embedded miniredis, a Redis Cluster (a library would have to be
+// loaded on every master), a user whose ACL does not allow them.
 //
 // The library's name and its functions' are its source's SHA-1, so that
 // instances of different builds sharing a server each call their own.
@@ -68,20 +68,9 @@ func (l *Library) probe() string { return l.name + "_probe" }
 // Name is the library's name in Redis (FUNCTION LIST).
 func (l *Library) Name() string { return l.name }
 
-// Source is what FUNCTION LOAD loads.
-func (l *Library) Source() string { return l.src }
-
 // Library returns the library s is a function of, or nil for a script
 // without one.
 func (s *Script) Library() *Library { return s.lib }
-
-// Function returns s's function name in its library ("" without one).
-func (s *Script) Function() string {
-	if s.lib == nil {
-		return ""
-	}
-	return s.fn.(string)
-}
 
 // load sends FUNCTION LOAD of l. A library already loaded is not an
 // error.
