@@ -142,7 +142,7 @@ func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	})
 	var rerr redis.Error
 	switch err := loaded(load.Err()); {
-	case loadRefused(err):
+	case functionsRefused(err):
 		b.functions.Store(false)
 		return nil
 	case errors.As(err, &rerr):
@@ -150,9 +150,10 @@ func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	case err != nil:
 		return err
 	}
-	if err := probe.Err(); errors.As(err, &rerr) {
+	switch err := probe.Err(); {
+	case functionsRefused(err):
 		b.functions.Store(false)
-	} else if err != nil {
+	case err != nil && !errors.As(err, &rerr):
 		return err
 	}
 	return nil
@@ -301,7 +302,7 @@ func (b *Batcher) pipeline(batch []*batchCall) {
 			return nil
 		})
 		for _, l := range loads {
-			if loadRefused(loaded(l.Err())) {
+			if functionsRefused(loaded(l.Err())) {
 				b.functions.Store(false)
 			}
 		}

@@ -101,12 +101,13 @@ func fcallRefused(err error) bool {
 	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "'fcall'")
 }
 
-// loadRefused reports whether err, FUNCTION LOAD's answer (less "already
-// exists": see loaded), refuses the library for good: an ERR (an unknown
-// command, a server whose Lua lacks something the library uses) or a
+// functionsRefused reports whether err, the answer to FUNCTION LOAD (less
+// "already exists": see loaded) or to the library's probe, refuses
+// functions for good: an ERR (an unknown command, a server whose Lua lacks
+// something the library uses, a proxy's refusal in its own words) or a
 // NOPERM. Errors that pass (OOM, READONLY, LOADING, BUSY, a connection's)
 // do not.
-func loadRefused(err error) bool {
+func functionsRefused(err error) bool {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false
