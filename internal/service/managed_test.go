@@ -30,29 +30,7 @@ func TestManagedProfile(t *testing.T) {
 	a := startAppLog(t, tg, map[string]string{"RESOURCE_STORE": "redis", "RESOURCE_LEASE": "1s", "COUNTER_ADDR": "127.0.0.1:0",
 		"LOG_LEVEL": "info", "WEBHOOK_TIMEOUT": "30s"}, &log)
 
-	const texts, times = 100, 3
-	for round := range times {
-		for i := range texts {
-			peer := 100000 + i*times + round
-			if code, body, _ := a.Post(t, event(fmt.Sprintf("m%d-%d", i, round), peer, 1, fmt.Sprintf("text %d", i)), nil); code != 200 || body != "ok" {
-				t.Fatalf("webhook %d of text %d: %d %q, want 200 ok", round, i, code, body)
-			}
-		}
-	}
-	got := map[int]string{}
-	for _, s := range a.WaitSends(t, texts*times) {
-		if _, dup := got[s.PeerID]; dup {
-			t.Errorf("a second reply to peer %d: %q", s.PeerID, s.Message)
-		}
-		got[s.PeerID] = s.Message
-	}
-	for i := range texts {
-		for round := range times {
-			if peer := 100000 + i*times + round; got[peer] != strconv.Itoa(round) {
-				t.Errorf("text %d, time %d: reply %q, want %q", i, round+1, got[peer], strconv.Itoa(round))
-			}
-		}
-	}
+	postRepeated(t, a, 100, 3)
 	if code, body := get(t, a.AdminURL("/readyz")); code != 200 {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
@@ -103,29 +81,39 @@ func TestUserWithoutFunctions(t *testing.T) {
 			tg := &redistest.Target{Kind: redistest.Real, Addr: addr, URL: redistest.ACLUser(t, addr, c.user, c.rules...)}
 			var log syncbuf.Buffer
 			a := startAppLog(t, tg, map[string]string{"LOG_LEVEL": "info", "KEY_PREFIX": c.user + ":"}, &log)
-			const texts, times = 10, 2
-			for round := range times {
-				for i := range texts {
-					peer := 100000 + i*times + round
-					if code, body, _ := a.Post(t, event(fmt.Sprintf("m%d-%d", i, round), peer, 1, fmt.Sprintf("text %d", i)), nil); code != 200 || body != "ok" {
-						t.Fatalf("webhook %d of text %d: %d %q, want 200 ok", round, i, code, body)
-					}
-				}
-			}
-			got := map[int]string{}
-			for _, s := range a.WaitSends(t, texts*times) {
-				got[s.PeerID] = s.Message
-			}
-			for i := range texts {
-				for round := range times {
-					if peer := 100000 + i*times + round; got[peer] != strconv.Itoa(round) {
-						t.Errorf("text %d, time %d: reply %q, want %q", i, round+1, got[peer], strconv.Itoa(round))
-					}
-				}
-			}
+			postRepeated(t, a, 10, 2)
 			if told := strings.Count(log.String(), "Redis does not run functions for this user"); told != map[bool]int{true: 1, false: 0}[c.told] {
 				t.Errorf("told %d times that Redis runs no functions, want told %v:\n%s", told, c.told, log.String())
 			}
 		})
+	}
+}
+
+// postRepeated posts texts texts, each times times from as many peers,
+// each webhook answered 200 ok, and checks that every peer got one reply,
+// the text's count before it.
+func postRepeated(t *testing.T, a *app, texts, times int) {
+	t.Helper()
+	for round := range times {
+		for i := range texts {
+			peer := 100000 + i*times + round
+			if code, body, _ := a.Post(t, event(fmt.Sprintf("m%d-%d", i, round), peer, 1, fmt.Sprintf("text %d", i)), nil); code != 200 || body != "ok" {
+				t.Fatalf("webhook %d of text %d: %d %q, want 200 ok", round, i, code, body)
+			}
+		}
+	}
+	got := map[int]string{}
+	for _, s := range a.WaitSends(t, texts*times) {
+		if _, dup := got[s.PeerID]; dup {
+			t.Errorf("a second reply to peer %d: %q", s.PeerID, s.Message)
+		}
+		got[s.PeerID] = s.Message
+	}
+	for i := range texts {
+		for round := range times {
+			if peer := 100000 + i*times + round; got[peer] != strconv.Itoa(round) {
+				t.Errorf("text %d, time %d: reply %q, want %q", i, round+1, got[peer], strconv.Itoa(round))
+			}
+		}
 	}
 }
