@@ -2,7 +2,6 @@ package redisconn
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -140,21 +139,18 @@ func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 		probe = p.FCall(ctx, lib.probe(), nil)
 		return nil
 	})
-	var rerr redis.Error
-	switch err := loaded(load.Err()); {
-	case functionsRefused(err):
-		b.functions.Store(false)
-		return nil
-	case errors.As(err, &rerr):
-		return nil
-	case err != nil:
-		return err
-	}
-	switch err := probe.Err(); {
-	case functionsRefused(err):
-		b.functions.Store(false)
-	case err != nil && !errors.As(err, &rerr):
-		return err
+	// The probe's answer is read only when the library was loaded.
+	for _, err := range []error{loaded(load.Err()), probe.Err()} {
+		_, reply := errorReply(err)
+		switch {
+		case functionsRefused(err):
+			b.functions.Store(false)
+			return nil
+		case reply: // it passes: the first call that finds the library missing loads it
+			return nil
+		case err != nil:
+			return err
+		}
 	}
 	return nil
 }
@@ -260,11 +256,7 @@ func (b *Batcher) pipeline(batch []*batchCall) {
 	functions := b.functions.Load()
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range batch {
-			form := evalSHA
-			if functions && c.script.lib != nil {
-				form = fcall
-			}
-			cmds[i] = c.script.cmd(ctx, form, c.keys, c.args)
+			cmds[i] = c.script.cmd(ctx, c.script.form(functions), c.keys, c.args)
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
@@ -272,16 +264,17 @@ func (b *Batcher) pipeline(batch []*batchCall) {
 	var again []int        // the calls that did not run: NOSCRIPT, no such function
 	var missing []*Library // the libraries the server did not hold
 	for i, cmd := range cmds {
-		err, lib := cmd.Err(), batch[i].script.lib
+		err, s := cmd.Err(), batch[i].script
+		fcalled := s.form(functions) == fcall
 		switch {
 		case IsError(err, "NOSCRIPT"):
 			// A SCRIPT FLUSH, or a failover to a server that never saw
 			// the script: it did not run.
-		case functions && lib != nil && functionMissing(err):
-			if !slices.Contains(missing, lib) {
-				missing = append(missing, lib)
+		case fcalled && functionMissing(err):
+			if !slices.Contains(missing, s.lib) {
+				missing = append(missing, s.lib)
 			}
-		case functions && lib != nil && fcallRefused(err):
+		case fcalled && fcallRefused(err):
 			b.functions.Store(false)
 		default:
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -81,7 +80,7 @@ func (l *Library) load(ctx context.Context, p redis.Cmdable) *redis.StringCmd {
 // loaded returns err of l's FUNCTION LOAD, nil when it says the library was
 // there already.
 func loaded(err error) error {
-	if err != nil && strings.HasPrefix(err.Error(), "ERR Library ") && strings.HasSuffix(err.Error(), " already exists") {
+	if msg, ok := errorReply(err); ok && strings.HasPrefix(msg, "ERR Library ") && strings.HasSuffix(msg, " already exists") {
 		return nil
 	}
 	return err
@@ -93,12 +92,8 @@ func loaded(err error) error {
 // commands) or the user may not run it. An error the function itself
 // raised, after it may have written, is not such an answer.
 func fcallRefused(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "'fcall'")
+	msg, ok := errorReply(err)
+	return ok && (strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "NOPERM ") && strings.Contains(msg, "'fcall'"))
 }
 
 // functionsRefused reports whether err, the answer to FUNCTION LOAD (less
@@ -108,12 +103,8 @@ func fcallRefused(err error) bool {
 // NOPERM. Errors that pass (OOM, READONLY, LOADING, BUSY, a connection's)
 // do not.
 func functionsRefused(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	return strings.HasPrefix(msg, "ERR ") || strings.HasPrefix(msg, "NOPERM ")
+	msg, ok := errorReply(err)
+	return ok && (strings.HasPrefix(msg, "ERR ") || strings.HasPrefix(msg, "NOPERM "))
 }
 
 // functionMissing reports whether err, FCALL's answer, says the server

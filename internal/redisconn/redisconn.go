@@ -189,15 +189,21 @@ func noMaintNotifications() *maintnotifications.Config {
 // redis.error_reply) whose code, its first word such as NOGROUP or
 // BUSYGROUP, is code. Redis error replies carry no other structure.
 func IsError(err error, code string) bool {
+	msg, ok := errorReply(err)
+	return ok && (msg == code || strings.HasPrefix(msg, code+" "))
+}
+
+// errorReply returns the text of err when it is an error reply of Redis
+// (maybe wrapped), and whether it is one.
+func errorReply(err error) (string, bool) {
 	if err == nil { // the usual case, without the allocation errors.As costs
-		return false
+		return "", false
 	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
-		return false
+		return "", false
 	}
-	msg := rerr.Error()
-	return msg == code || strings.HasPrefix(msg, code+" ")
+	return rerr.Error(), true
 }
 
 // urlForm is the shape of a Redis URL, shown when one is malformed.

@@ -60,6 +60,15 @@ const (
 	fcall
 )
 
+// form returns how a pipeline runs s: as its library's function while
+// functions are in use, else by its hash.
+func (s *Script) form(functions bool) runForm {
+	if functions && s.lib != nil {
+		return fcall
+	}
+	return evalSHA
+}
+
 // cmd returns the command that runs the script with keys (by pointer) and
 // args: EVALSHA, EVAL with the source, or FCALL of its function.
 func (s *Script) cmd(ctx context.Context, form runForm, keys []string, args []any) *redis.Cmd {
