@@ -193,9 +193,9 @@ func (s *Store) Window() time.Duration { return s.window }
 //
 // The layout's version is kept in Redis (KEY_PREFIX + "f:layout"),
 // written by the first Load with the bucket bits ("3:11"): a Redis written
-// in another layout (layouts 1 and 2, a later version, a development build before
-// versions, or another BucketBits) is refused with an error wrapping
-// ErrLayout, which names both, rather than read wrongly. From the first
+// in another layout (layouts 1 and 2, a later version, a development build
+// before versions, or another BucketBits) is refused with an error
+// wrapping ErrLayout, which names both, rather than read wrongly. From the first
 // release on, a layout change ships its own migration.
 func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {

@@ -5,8 +5,9 @@
 --
 -- A community has a stream of replies (an entry per reply, of one field
 -- "d": the caller's data, its random_id, its epoch and its text, separated
--- by spaces: freq.EntryField) and two state hashes, of the even and odd periods of ARGV[1] seconds by
--- turns (each expires at the end of the next period). A state hash holds:
+-- by spaces: freq.EntryField) and two state hashes, of the even and odd
+-- periods of ARGV[1] seconds by turns (each expires at the end of the next
+-- period). A state hash holds:
 --   * a field per message whose reply was queued in the period (8 bytes of
 --     the SHA-256 of its dedupe key): the reply's text, the message's
 --     answer. It is the message's one record: a message found there is
@@ -158,9 +159,9 @@ end
 
 -- push appends the entry: data (the caller's), the community's next
 -- random_id and its epoch (a sender that reads the entry notes them:
--- freq.Queue.Saw) and text, and writes the period's state with the message's record: the epoch and the
--- reserved block's end only when the period's hash is new or they
--- changed.
+-- freq.Queue.Saw) and text, and writes the period's state with the
+-- message's record: the epoch and the reserved block's end only when the
+-- period's hash is new or they changed.
 -- It returns the entry's id, the random_id and the epoch (values, not a
 -- table: one table fewer per message). The text, random_id and epoch,
 -- each written twice, are made strings once (digits; most answers are 0).

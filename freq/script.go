@@ -54,6 +54,10 @@ var (
 // in a bucket (Options.BucketBits).
 const Layout = 3
 
+// unreleased names the layouts before Layout that no release wrote, which
+// a build refuses without a migration.
+var unreleased = map[int64]string{1: "a key per text", 2: "a reply's entry in a field per part"}
+
 // ErrLayout is wrapped by Load's error when Redis holds keys written in a
 // layout this build cannot read.
 var ErrLayout = errors.New("freq: Redis holds keys of another layout")
@@ -77,10 +81,8 @@ func (s *Store) checkLayout(ctx context.Context) error {
 	switch {
 	case err == nil && n > 1e9:
 		return fmt.Errorf("%w: %s holds %s, written by a development build before layout versions; %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, v, reads)
-	case err == nil && n == 2:
-		return fmt.Errorf("%w: %s says the keys are in layout 2 (a reply's entry in a field per part, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, reads)
-	case err == nil && n == 1:
-		return fmt.Errorf("%w: %s says the keys are in layout 1 (a key per text, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, reads)
+	case err == nil && unreleased[n] != "":
+		return fmt.Errorf("%w: %s says the keys are in layout %d (%s, never released); %s: delete the keys under this KEY_PREFIX, or use another", ErrLayout, key, n, unreleased[n], reads)
 	case err == nil && n == Layout:
 		return fmt.Errorf("%w: %s says the keys are in layout %d with %s bucket bits; %s: run with BucketBits %s, or migrate the keys", ErrLayout, key, Layout, bits, reads, bits)
 	default:
