@@ -119,15 +119,19 @@ return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), to
 
 # The texts go to one bucket (it becomes a hash table past 128 texts).
 record_calls=50000
-# record_alone BIN: BIN's record script alone, as the reference runs (a new
-# text and message each call, no drain): "µs-per-call calls/s". BIN loads
-# its libraries (a prefill of one text, under bench:): where it has a
-# record function (Redis 7's functions), it is called with FCALL as the
-# service calls it; else this tree's record script runs with EVALSHA. The
-# arguments are this tree's (layout 3: the entry's data in one).
+# load_libraries BIN: BIN loads its libraries into the server as the
+# service does (a prefill of one text, under bench:, which record_alone
+# deletes).
+load_libraries() { echo bench-library | "$1" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true; }
+
+# record_alone: the record script alone, as the reference runs (a new text
+# and message each call, no drain): "µs-per-call calls/s". Where a binary
+# loaded its libraries (load_libraries) and has a record function (Redis
+# 7's functions), it is called with FCALL as the service calls it; else
+# this tree's record script runs with EVALSHA. The arguments are this
+# tree's (layout 3: the entry's data in one).
 record_alone() {
   local run fn c0 rps
-  echo bench-library | "$1" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true
   fn=$(redis-cli -p "$port" FUNCTION LIST | grep -m1 '^vkcounter_.*_record$' || true)
   if [ -n "$fn" ]; then
     run=(FCALL "$fn")
@@ -235,8 +239,8 @@ instr() {
     start_redis 16960
     vpid=${pids[-1]}
     ref=$(instructions reference "$rb_calls" reference)
-    echo bench-library | "$bin" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true # loads its libraries uncounted
-    rec=$(instructions record "$record_calls" record_alone "$bin")
+    load_libraries "$bin" # before the count starts
+    rec=$(instructions record "$record_calls" record_alone)
     redis-cli -p "$port" FLUSHALL >/dev/null
     redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
     k0=$(calls)
@@ -269,7 +273,8 @@ measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
 start_redis 16960
 read -r rcpu _ rrps <<<"$(reference)"
-read -r acpu arps <<<"$(record_alone "$work/vkcounter")"
+load_libraries "$work/vkcounter"
+read -r acpu arps <<<"$(record_alone)"
 read -r rcpu2 _ rrps2 <<<"$(reference)"
 echo "== the record script alone against the reference, alternated on one fresh server (redis-benchmark, 50 clients): reference $rcpu and $rcpu2 µs ($rrps, $rrps2 calls/s), record script $acpu µs ($arps calls/s): $(ratio "$acpu" "$(awk -v a="$rcpu" -v b="$rcpu2" 'BEGIN {print (a + b) / 2}')") × the reference's mean"
 stop_redis
