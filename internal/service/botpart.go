@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -57,8 +56,8 @@ func (p *botPart) close(ctx context.Context) error {
 	return err
 }
 
-// openBot opens the bot's side (botPart): the count (its scripts loaded),
-// the outbox of every community, and the bot.
+// openBot opens the bot's side (botPart): the count, the outbox of every
+// community (whose Init loads the count's scripts), and the bot.
 func (m *Main) openBot(ctx context.Context, communities []config.Community) (err error) {
 	m.bot = &botPart{log: m.log, left: m.leftInOutbox}
 	m.opened(m.bot)
@@ -66,19 +65,17 @@ func (m *Main) openBot(ctx context.Context, communities []config.Community) (err
 		Cluster: m.cfg.RedisCluster != ""}); err != nil {
 		return err
 	}
-	if err := m.bot.store.Load(ctx); err != nil {
-		return fmt.Errorf("load the counting scripts: %w", err)
-	}
-	if m.cfg.RedisURL != "" && !m.bot.store.Functions() {
-		m.log.Info().Msg("Redis does not run functions for this user (before Redis 7, or an ACL without FCALL and FUNCTION): the counting scripts run with EVALSHA, and a message costs Redis about 10 % more")
-	}
 	m.bot.outbox = outbox.New(m.redis.rdb, outbox.Options{Prefix: m.cfg.KeyPrefix, MaxLen: int64(m.cfg.OutboxMaxLen),
 		ClaimAfter: m.cfg.ClaimAfter, LaterIdle: maxPoll, Store: m.bot.store, Logger: m.log})
 	for _, c := range communities {
 		m.bot.groups = append(m.bot.groups, c.GroupID)
 	}
+	// Init loads the counting scripts (freq.Store.Load).
 	if err := m.bot.outbox.Init(ctx, m.bot.groups...); err != nil {
 		return err
+	}
+	if m.cfg.RedisURL != "" && !m.bot.store.Functions() {
+		m.log.Info().Msg("Redis does not run functions for this user (before Redis 7, or an ACL without FCALL and FUNCTION): the counting scripts run with EVALSHA, and a message costs Redis about 10 % more")
 	}
 	m.bot.bot, err = m.newBot(communities)
 	return err
