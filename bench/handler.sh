@@ -11,13 +11,19 @@
 # service (its process, sampled every 0.1 s), the load tool's, and for the
 # service Redis's; then the ratios of the service to the floor, and at
 # the end their mean (and the CPU ratio's spread) over the rounds.
+# Redis's reads a request say how many scripts its pipelines carry.
+# With PIN=1 Redis shares the load tool's core, and answers late when the
+# load tool keeps that core busy; REDIS_CORES (a taskset list, e.g. 0-1)
+# lets it run where the scheduler finds room, as a Redis of its own would
+# answer at once.
 # Usage: [ROUNDS=2] [DURATION=10s] [BIN=vkcounter binary, else built from
 # this tree] [PIN=1: the handler and the service on a core of their own,
-# see lib.sh] bench/handler.sh
+# see lib.sh] [REDIS_CORES=list] bench/handler.sh
 source "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
 duration=${DURATION:-10s}
 
+if [ -n "${REDIS_CORES:-}" ]; then redis_pin="taskset -c $REDIS_CORES"; fi
 if [ -n "${BIN:-}" ]; then cp "$BIN" "$work/vkcounter"; else go build -o "$work/vkcounter" ./cmd/vkcounter; fi
 go build -o "$work/floor" ./bench/floor
 serve=$work/vkcounter # what the load tool spawns
@@ -45,12 +51,13 @@ for round in $(seq "$rounds"); do
 
   start_redis 25990
   c0=$(redis_cpu)
+  r0=$(redis_reads)
   read -r lcpu scpu < <(with_cpu "$work/out" "$work/vkcounter" loadtest callback -spawn -bin "$serve" -redis "$url" \
     -key-prefix vkc: -texts 100000 -per-text 1 -peers 1000 -concurrency 50 -duration "$duration" -reply-timeout 60s)
   n=$(grep -o '[0-9]* events,' "$work/out" | head -1 | awk '{print $1}')
   rps=$(grep -o '[0-9]* requests/s' "$work/out" | head -1 | awk '{print $1}')
   sus=$(us "$scpu" "$n")
-  echo "   the service: $rps req/s ($(grep -E 'result:' "$work/out")); CPU per request: the service $sus µs, the load tool and its fake VK $(us "$lcpu" "$n") µs, Redis $(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$n" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}') µs"
+  echo "   the service: $rps req/s ($(grep -E 'result:' "$work/out")); CPU per request: the service $sus µs, the load tool and its fake VK $(us "$lcpu" "$n") µs, Redis $(awk -v a="$c0" -v b="$(redis_cpu)" -v n="$n" 'BEGIN {printf "%.1f", (b - a) / n * 1e6}') µs; Redis's reads $(awk -v a="$r0" -v b="$(redis_reads)" -v n="$n" 'BEGIN {printf "%.3f", (b - a) / n}')"
   stop_redis
   echo "   the service / the minimal handler: $(awk -v a="$rps" -v b="$frps" 'BEGIN {printf "%.2f", a / b}') of its requests/s, $(awk -v a="$sus" -v b="$fus" 'BEGIN {printf "%.2f", a / b}') × its CPU per request"
   awk -v a="$rps" -v b="$frps" -v c="$sus" -v d="$fus" 'BEGIN {print a / b, c / d}' >>"$work/ratios"

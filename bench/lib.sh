@@ -51,6 +51,10 @@ start_redis() {
 # to divide by the calls made.
 redis_cpu() { redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 
+# redis_reads: the reads from clients' connections the Redis server has
+# processed (INFO stats), to divide by the calls made.
+redis_reads() { redis-cli -p "$port" INFO stats | tr -d '\r' | awk -F: '/^total_reads_processed:/ {print $2}'; }
+
 # del PATTERN: deletes the keys that match, in the server (key names may be binary).
 del() { redis-cli -p "$port" EVAL "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end" 0 "$1" >/dev/null; }
 
