@@ -44,12 +44,12 @@ type BatchOptions struct {
 // had their turn, with the calls they made (the webhook requests one
 // network poll woke, say), and with no other delay: alone when idle;
 // calls made while the pipelines are in flight wait and go out together,
-// up to MaxBatch in one, when one comes back. Under load Redis then reads and answers many scripts per
-// system call, and the client makes one round trip for many: an empty
-// script costs Redis about 16 µs of CPU sent alone and 4–6 µs in
-// pipelines of 10 to 50 (BENCHMARKS.md), the rest being the event loop's
-// and the socket's work per request. Idle, a call costs what Script.Exec
-// costs.
+// up to MaxBatch in one, when one comes back. Under load Redis then reads
+// and answers many scripts per system call, and the client makes one
+// round trip for many: an empty script costs Redis about 16 µs of CPU
+// sent alone and 4–6 µs in pipelines of 10 to 50 (BENCHMARKS.md), the
+// rest being the event loop's and the socket's work per request. Idle, a
+// call costs what Script.Exec costs.
 //
 // Every script is sent once: a pipeline that fails (a connection cut, a
 // timeout) gives each of its calls the error, and no call is sent again
