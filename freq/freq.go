@@ -195,8 +195,8 @@ func (s *Store) Window() time.Duration { return s.window }
 // written by the first Load with the bucket bits ("3:11"): a Redis written
 // in another layout (layouts 1 and 2, a later version, a development build
 // before versions, or another BucketBits) is refused with an error
-// wrapping ErrLayout, which names both, rather than read wrongly. From the first
-// release on, a layout change ships its own migration.
+// wrapping ErrLayout, which names both, rather than read wrongly. From the
+// first release on, a layout change ships its own migration.
 func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {
 		return err

@@ -275,6 +275,9 @@ func (b *Batcher) pipeline(batch []*batchCall) {
 	var missing []*Library // the libraries the server did not hold
 	for i, cmd := range cmds {
 		err, s := cmd.Err(), batch[i].script
+		if err == nil { // it ran: the usual case, read no further
+			continue
+		}
 		fcalled := s.form(functions) == fcall
 		switch {
 		case IsError(err, "NOSCRIPT"):
