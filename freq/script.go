@@ -38,8 +38,8 @@ var (
 // hold them (after a restart or SCRIPT FLUSH); seen.lua, read rarely, is a
 // script only.
 var (
-	countScript  = redisconn.NewLibrary(textLib, redisconn.Function{Name: "count", Main: countMain})[0]
-	replyScripts = redisconn.NewLibrary(textLib+replyLib,
+	countScript  = redisconn.NewLibrary("count", textLib, redisconn.Function{Name: "count", Main: countMain})[0]
+	replyScripts = redisconn.NewLibrary("record", textLib+replyLib,
 		redisconn.Function{Name: "record", Main: recordMain}, redisconn.Function{Name: "queue", Main: queueMain})
 	recordScript, queueScript = replyScripts[0], replyScripts[1]
 	seenScript                = redis.NewScript(textLib + seenMain)

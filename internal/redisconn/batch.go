@@ -129,30 +129,73 @@ func NewBatcher(rdb Scripter, opts BatchOptions) *Batcher {
 // proxy may take FUNCTION LOAD and refuse FCALL in its own) turns them
 // off, and its scripts run with EVALSHA. An error reply that passes (OOM:
 // FUNCTION LOAD is a write, READONLY, LOADING) leaves the load to the
-// first call that finds the library missing. Load returns only an error
-// of the connection.
+// first call that finds the library missing.
+//
+// Load then deletes the other versions of lib in the server (another
+// build's: see Library), so that a server does not keep a library for
+// every build that ever ran on it. An instance of such a build that still
+// runs (a rolling deploy) loads its own again at its next call, which
+// runs once. A refusal to list or delete them (an ACL) leaves them. Load
+// returns only an error of the connection.
 func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	if !b.functions.Load() {
 		return nil
 	}
 	var load *redis.StringCmd
 	var probe *redis.Cmd
+	var list *redis.FunctionListCmd
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		load = lib.load(ctx, p)
 		probe = p.FCall(ctx, lib.probe(), nil)
+		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.version + "*"})
 		return nil
 	})
 	// The probe's answer is read only when the library was loaded.
 	for _, err := range []error{loaded(load.Err()), probe.Err()} {
 		_, reply := errorReply(err)
-		switch {
-		case functionsRefused(err):
+		if functionsRefused(err) {
 			b.functions.Store(false)
 			return nil
-		case reply: // it passes: the first call that finds the library missing loads it
-			return nil
-		case err != nil:
+		}
+		if reply { // it passes: the first call that finds the library missing loads it
+			break
+		}
+		if err != nil {
 			return err
+		}
+	}
+	return b.deleteOtherVersions(ctx, lib, list)
+}
+
+// deleteOtherVersions deletes the libraries list found that are other
+// versions of lib. Error replies leave them; it returns only an error of
+// the connection.
+func (b *Batcher) deleteOtherVersions(ctx context.Context, lib *Library, list *redis.FunctionListCmd) error {
+	libs, err := list.Result()
+	if err != nil {
+		if _, reply := errorReply(err); reply {
+			return nil
+		}
+		return err
+	}
+	var others []string
+	for _, l := range libs {
+		if lib.otherVersion(l.Name) {
+			others = append(others, l.Name)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	cmds, _ := b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, name := range others {
+			p.FunctionDelete(ctx, name) // "Library not found": another instance deleted it first
+		}
+		return nil
+	})
+	for _, c := range cmds {
+		if _, reply := errorReply(c.Err()); c.Err() != nil && !reply {
+			return c.Err()
 		}
 	}
 	return nil

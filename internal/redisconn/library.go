@@ -20,11 +20,14 @@ import (
 // the embedded miniredis, a Redis Cluster (a library would have to be
 // loaded on every master), a user whose ACL does not allow them.
 //
-// The library's name and its functions' are its source's SHA-1, so that
-// instances of different builds sharing a server each call their own.
+// A library is named after what it is for and its source's SHA-1
+// ("vkcounter_" + name + "_" + SHA-1), and so are its functions, so that
+// instances of different builds sharing a server each call their own;
+// Batcher.Load deletes the other versions of the same name.
 type Library struct {
-	name string
-	src  string // FUNCTION LOAD's argument
+	name    string
+	version string // the part of name before the SHA-1, which every version shares
+	src     string // FUNCTION LOAD's argument
 }
 
 // A Function is one script of a Library: Main is its body, run after the
@@ -35,16 +38,21 @@ type Function struct {
 }
 
 // NewLibrary returns the scripts whose EVAL sources are shared followed by
-// each function's Main, and gives them the library of shared and the
+// each function's Main, and gives them the library name of shared and the
 // functions. In the library, shared and each Main see KEYS and ARGV as
-// they do in a script: the functions set them.
-func NewLibrary(shared string, fns ...Function) []*Script {
+// they do in a script: the functions set them. name is letters, digits
+// and underscores; it panics on another.
+func NewLibrary(name, shared string, fns ...Function) []*Script {
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
+		panic(fmt.Sprintf("redisconn: library name %q is not letters, digits and underscores", name))
+	}
 	sum := sha1.New()
 	sum.Write([]byte(shared))
 	for _, f := range fns {
 		fmt.Fprintf(sum, "\x00%s\x00%s", f.Name, f.Main)
 	}
-	l := &Library{name: "vkcounter_" + hex.EncodeToString(sum.Sum(nil))}
+	l := &Library{version: "vkcounter_" + name + "_"}
+	l.name = l.version + hex.EncodeToString(sum.Sum(nil))
 	var src strings.Builder
 	fmt.Fprintf(&src, "#!lua name=%s\nlocal KEYS, ARGV\n%s\n", l.name, shared)
 	scripts := make([]*Script, len(fns))
@@ -70,6 +78,17 @@ func (l *Library) Name() string { return l.name }
 // Library returns the library s is a function of, or nil for a script
 // without one.
 func (s *Script) Library() *Library { return s.lib }
+
+// otherVersion reports whether name, a library's in Redis, is another
+// version of l: l's name with another SHA-1.
+func (l *Library) otherVersion(name string) bool {
+	sum, ok := strings.CutPrefix(name, l.version)
+	if !ok || name == l.name || len(sum) != 2*sha1.Size {
+		return false
+	}
+	_, err := hex.DecodeString(sum)
+	return err == nil && strings.ToLower(sum) == sum
+}
 
 // load sends FUNCTION LOAD of l. A library already loaded is not an
 // error.

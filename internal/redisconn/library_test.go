@@ -13,15 +13,19 @@ import (
 )
 
 // countingLibrary returns the two scripts of a library new to Redis (the
-// prefix in its shared code): the first counts one run in KEYS[1] and
-// answers the count with ARGV[1], through a function of the shared code;
-// the second counts one run, then fails with an error of its own.
-func countingLibrary(p string) (count, fail *redisconn.Script) {
-	s := redisconn.NewLibrary("-- "+p+"\nlocal function bump() return redis.call('INCR', KEYS[1]) end\n",
+// prefix in its name and shared code): the first counts one run in
+// KEYS[1] and answers the count with ARGV[1], through a function of the
+// shared code; the second counts one run, then fails with an error of its
+// own. Versions (another code of the same name) are other builds'.
+func countingLibrary(p string, version ...string) (count, fail *redisconn.Script) {
+	s := redisconn.NewLibrary(libraryName(p), "-- "+strings.Join(version, "")+"\nlocal function bump() return redis.call('INCR', KEYS[1]) end\n",
 		redisconn.Function{Name: "count", Main: "return {bump(), ARGV[1]}"},
 		redisconn.Function{Name: "fail", Main: "bump() return redis.error_reply('ERR failed after a write')"})
 	return s[0], s[1]
 }
+
+// libraryName is a library's name made of the test's prefix p.
+func libraryName(p string) string { return strings.NewReplacer(":", "_").Replace(p) + "counting" }
 
 // libraryLoaded reports whether Redis holds lib.
 func libraryLoaded(t *testing.T, c redis.UniversalClient, lib *redisconn.Library) bool {
@@ -172,4 +176,100 @@ func TestBatcherLibraryLoadPastMaxmemory(t *testing.T) {
 		t.Fatal("the first call did not load the library")
 	}
 	runCounted(t, b, count, key, 2)
+}
+
+// loadedLibraries reports, for each library of scripts, whether Redis holds it.
+func loadedLibraries(t *testing.T, c redis.UniversalClient, scripts ...*redisconn.Script) []bool {
+	t.Helper()
+	loaded := make([]bool, len(scripts))
+	for i, s := range scripts {
+		loaded[i] = libraryLoaded(t, c, s.Library())
+	}
+	return loaded
+}
+
+// TestBatcherLoadDeletesOtherVersions: Load deletes the other versions of
+// its library (another build's code under the same name) and no other
+// library, not even one whose name begins with its own; an instance of
+// the older build, still running, has each call run once and so loads its
+// library again, which the newer build's next start deletes again.
+func TestBatcherLoadDeletesOtherVersions(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, tg *redistest.Target) {
+		ctx := context.Background()
+		p := redistest.Prefix(t)
+		older, _ := countingLibrary(p, "older")
+		newer, _ := countingLibrary(p, "newer")
+		longer := redisconn.NewLibrary(libraryName(p)+"_longer", "",
+			redisconn.Function{Name: "one", Main: "return 1"})[0]
+		for _, s := range []*redisconn.Script{older, newer, longer} {
+			t.Cleanup(func() { tg.Client.FunctionDelete(context.Background(), s.Library().Name()) })
+		}
+		want := func(when string, loaded ...bool) {
+			t.Helper()
+			if got := loadedLibraries(t, tg.Client, older, newer, longer); fmt.Sprint(got) != fmt.Sprint(loaded) {
+				t.Fatalf("%s: the older, the newer and the longer library loaded: %v, want %v", when, got, loaded)
+			}
+		}
+
+		olderBuild := redisconn.NewBatcher(tg.Client, redisconn.BatchOptions{})
+		for _, s := range []*redisconn.Script{older, longer} {
+			if err := olderBuild.Load(ctx, s.Library()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		key := p + "{l}n"
+		runCounted(t, olderBuild, older, key, 1)
+		want("after the older build's start", true, false, true)
+
+		newerBuild := redisconn.NewBatcher(tg.Client, redisconn.BatchOptions{})
+		if err := newerBuild.Load(ctx, newer.Library()); err != nil {
+			t.Fatal(err)
+		}
+		want("after the newer build's start", false, true, true)
+		runCounted(t, newerBuild, newer, key, 2)
+
+		runCounted(t, olderBuild, older, key, 3)
+		want("after a call of the older build", true, true, true)
+		if !olderBuild.Functions() || !newerBuild.Functions() {
+			t.Fatal("a deleted library turned functions off")
+		}
+		runCounted(t, olderBuild, older, key, 4)
+
+		if err := redisconn.NewBatcher(tg.Client, redisconn.BatchOptions{}).Load(ctx, newer.Library()); err != nil {
+			t.Fatal(err)
+		}
+		want("after the newer build's second start", false, true, true)
+		runCounted(t, newerBuild, newer, key, 5)
+	}, redistest.Real)
+}
+
+// TestBatcherLoadOtherVersionsUndeletable: a user who may not delete
+// libraries (an ACL without FUNCTION DELETE) starts all the same, with
+// functions on, and the other versions stay.
+func TestBatcherLoadOtherVersionsUndeletable(t *testing.T) {
+	ctx := context.Background()
+	addr := redistest.StartServer(t)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { admin.Close() })
+	opts, err := redis.ParseURL(redistest.ACLUser(t, addr, "nodelete", "+@all", "-function|delete"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := redis.NewClient(opts)
+	t.Cleanup(func() { user.Close() })
+
+	p := redistest.Prefix(t)
+	older, _ := countingLibrary(p, "older")
+	newer, _ := countingLibrary(p, "newer")
+	if err := redisconn.NewBatcher(admin, redisconn.BatchOptions{}).Load(ctx, older.Library()); err != nil {
+		t.Fatal(err)
+	}
+	b := redisconn.NewBatcher(user, redisconn.BatchOptions{})
+	if err := b.Load(ctx, newer.Library()); err != nil || !b.Functions() {
+		t.Fatalf("Load without FUNCTION DELETE: %v, Functions() %v; want nil, true", err, b.Functions())
+	}
+	if got := loadedLibraries(t, admin, older, newer); !got[0] || !got[1] {
+		t.Fatalf("the older and the newer library loaded: %v, want both", got)
+	}
+	runCounted(t, b, newer, p+"{l}n", 1)
 }
