@@ -136,7 +136,7 @@ type dayCost struct {
 }
 
 // serverStats reads the calls of every command and the CPU seconds.
-func serverStats(b *testing.B, c redis.UniversalClient) stats {
+func serverStats(b testing.TB, c redis.UniversalClient) stats {
 	st := stats{calls: map[string]int64{}}
 	info := c.Info(context.Background(), "commandstats", "cpu").Val()
 	for line := range strings.SplitSeq(info, "\n") {
