@@ -147,7 +147,7 @@ func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		load = lib.load(ctx, p)
 		probe = p.FCall(ctx, lib.probe(), nil)
-		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.version + "*"})
+		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.stem + "*"})
 		return nil
 	})
 	// The probe's answer is read only when the library was loaded.

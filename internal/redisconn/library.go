@@ -25,23 +25,23 @@ import (
 // instances of different builds sharing a server each call their own;
 // Batcher.Load deletes the other versions of the same name.
 type Library struct {
-	name    string
-	version string // the part of name before the SHA-1, which every version shares
-	src     string // FUNCTION LOAD's argument
+	name string
+	stem string // name less its SHA-1: what every version of the library shares
+	src  string // FUNCTION LOAD's argument
 }
 
 // A Function is one script of a Library: Main is its body, run after the
 // library's shared code as a script's would be; Name names it in Redis
-// after the library's name ("vkcounter_<SHA-1>_" + Name).
+// after the library's name ("vkcounter_<name>_<SHA-1>_" + Name).
 type Function struct {
 	Name, Main string
 }
 
 // NewLibrary returns the scripts whose EVAL sources are shared followed by
-// each function's Main, and gives them the library name of shared and the
-// functions. In the library, shared and each Main see KEYS and ARGV as
-// they do in a script: the functions set them. name is letters, digits
-// and underscores; it panics on another.
+// each function's Main, and gives them the library, called name, of shared
+// and the functions. In the library, shared and each Main see KEYS and
+// ARGV as they do in a script: the functions set them. name is letters,
+// digits and underscores; it panics on another.
 func NewLibrary(name, shared string, fns ...Function) []*Script {
 	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
 		panic(fmt.Sprintf("redisconn: library name %q is not letters, digits and underscores", name))
@@ -51,8 +51,8 @@ func NewLibrary(name, shared string, fns ...Function) []*Script {
 	for _, f := range fns {
 		fmt.Fprintf(sum, "\x00%s\x00%s", f.Name, f.Main)
 	}
-	l := &Library{version: "vkcounter_" + name + "_"}
-	l.name = l.version + hex.EncodeToString(sum.Sum(nil))
+	l := &Library{stem: "vkcounter_" + name + "_"}
+	l.name = l.stem + hex.EncodeToString(sum.Sum(nil))
 	var src strings.Builder
 	fmt.Fprintf(&src, "#!lua name=%s\nlocal KEYS, ARGV\n%s\n", l.name, shared)
 	scripts := make([]*Script, len(fns))
@@ -82,7 +82,7 @@ func (s *Script) Library() *Library { return s.lib }
 // otherVersion reports whether name, a library's in Redis, is another
 // version of l: l's name with another SHA-1.
 func (l *Library) otherVersion(name string) bool {
-	sum, ok := strings.CutPrefix(name, l.version)
+	sum, ok := strings.CutPrefix(name, l.stem)
 	if !ok || name == l.name || len(sum) != 2*sha1.Size {
 		return false
 	}
