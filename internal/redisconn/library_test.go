@@ -273,3 +273,18 @@ func TestBatcherLoadOtherVersionsUndeletable(t *testing.T) {
 	}
 	runCounted(t, b, newer, p+"{l}n", 1)
 }
+
+// TestNewLibraryRefusesBadNames: a library's name goes into Redis's names
+// of it and its functions, which take letters, digits and underscores.
+func TestNewLibraryRefusesBadNames(t *testing.T) {
+	for _, name := range []string{"", "a-b", "a b", "a:b", "a*"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewLibrary(%q) did not panic", name)
+				}
+			}()
+			redisconn.NewLibrary(name, "", redisconn.Function{Name: "one", Main: "return 1"})
+		}()
+	}
+}
