@@ -132,7 +132,8 @@ func NewBatcher(rdb Scripter, opts BatchOptions) *Batcher {
 // first call that finds the library missing.
 //
 // Load then deletes the other versions of lib in the server (another
-// build's: see Library), so that a server does not keep a library for
+// build's: see Library; and the libraries named by their SHA-1 alone, as
+// builds before names did), so that a server does not keep a library for
 // every build that ever ran on it. An instance of such a build that still
 // runs (a rolling deploy) loads its own again at its next call, which
 // runs once. A refusal to list or delete them (an ACL) leaves them. Load
@@ -147,7 +148,7 @@ func (b *Batcher) Load(ctx context.Context, lib *Library) error {
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		load = lib.load(ctx, p)
 		probe = p.FCall(ctx, lib.probe(), nil)
-		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.stem + "*"})
+		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: libraryPrefix + "*"})
 		return nil
 	})
 	// The probe's answer is read only when the library was loaded.

@@ -51,7 +51,7 @@ func NewLibrary(name, shared string, fns ...Function) []*Script {
 	for _, f := range fns {
 		fmt.Fprintf(sum, "\x00%s\x00%s", f.Name, f.Main)
 	}
-	l := &Library{stem: "vkcounter_" + name + "_"}
+	l := &Library{stem: libraryPrefix + name + "_"}
 	l.name = l.stem + hex.EncodeToString(sum.Sum(nil))
 	var src strings.Builder
 	fmt.Fprintf(&src, "#!lua name=%s\nlocal KEYS, ARGV\n%s\n", l.name, shared)
@@ -79,15 +79,27 @@ func (l *Library) Name() string { return l.name }
 // without one.
 func (s *Script) Library() *Library { return s.lib }
 
+// libraryPrefix begins the name of every library of the project.
+const libraryPrefix = "vkcounter_"
+
 // otherVersion reports whether name, a library's in Redis, is another
-// version of l: l's name with another SHA-1.
+// version of l: l's name with another SHA-1, or a name of the form before
+// libraries had names of their own ("vkcounter_" and a SHA-1 alone).
 func (l *Library) otherVersion(name string) bool {
-	sum, ok := strings.CutPrefix(name, l.stem)
-	if !ok || name == l.name || len(sum) != 2*sha1.Size {
+	if name == l.name {
 		return false
 	}
-	_, err := hex.DecodeString(sum)
-	return err == nil && strings.ToLower(sum) == sum
+	sum, ok := strings.CutPrefix(name, l.stem)
+	if !ok {
+		sum, ok = strings.CutPrefix(name, libraryPrefix)
+	}
+	return ok && isSHA1(sum)
+}
+
+// isSHA1 reports whether s is a SHA-1 in lower-case hex, as names hold it.
+func isSHA1(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil && len(s) == 2*sha1.Size && strings.ToLower(s) == s
 }
 
 // load sends FUNCTION LOAD of l. A library already loaded is not an

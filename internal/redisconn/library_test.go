@@ -2,6 +2,8 @@ package redisconn_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -190,7 +192,8 @@ func loadedLibraries(t *testing.T, c redis.UniversalClient, scripts ...*rediscon
 
 // TestBatcherLoadDeletesOtherVersions: Load deletes the other versions of
 // its library (another build's code under the same name) and no other
-// library, not even one whose name begins with its own; an instance of
+// library, not even one whose name begins with its own, and the libraries
+// of builds before libraries had names; an instance of
 // the older build, still running, has each call run once and so loads its
 // library again, which the newer build's next start deletes again.
 func TestBatcherLoadDeletesOtherVersions(t *testing.T) {
@@ -221,11 +224,24 @@ func TestBatcherLoadDeletesOtherVersions(t *testing.T) {
 		runCounted(t, olderBuild, older, key, 1)
 		want("after the older build's start", true, false, true)
 
+		// A library of a build before libraries had names: "vkcounter_" and
+		// its SHA-1 alone. (Another package's tests may delete it too.)
+		sum := sha1.Sum([]byte(p))
+		legacy := "vkcounter_" + hex.EncodeToString(sum[:])
+		src := fmt.Sprintf("#!lua name=%s\nredis.register_function('%s_one', function() return 1 end)\n", legacy, legacy)
+		if err := tg.Client.FunctionLoad(ctx, src).Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tg.Client.FunctionDelete(context.Background(), legacy) })
+
 		newerBuild := redisconn.NewBatcher(tg.Client, redisconn.BatchOptions{})
 		if err := newerBuild.Load(ctx, newer.Library()); err != nil {
 			t.Fatal(err)
 		}
 		want("after the newer build's start", false, true, true)
+		if libs := tg.Client.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: legacy}).Val(); len(libs) != 0 {
+			t.Fatalf("the library named by its SHA-1 alone is left after the newer build's start")
+		}
 		runCounted(t, newerBuild, newer, key, 2)
 
 		runCounted(t, olderBuild, older, key, 3)
