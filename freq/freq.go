@@ -201,10 +201,8 @@ func (s *Store) Load(ctx context.Context) error {
 	if err := s.checkLayout(ctx); err != nil {
 		return err
 	}
-	for _, lib := range []*redisconn.Library{countScript.Library(), recordScript.Library()} {
-		if err := s.batch.Load(ctx, lib); err != nil {
-			return fmt.Errorf("freq: load library: %w", err)
-		}
+	if err := s.batch.Load(ctx, countScript.Library(), recordScript.Library()); err != nil {
+		return fmt.Errorf("freq: load libraries: %w", err)
 	}
 	scripts := []*redis.Script{seenScript}
 	if !s.batch.Functions() {

@@ -122,57 +122,61 @@ func NewBatcher(rdb Scripter, opts BatchOptions) *Batcher {
 	return b
 }
 
-// Load loads lib into the server (FUNCTION LOAD) and calls a function of
-// it that does nothing, so that the first calls of its scripts need not
-// load it, or learns that the server will not run functions for this
-// client: a refusal of either (an ERR or NOPERM, in whatever words: a
-// proxy may take FUNCTION LOAD and refuse FCALL in its own) turns them
-// off, and its scripts run with EVALSHA. An error reply that passes (OOM:
-// FUNCTION LOAD is a write, READONLY, LOADING) leaves the load to the
-// first call that finds the library missing.
+// Load loads libs into the server (FUNCTION LOAD), in one pipeline, and
+// calls a function of each that does nothing, so that the first calls of
+// their scripts need not load them, or learns that the server will not run
+// functions for this client: a refusal of either (an ERR or NOPERM, in
+// whatever words: a proxy may take FUNCTION LOAD and refuse FCALL in its
+// own) turns them off, and their scripts run with EVALSHA. An error reply
+// that passes (OOM: FUNCTION LOAD is a write, READONLY, LOADING) leaves
+// the load to the first call that finds the library missing.
 //
-// Load then deletes the other versions of lib in the server (another
+// Load then deletes the other versions of libs in the server (another
 // build's: see Library; and the libraries named by their SHA-1 alone, as
 // builds before names did), so that a server does not keep a library for
 // every build that ever ran on it. An instance of such a build that still
 // runs (a rolling deploy) loads its own again at its next call, which
 // runs once. A refusal to list or delete them (an ACL) leaves them. Load
 // returns only an error of the connection.
-func (b *Batcher) Load(ctx context.Context, lib *Library) error {
+func (b *Batcher) Load(ctx context.Context, libs ...*Library) error {
 	if !b.functions.Load() {
 		return nil
 	}
-	var load *redis.StringCmd
-	var probe *redis.Cmd
+	loads := make([]*redis.StringCmd, len(libs))
+	probes := make([]*redis.Cmd, len(libs))
 	var list *redis.FunctionListCmd
 	b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		load = lib.load(ctx, p)
-		probe = p.FCall(ctx, lib.probe(), nil)
+		for i, lib := range libs {
+			loads[i] = lib.load(ctx, p)
+			probes[i] = p.FCall(ctx, lib.probe(), nil)
+		}
 		list = p.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: libraryPrefix + "*"})
 		return nil
 	})
-	// The probe's answer is read only when the library was loaded.
-	for _, err := range []error{loaded(load.Err()), probe.Err()} {
-		_, reply := errorReply(err)
-		if functionsRefused(err) {
-			b.functions.Store(false)
-			return nil
-		}
-		if reply { // it passes: the first call that finds the library missing loads it
-			break
-		}
-		if err != nil {
-			return err
+	for i := range libs {
+		// The probe's answer is read only when the library was loaded.
+		for _, err := range []error{loaded(loads[i].Err()), probes[i].Err()} {
+			_, reply := errorReply(err)
+			if functionsRefused(err) {
+				b.functions.Store(false)
+				return nil
+			}
+			if reply { // it passes: the first call that finds the library missing loads it
+				break
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
-	return b.deleteOtherVersions(ctx, lib, list)
+	return b.deleteOtherVersions(ctx, libs, list)
 }
 
 // deleteOtherVersions deletes the libraries list found that are other
-// versions of lib. Error replies leave them; it returns only an error of
-// the connection.
-func (b *Batcher) deleteOtherVersions(ctx context.Context, lib *Library, list *redis.FunctionListCmd) error {
-	libs, err := list.Result()
+// versions of one of libs. Error replies leave them; it returns only an
+// error of the connection.
+func (b *Batcher) deleteOtherVersions(ctx context.Context, libs []*Library, list *redis.FunctionListCmd) error {
+	found, err := list.Result()
 	if err != nil {
 		if _, reply := errorReply(err); reply {
 			return nil
@@ -180,9 +184,9 @@ func (b *Batcher) deleteOtherVersions(ctx context.Context, lib *Library, list *r
 		return err
 	}
 	var others []string
-	for _, l := range libs {
-		if lib.otherVersion(l.Name) {
-			others = append(others, l.Name)
+	for _, info := range found {
+		if slices.ContainsFunc(libs, func(l *Library) bool { return l.otherVersion(info.Name) }) {
+			others = append(others, info.Name)
 		}
 	}
 	if len(others) == 0 {

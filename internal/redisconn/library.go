@@ -98,8 +98,7 @@ func (l *Library) otherVersion(name string) bool {
 
 // isSHA1 reports whether s is a SHA-1 in lower-case hex, as names hold it.
 func isSHA1(s string) bool {
-	_, err := hex.DecodeString(s)
-	return err == nil && len(s) == 2*sha1.Size && strings.ToLower(s) == s
+	return len(s) == 2*sha1.Size && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // load sends FUNCTION LOAD of l. A library already loaded is not an

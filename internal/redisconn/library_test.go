@@ -215,10 +215,8 @@ func TestBatcherLoadDeletesOtherVersions(t *testing.T) {
 		}
 
 		olderBuild := redisconn.NewBatcher(tg.Client, redisconn.BatchOptions{})
-		for _, s := range []*redisconn.Script{older, longer} {
-			if err := olderBuild.Load(ctx, s.Library()); err != nil {
-				t.Fatal(err)
-			}
+		if err := olderBuild.Load(ctx, older.Library(), longer.Library()); err != nil {
+			t.Fatal(err)
 		}
 		key := p + "{l}n"
 		runCounted(t, olderBuild, older, key, 1)
