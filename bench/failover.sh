@@ -34,44 +34,6 @@ build_before "$before"
 
 now_ms() { date +%s%3N; }
 
-# free_node_port FIRST: a free port from FIRST whose bus port (+10000) is free too.
-free_node_port() {
-  local p=$1
-  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || (exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null; do
-    p=$((p + 1))
-  done
-  echo "$p"
-}
-
-# start_cluster DIR: six nodes, three masters with a replica each; sets
-# $nodes, $masters (comma-separated) and $node_pids.
-start_cluster() {
-  local dir=$1 p next=17300
-  nodes=() node_pids=()
-  for i in 1 2 3 4 5 6; do
-    p=$(free_node_port "$next"); next=$((p + 1))
-    mkdir -p "$dir/n$i"
-    redis-server --bind 127.0.0.1 --port "$p" --save "" --appendonly no --dir "$dir/n$i" --logfile "$dir/n$i/log" \
-      --cluster-enabled yes --cluster-config-file "$dir/n$i/nodes.conf" --cluster-node-timeout 2000 &
-    pids+=($!); node_pids+=($!)
-    nodes+=("$p")
-  done
-  for p in "${nodes[@]}"; do wait_port "$p"; done
-  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas 1 --cluster-yes >"$dir/create.log"
-  for _ in $(seq 300); do
-    local ok=1
-    for p in "${nodes[@]}"; do
-      redis-cli -p "$p" cluster info | grep -q cluster_state:ok || ok=0
-      if redis-cli -p "$p" info replication | grep -q role:slave; then
-        redis-cli -p "$p" info replication | grep -q master_link_status:up || ok=0
-      fi
-    done
-    [ $ok = 1 ] && break
-    sleep 0.1
-  done
-  masters=$(redis-cli -p "${nodes[0]}" cluster nodes | awk '$3 ~ /master/ { sub(/@.*/, "", $2); print $2 }' | sort | paste -sd,)
-}
-
 # master_of PORT SLOT: the port of the master serving SLOT, as the node on
 # PORT sees it.
 master_of() {
@@ -84,7 +46,7 @@ master_of() {
 run() {
   local name=$1 bin=$2 dir="$work/$1" http admin vk slot outbox victim promoted="" killed
   mkdir -p "$dir"
-  start_cluster "$dir"
+  start_cluster "$dir" 1 17300
   http=$(free_port 16560); admin=$(free_port $((http + 1))); vk=$(free_port $((admin + 1)))
   # The community (VK_GROUP_ID=1) keeps its outbox stream under the hash tag {1}.
   slot=$(redis-cli -p "${nodes[0]}" cluster keyslot '{1}')

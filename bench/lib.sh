@@ -22,18 +22,61 @@ if [ "${PIN:-}" = 1 ]; then
   pinned="taskset -c 0"
 fi
 
+# listening PORT: whether something listens on the loopback PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 # free_port FIRST [STEP]: the first loopback port from FIRST (by STEP,
 # default 1) that nothing listens on.
 free_port() {
   local p=$1
-  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + ${2:-1})); done
+  while listening "$p"; do p=$((p + ${2:-1})); done
   echo "$p"
 }
 
 # wait_port PORT [TRIES]: waits until something listens on the loopback
 # PORT, at most TRIES (default 50) × 0.1 s.
 wait_port() {
-  for _ in $(seq "${2:-50}"); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq "${2:-50}"); do listening "$1" && break; sleep 0.1; done
+}
+
+# free_node_port FIRST: a free port from FIRST whose bus port (+10000) is
+# free too, for a cluster's node.
+free_node_port() {
+  local p=$1
+  while listening "$p" || listening $((p + 10000)); do p=$((p + 1)); done
+  echo "$p"
+}
+
+# start_cluster DIR REPLICAS FIRST_PORT: a Redis Cluster of three masters
+# with REPLICAS replicas each (nothing on disk), on free ports from
+# FIRST_PORT, ready when every node says ok and every replica is in sync;
+# sets $nodes (their ports), $masters (the masters' host:port,
+# comma-separated) and $node_pids.
+start_cluster() {
+  local dir=$1 replicas=$2 next=$3 p i
+  nodes=() node_pids=()
+  for i in $(seq $((3 * (replicas + 1)))); do
+    p=$(free_node_port "$next"); next=$((p + 1))
+    mkdir -p "$dir/n$i"
+    redis-server --bind 127.0.0.1 --port "$p" --save "" --appendonly no --dir "$dir/n$i" --logfile "$dir/n$i/log" \
+      --cluster-enabled yes --cluster-config-file "$dir/n$i/nodes.conf" --cluster-node-timeout 2000 &
+    pids+=($!); node_pids+=($!)
+    nodes+=("$p")
+  done
+  for p in "${nodes[@]}"; do wait_port "$p"; done
+  redis-cli --cluster create $(printf '127.0.0.1:%s ' "${nodes[@]}") --cluster-replicas "$replicas" --cluster-yes >"$dir/create.log"
+  for _ in $(seq 300); do
+    local ok=1
+    for p in "${nodes[@]}"; do
+      redis-cli -p "$p" cluster info | grep -q cluster_state:ok || ok=0
+      if redis-cli -p "$p" info replication | grep -q role:slave; then
+        redis-cli -p "$p" info replication | grep -q master_link_status:up || ok=0
+      fi
+    done
+    [ $ok = 1 ] && break
+    sleep 0.1
+  done
+  masters=$(redis-cli -p "${nodes[0]}" cluster nodes | awk '$3 ~ /master/ { sub(/@.*/, "", $2); print $2 }' | sort | paste -sd,)
 }
 
 # start_redis FIRST_PORT sets $port and $url to a new Redis server, on the
@@ -101,10 +144,45 @@ build_before() {
   (cd "$work/before" && go build -o "$work/vkcounter-before" ./cmd/vkcounter)
 }
 
-# mem: the server's used_memory; per A B N: (B - A) / N, rounded;
-# stop_redis: stops the server at once, keeping nothing.
+# mem: the server's used_memory; per A B N [FORMAT]: (B - A) / N, printed
+# with FORMAT (default %.0f, rounded); stop_redis: stops the server at
+# once, keeping nothing.
 mem() { redis-cli -p "$port" INFO memory | tr -d '\r' | awk -F: '/^used_memory:/ {print $2}'; }
-per() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {printf "%.0f", (b - a) / n}'; }
+per() { awk -v a="$1" -v b="$2" -v n="$3" -v f="${4:-%.0f}" 'BEGIN {printf f, (b - a) / n}'; }
+
+# calls: every command's calls so far (INFO commandstats), and
+# script_calls: the EVAL, EVALSHA and FCALL calls among them.
+calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
+script_calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_(eval|fcall)/ {s += $2} END {print s + 0}'; }
+
+# alone N CMD…: runs CMD, N calls of one script (redis-benchmark, whose
+# requests-per-second line it prints), and prints per call Redis's CPU in
+# µs, the commands run inside the script (INFO commandstats, less the
+# scripts' own calls) and used_memory's growth in bytes, then CMD's
+# calls/s.
+alone() {
+  local n=$1 c0 k0 s0 m0 rps c1 k1 s1
+  shift
+  c0=$(redis_cpu); k0=$(calls); s0=$(script_calls); m0=$(mem)
+  rps=$("$@" | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
+  c1=$(redis_cpu); k1=$(calls); s1=$(script_calls)
+  awk -v c0="$c0" -v c1="$c1" -v k="$((k1 - k0 - (s1 - s0)))" -v m0="$m0" -v m1="$(mem)" -v r="$rps" -v n="$n" \
+    'BEGIN {printf "%.1f %.2f %.0f %s\n", (c1 - c0) / n * 1e6, k / n, (m1 - m0) / n, r}'
+}
+
+# reference: the reference script alone (internal/runlist's count.lua with
+# a dedupe key per call, the list-and-total layout: one text, a new message
+# each call), rb_calls calls; prints as alone does. Keys under bench:.
+reference() {
+  local sha out
+  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat internal/runlist/count.lua)
+local previous, time = seen(KEYS[3])
+if previous then return {previous, 1, time} end
+return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), '', '')")
+  out=$(alone "$rb_calls" rb -r 1000000000 EVALSHA "$sha" 3 'bench:{ref}:l' 'bench:{ref}:n' 'bench:{ref}:e:__rand_int__' 86400 86460 3600000)
+  del 'bench:*'
+  echo "$out"
+}
 # spread FILE COLUMN [KEY]: the mean, least and greatest of COLUMN over
 # FILE's lines (those whose first field is KEY, when given) and how many:
 # the rounds' figure and their noise, which a difference must exceed.

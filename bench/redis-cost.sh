@@ -26,6 +26,11 @@
 #     hashes, the outbox's once or state hashes) and the activity once-keys
 #     are deleted, as they expire after one to two hours: the rest of the
 #     day. The floor: one SET with a TTL per text, on a fresh server.
+#   * at the end, this tree's record script alone against the reference,
+#     alternated on one fresh server; and each tree's count script alone
+#     (as a Redis Cluster and Store.Count run it: one text, a new message
+#     each call), on a fresh server of its own with the reference after
+#     it: Redis CPU, the commands inside and used_memory's growth per call.
 # (bench/cost.sh measures the webhook against a minimal handler.)
 # Usage: [BEFORE=commit] [MESSAGES=30000] bench/redis-cost.sh
 #
@@ -66,11 +71,6 @@ messages=${MESSAGES:-30000}
 case "${1:-}" in ab | instr) ;; *) build_before "$before" ;; esac
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-# calls: every command's calls so far (INFO commandstats), and
-# script_calls: the EVAL and EVALSHA calls among them.
-calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
-script_calls() { redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_eval/ {s += $2} END {print s + 0}'; }
-
 # spawn BINARY PREFIX N [PER_TEXT]: N messages through a spawned service,
 # PER_TEXT (1) of each text.
 spawn() {
@@ -103,20 +103,6 @@ writes_alone() {
   kill "$sp"; wait "$sp" 2>/dev/null || true
 }
 
-reference() { # the reference script alone: prints "µs-per-call commands-per-call calls/s"
-  local sha c0 k0 s0 rps
-  sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat internal/runlist/count.lua)
-local previous, time = seen(KEYS[3])
-if previous then return {previous, 1, time} end
-return count(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), '', '')")
-  c0=$(redis_cpu); k0=$(calls); s0=$(script_calls)
-  rps=$(rb -r 1000000000 EVALSHA "$sha" 3 'bench:{ref}:l' 'bench:{ref}:n' 'bench:{ref}:e:__rand_int__' 86400 86460 3600000 |
-    grep -o '[0-9.]* requests per second' | awk '{print $1}')
-  awk -v a="$c0" -v b="$(redis_cpu)" -v k="$(($(calls) - k0 - ($(script_calls) - s0)))" -v r="$rps" \
-    -v n="$rb_calls" 'BEGIN {printf "%.1f %.1f %s\n", (b - a) / n * 1e6, k / n, r}'
-  del 'bench:*'
-}
-
 # The texts go to one bucket (it becomes a hash table past 128 texts).
 record_calls=50000
 # load_libraries BIN: BIN loads its libraries into the server as the
@@ -125,7 +111,8 @@ record_calls=50000
 load_libraries() { echo bench-library | "$1" prefill -redis-url "$url" -key-prefix bench:lib: >/dev/null 2>&1 || true; }
 
 # record_alone: the record script alone, as the reference runs (a new text
-# and message each call, no drain): "µs-per-call calls/s". Where a binary
+# and message each call, no drain), record_calls calls; prints as alone
+# (lib.sh) does. Where a binary
 # loaded its libraries (load_libraries) and has a record function (Redis
 # 7's functions), it is called with FCALL as the service calls it; else
 # this tree's record script runs with EVALSHA. The arguments are this
@@ -138,11 +125,9 @@ record_alone() {
   else
     run=(EVALSHA "$(redis-cli -p "$port" SCRIPT LOAD "$(cat freq/text.lua freq/reply.lua freq/record.lua)")")
   fi
-  c0=$(redis_cpu)
-  rps=$(redis-benchmark -p "$port" -n "$record_calls" -c 50 -r 1000000000 "${run[@]}" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
+  rb_calls=$record_calls alone "$record_calls" rb -r 1000000000 "${run[@]}" 6 'bench:o:{1}' 'bench:o:{1}:s0' 'bench:o:{1}:s1' \
     'bench:o:{1}:rid' 'bench:f:{abc}__rand_int__' 'bench:f:{abc}b' 3600 '__rand_int__' 100000 12345 '' '' 86400 86460 60 '' \
-    1,2,1764115200123 2>/dev/null | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
-  awk -v a="$c0" -v b="$(redis_cpu)" -v r="$rps" -v n="$record_calls" 'BEGIN {printf "%.1f %s\n", (b - a) / n * 1e6, r}'
+    1,2,1764115200123
   del 'bench:*'
 }
 
@@ -157,7 +142,7 @@ measure() { # measure LABEL BINARY
   done
 
   start_redis 16960
-  read -r rcpu rcmd rrps <<<"$(reference)"
+  read -r rcpu rcmd _ rrps <<<"$(reference)"
   redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
   c0=$(redis_cpu); k0=$(calls)
   spawn "$bin" vkc: "$messages"
@@ -272,9 +257,26 @@ stop_redis
 measure "before ($(git rev-parse --short "$before"))" "$work/vkcounter-before"
 measure "after ($(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo +changes))" "$work/vkcounter"
 start_redis 16960
-read -r rcpu _ rrps <<<"$(reference)"
+read -r rcpu _ _ rrps <<<"$(reference)"
 load_libraries "$work/vkcounter"
-read -r acpu arps <<<"$(record_alone)"
-read -r rcpu2 _ rrps2 <<<"$(reference)"
+read -r acpu _ _ arps <<<"$(record_alone)"
+read -r rcpu2 _ _ rrps2 <<<"$(reference)"
 echo "== the record script alone against the reference, alternated on one fresh server (redis-benchmark, 50 clients): reference $rcpu and $rcpu2 µs ($rrps, $rrps2 calls/s), record script $acpu µs ($arps calls/s): $(ratio "$acpu" "$(awk -v a="$rcpu" -v b="$rcpu2" 'BEGIN {print (a + b) / 2}')") × the reference's mean"
 stop_redis
+# count.lua alone, each tree's as a Redis Cluster runs it (EVALSHA; and
+# Store.Count), first on a fresh server of its own (its memory owes
+# nothing to what another run freed), the reference after it there.
+start_redis 16960
+read -r _ rcmd rmem _ <<<"$(reference)"
+stop_redis
+echo "== the count script alone (one text, a new message each call, EVALSHA, redis-benchmark, 50 clients) on a fresh server, then the reference on it; the reference first on a fresh server: $rcmd commands inside, $rmem B a call"
+for tree in "$work/before" .; do
+  start_redis 16960
+  read -r ccpu ccmd cmem crps <<<"$(alone "$rb_calls" count_ceiling "$tree")"
+  del 'bench:*'
+  read -r rcpu _ _ _ <<<"$(reference)"
+  stop_redis
+  label=after
+  [ "$tree" = . ] || label="before ($(git rev-parse --short "$before"))"
+  echo "   $label: Redis CPU $ccpu µs = $(ratio "$ccpu" "$rcpu") × the reference's ($rcpu µs), $ccmd commands inside, $cmem B a call ($crps calls/s)"
+done
